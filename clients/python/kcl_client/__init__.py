@@ -1,0 +1,1 @@
+"""Placeholder; see clients/python/README.md."""

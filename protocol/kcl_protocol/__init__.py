@@ -1,0 +1,77 @@
+"""kcl_protocol: the MultiLangDaemon wire protocol as plain data, with no I/O.
+
+The daemon and the tests use it; record-processor clients in other languages implement the same
+protocol from ``protocol/README.md``. Three parts:
+
+* :mod:`kcl_protocol.messages` - one frozen dataclass per message, in both directions;
+* :mod:`kcl_protocol.codec` - bytes <-> messages (one JSON object per line, orjson);
+* :mod:`kcl_protocol.conversation` - the one-outstanding-action state machine of a child conversation.
+"""
+
+from kcl_protocol.codec import (
+    NoiseLine,
+    decode_child_line,
+    decode_daemon_line,
+    encode_child_message,
+    encode_daemon_message,
+)
+from kcl_protocol.conversation import (
+    ActionCompleted,
+    CheckpointRequested,
+    Conversation,
+    ConversationEvent,
+    NoiseSkipped,
+)
+from kcl_protocol.errors import (
+    CheckpointErrorName,
+    LocalProtocolError,
+    ProtocolError,
+    RemoteProtocolError,
+)
+from kcl_protocol.messages import (
+    ACTION_MESSAGES,
+    ActionMessage,
+    CheckpointReply,
+    CheckpointRequest,
+    ChildMessage,
+    DaemonMessage,
+    Initialize,
+    LeaseLost,
+    LegacyShutdown,
+    ProcessRecords,
+    Record,
+    ShardEnded,
+    ShutdownRequested,
+    Status,
+)
+
+__all__ = [
+    "ACTION_MESSAGES",
+    "ActionCompleted",
+    "ActionMessage",
+    "CheckpointErrorName",
+    "CheckpointReply",
+    "CheckpointRequest",
+    "CheckpointRequested",
+    "ChildMessage",
+    "Conversation",
+    "ConversationEvent",
+    "DaemonMessage",
+    "Initialize",
+    "LeaseLost",
+    "LegacyShutdown",
+    "LocalProtocolError",
+    "NoiseLine",
+    "NoiseSkipped",
+    "ProcessRecords",
+    "ProtocolError",
+    "Record",
+    "RemoteProtocolError",
+    "ShardEnded",
+    "ShutdownRequested",
+    "Status",
+    "decode_child_line",
+    "decode_daemon_line",
+    "encode_child_message",
+    "encode_daemon_message",
+]

@@ -1,0 +1,98 @@
+"""Every message of the MultiLangDaemon protocol as a frozen dataclass.
+
+Python field names are snake_case; the camelCase wire names live only in :mod:`kcl_protocol.codec`.
+Sequence numbers are strings (numeric or a sentinel such as ``TRIM_HORIZON``); sub-sequence numbers
+are integers. ``Record.data`` holds the raw payload bytes; the codec base64-encodes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One user record (after KPL de-aggregation) inside a ``processRecords`` message."""
+
+    data: bytes
+    partition_key: str
+    sequence_number: str
+    sub_sequence_number: int
+    approximate_arrival_timestamp: int  # epoch milliseconds
+
+
+@dataclass(frozen=True, slots=True)
+class Initialize:
+    action: ClassVar[str] = "initialize"
+    shard_id: str
+    sequence_number: str | None
+    sub_sequence_number: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRecords:
+    action: ClassVar[str] = "processRecords"
+    records: tuple[Record, ...]
+    millis_behind_latest: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseLost:
+    action: ClassVar[str] = "leaseLost"
+
+
+@dataclass(frozen=True, slots=True)
+class ShardEnded:
+    action: ClassVar[str] = "shardEnded"
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownRequested:
+    action: ClassVar[str] = "shutdownRequested"
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyShutdown:
+    """KCL 1.x ``shutdown`` (reason ``TERMINATE`` or ``ZOMBIE``); only for the opt-in v1 protocol."""
+
+    action: ClassVar[str] = "shutdown"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointReply:
+    """Daemon's answer to a checkpoint request: an echo of the request plus ``error`` (None = success)."""
+
+    action: ClassVar[str] = "checkpoint"
+    sequence_number: str | None
+    sub_sequence_number: int | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """Child's reply that it finished the named action."""
+
+    action: ClassVar[str] = "status"
+    response_for: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRequest:
+    """Child asks to checkpoint. ``sequence_number`` None means "the last record delivered"."""
+
+    action: ClassVar[str] = "checkpoint"
+    sequence_number: str | None
+    sub_sequence_number: int | None
+
+
+ActionMessage = Initialize | ProcessRecords | LeaseLost | ShardEnded | ShutdownRequested | LegacyShutdown
+DaemonMessage = ActionMessage | CheckpointReply
+ChildMessage = Status | CheckpointRequest
+
+#: Action name -> message class, for every message that opens an exchange and expects a status.
+ACTION_MESSAGES: dict[str, type[ActionMessage]] = {
+    cls.action: cls
+    for cls in (Initialize, ProcessRecords, LeaseLost, ShardEnded, ShutdownRequested, LegacyShutdown)
+}
