@@ -1,0 +1,41 @@
+"""What a shard consumer needs from the outside world, as small protocols.
+
+Polling Kinesis, a replay file and in-memory fakes all implement :class:`RecordSource`; the DynamoDB
+lease table and replay's in-memory store implement :class:`CheckpointStore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from kcl_daemon.core.sequence import ExtendedSequenceNumber
+from kcl_daemon.process.child import ChildProcess
+from kcl_protocol import Record
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    records: tuple[Record, ...]
+    millis_behind_latest: int | None = None
+
+
+class RecordSource(Protocol):
+    async def start(self, after: ExtendedSequenceNumber) -> None:
+        """(Re)position the source so the next batch starts right after ``after`` (a checkpoint)."""
+
+    async def next_batch(self) -> Batch | None:
+        """The next batch (possibly empty), or None once the shard has ended."""
+
+
+class CheckpointStore(Protocol):
+    async def load(self) -> ExtendedSequenceNumber:
+        """The shard's current checkpoint."""
+
+    async def save(self, target: ExtendedSequenceNumber) -> None:
+        """Persist ``target``; raise :class:`~kcl_daemon.errors.CheckpointRefused` with the Java name."""
+
+
+#: Starts a new child for the shard.
+ChildLauncher = Callable[[], Awaitable[ChildProcess]]

@@ -1,0 +1,350 @@
+"""Drives one shard through its lifecycle (``kcl_daemon.core.lifecycle``) with its own child process.
+
+The consumer is the imperative shell: the transition table decides the next state, the restart policy
+decides between a restart and parking, the checkpoint rules decide each checkpoint; this module only
+starts children, moves batches and persists checkpoints. A child fault never escapes: it becomes a
+``child-failed`` event, the child is stopped, and a new one starts from the last checkpoint after a
+backoff - or the shard is parked once it fails too often without progress. Lease loss and shutdown
+requests are signals (:meth:`ShardConsumer.lease_lost`, :meth:`ShardConsumer.request_shutdown`) that
+take effect between two actions, as in the Java KCL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from kcl_daemon.consumer.ports import Batch, CheckpointStore, ChildLauncher, RecordSource
+from kcl_daemon.core.checkpoint_rules import (
+    AlreadyCheckpointed,
+    CheckpointBounds,
+    RefuseCheckpoint,
+    WriteCheckpoint,
+    decide_checkpoint,
+)
+from kcl_daemon.core.lifecycle import (
+    CHECKPOINT_ALLOWED,
+    ShardEvent,
+    ShardState,
+    ShutdownReason,
+    next_state,
+)
+from kcl_daemon.core.restart_policy import FailureHistory, Park, RestartPolicy, decide_restart
+from kcl_daemon.core.sequence import ExtendedSequenceNumber
+from kcl_daemon.errors import CheckpointRefused, ChildFault, ChildProtocolViolation
+from kcl_daemon.log_context import shard_id_var
+from kcl_daemon.process.child import ChildProcess, StopTimeouts
+from kcl_daemon.process.session import ActionTimeouts, ChildSession
+from kcl_protocol import (
+    ActionMessage,
+    CheckpointErrorName,
+    CheckpointRequest,
+    Initialize,
+    LeaseLost,
+    ProcessRecords,
+    ShardEnded,
+    ShutdownRequested,
+)
+
+logger = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSettings:
+    timeouts: ActionTimeouts = field(default_factory=ActionTimeouts)
+    stop: StopTimeouts = field(default_factory=StopTimeouts)
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    call_process_records_even_for_empty_record_list: bool = False
+    #: Stop the consumer once parked (replay) instead of waiting for a shutdown or lease loss.
+    return_when_parked: bool = False
+
+
+@dataclass(slots=True)
+class ConsumerStats:
+    batches: int = 0
+    records_delivered: int = 0
+    checkpoints_written: int = 0
+    child_starts: int = 0
+    child_failures: int = 0
+    failure_messages: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardOutcome:
+    shard_id: str
+    state: ShardState
+    reason: ShutdownReason | None
+    checkpoint: ExtendedSequenceNumber
+    stats: ConsumerStats
+    parked_because: str | None = None
+
+
+class ShardConsumer:
+    def __init__(
+        self,
+        shard_id: str,
+        source: RecordSource,
+        store: CheckpointStore,
+        launch_child: ChildLauncher,
+        settings: ConsumerSettings,
+        *,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.shard_id = shard_id
+        self.state = ShardState.WAITING_ON_PARENTS
+        self.stats = ConsumerStats()
+        self._source = source
+        self._store = store
+        self._launch_child = launch_child
+        self._settings = settings
+        self._sleep = sleep
+        self._signal: ShardEvent | None = None
+        self._wake = asyncio.Event()
+        self._session: ChildSession | None = None
+        self._history = FailureHistory()
+        self._reason: ShutdownReason | None = None
+        self._parked_because: str | None = None
+        self._checkpoint = ExtendedSequenceNumber("TRIM_HORIZON")
+        self._largest_delivered = self._checkpoint
+        self._in_flight_up_to: ExtendedSequenceNumber | None = None
+        self._last_record_of_shard: ExtendedSequenceNumber | None = None
+
+    # -- signals from the scheduler ------------------------------------------------------------------
+
+    def lease_lost(self) -> None:
+        self._raise_signal(ShardEvent.LEASE_LOST)
+
+    def request_shutdown(self) -> None:
+        self._raise_signal(ShardEvent.SHUTDOWN_REQUESTED)
+
+    def _raise_signal(self, event: ShardEvent) -> None:
+        # A lost lease outranks a shutdown request; keep the stronger one.
+        if self._signal is not ShardEvent.LEASE_LOST:
+            self._signal = event
+        self._wake.set()
+
+    # -- the loop ------------------------------------------------------------------------------------
+
+    def _feed(self, event: ShardEvent) -> None:
+        new = next_state(self.state, event)
+        if new is not self.state:
+            logger.info("shard %s: %s -> %s (%s)", self.shard_id, self.state.value, new.value, event.value)
+        self.state = new
+
+    def _take_signal(self) -> bool:
+        if self._signal is None:
+            return False
+        event, self._signal = self._signal, None
+        self._wake.clear()
+        self._feed(event)
+        return True
+
+    async def run(self) -> ShardOutcome:
+        shard_id_var.set(self.shard_id)
+        try:
+            await self._run()
+        finally:
+            await self._stop_child()
+        return ShardOutcome(
+            self.shard_id, self.state, self._reason, self._checkpoint, self.stats, self._parked_because
+        )
+
+    async def _run(self) -> None:
+        if self._take_signal():
+            return
+        self._checkpoint = await self._store.load()
+        if self._checkpoint.is_shard_end:
+            self._feed(ShardEvent.ALREADY_AT_SHARD_END)
+            return
+        self._feed(ShardEvent.PARENTS_DONE)
+        while self.state is not ShardState.SHUTDOWN_COMPLETE:
+            if self.state is not ShardState.PARKED and self._take_signal():
+                continue
+            match self.state:
+                case ShardState.INITIALIZING:
+                    await self._step(self._initialize, ShardEvent.INITIALIZED)
+                case ShardState.PROCESSING:
+                    await self._process_next()
+                case ShardState.SHUTDOWN_REQUESTED:
+                    self._reason = ShutdownReason.REQUESTED
+                    await self._step(self._send(ShutdownRequested()), ShardEvent.SHUTDOWN_ANSWERED)
+                case ShardState.ENDING_SHARD:
+                    self._reason = ShutdownReason.SHARD_END
+                    await self._step(self._end_shard, ShardEvent.FINAL_ANSWERED)
+                case ShardState.LOSING_LEASE:
+                    self._reason = ShutdownReason.LEASE_LOST
+                    await self._step(self._send(LeaseLost()), ShardEvent.FINAL_ANSWERED)
+                case ShardState.RESTARTING:
+                    await self._restart_or_park()
+                case ShardState.PARKED:
+                    if self._settings.return_when_parked:
+                        return
+                    await self._wake.wait()
+                    self._take_signal()
+
+    async def _step(self, action: Callable[[], Awaitable[None]], on_success: ShardEvent) -> None:
+        try:
+            await action()
+        except ChildFault as fault:
+            self.stats.child_failures += 1
+            self.stats.failure_messages.append(str(fault))
+            logger.error("shard %s: child failed during %s: %s", self.shard_id, self.state.value, fault)
+            self._history = self._history.after_failure(self._in_flight_up_to)
+            self._feed(ShardEvent.CHILD_FAILED)
+            if self.state is not ShardState.RESTARTING:
+                await self._stop_child()
+            return
+        self._feed(on_success)
+        if self.state is ShardState.SHUTDOWN_COMPLETE:
+            await self._stop_child()
+
+    def _send(self, message: ActionMessage) -> Callable[[], Awaitable[None]]:
+        async def send() -> None:
+            assert self._session is not None
+            await self._session.run_action(message, self._checkpoint_handler())
+
+        return send
+
+    async def _initialize(self) -> None:
+        self._largest_delivered = self._checkpoint
+        self._in_flight_up_to = None
+        await self._source.start(self._checkpoint)
+        child = await self._launch_child()
+        self.stats.child_starts += 1
+        self._session = ChildSession(child, self._settings.timeouts)
+        await self._send(
+            Initialize(self.shard_id, self._checkpoint.sequence_number, self._checkpoint.sub_sequence_number)
+        )()
+
+    async def _process_next(self) -> None:
+        batch = await self._next_batch_or_signal()
+        if batch is None:
+            if self._signal is None:
+                self._feed(ShardEvent.SHARD_END_REACHED)
+            return
+        records = tuple(
+            r
+            for r in batch.records
+            if ExtendedSequenceNumber(r.sequence_number, r.sub_sequence_number) > self._checkpoint
+        )
+        if not records and not self._settings.call_process_records_even_for_empty_record_list:
+            return
+        if records:
+            last = records[-1]
+            self._in_flight_up_to = ExtendedSequenceNumber(last.sequence_number, last.sub_sequence_number)
+            self._largest_delivered = max(self._largest_delivered, self._in_flight_up_to)
+        self.stats.batches += 1
+        self.stats.records_delivered += len(records)
+        await self._step(self._send(ProcessRecords(records, batch.millis_behind_latest)), ShardEvent.BATCH_DONE)
+        if self.state is ShardState.PROCESSING:
+            self._history = self._history.after_progress(self._in_flight_up_to)
+
+    async def _next_batch_or_signal(self) -> Batch | None:
+        fetch = asyncio.ensure_future(self._source.next_batch())
+        wake = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({fetch, wake}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            wake.cancel()
+        if fetch.done():
+            batch = fetch.result()
+            if batch is None:
+                self._last_record_of_shard = self._largest_delivered
+            return batch
+        fetch.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await fetch
+        return None
+
+    async def _end_shard(self) -> None:
+        await self._send(ShardEnded())()
+        if not self._checkpoint.is_shard_end:
+            raise ChildProtocolViolation(
+                "the child answered shardEnded without checkpointing SHARD_END "
+                f"(checkpoint is {self._checkpoint}); it must call checkpoint() before its status"
+            )
+
+    async def _restart_or_park(self) -> None:
+        await self._stop_child()
+        decision = decide_restart(self._settings.restart, self._history)
+        last = self.stats.failure_messages[-1] if self.stats.failure_messages else "unknown failure"
+        if isinstance(decision, Park):
+            self._parked_because = (
+                f"the child failed {decision.consecutive_failures} times in a row without getting past "
+                f"{self._history.high_water or 'initialize'}; last failure: {last}"
+            )
+            logger.error("shard %s parked: %s", self.shard_id, self._parked_because)
+            self._feed(ShardEvent.GIVE_UP)
+            return
+        logger.warning(
+            "shard %s: restarting the child in %.1fs from checkpoint %s (failure %d of at most %d)",
+            self.shard_id,
+            decision.delay_s,
+            self._checkpoint,
+            decision.consecutive_failures,
+            self._settings.restart.max_consecutive_failures,
+        )
+        sleeper = asyncio.ensure_future(self._sleep(decision.delay_s))
+        wake = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({sleeper, wake}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            wake.cancel()
+        if self._signal is None:
+            self._feed(ShardEvent.RESTART_DUE)
+
+    async def _stop_child(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.child.stop(self._settings.stop)
+
+    # -- checkpoints ---------------------------------------------------------------------------------
+
+    def _checkpoint_handler(self) -> Callable[[CheckpointRequest], Awaitable[str | None]] | None:
+        if self.state not in CHECKPOINT_ALLOWED:
+            return None
+        return self._serve_checkpoint
+
+    async def _serve_checkpoint(self, request: CheckpointRequest) -> str | None:
+        at_shard_end = self.state is ShardState.ENDING_SHARD
+        bounds = CheckpointBounds(
+            last_checkpoint=self._checkpoint,
+            largest_permitted=self._largest_delivered,
+            at_shard_end=at_shard_end,
+            last_record_of_shard=self._last_record_of_shard if at_shard_end else None,
+        )
+        decision = decide_checkpoint(request.sequence_number, request.sub_sequence_number, bounds)
+        match decision:
+            case RefuseCheckpoint(java_name=name, reason=reason):
+                logger.warning("shard %s: refused checkpoint: %s", self.shard_id, reason)
+                return name
+            case AlreadyCheckpointed():
+                return None
+            case WriteCheckpoint(target=target):
+                try:
+                    await self._store.save(target)
+                except CheckpointRefused as refused:
+                    logger.warning("shard %s: checkpoint %s failed: %s", self.shard_id, target, refused.reason)
+                    if refused.java_name == CheckpointErrorName.SHUTDOWN:
+                        self.lease_lost()
+                    return refused.java_name
+                self._checkpoint = target
+                self.stats.checkpoints_written += 1
+                logger.debug("shard %s: checkpoint %s", self.shard_id, target)
+                return None
+        raise AssertionError(decision)  # pragma: no cover
+
+
+def make_child_launcher(
+    argv: tuple[str, ...], *, line_limit_bytes: int, cwd: str | None = None
+) -> ChildLauncher:
+    async def launch() -> ChildProcess:
+        return await ChildProcess.spawn(argv, line_limit_bytes=line_limit_bytes, cwd=cwd)
+
+    return launch

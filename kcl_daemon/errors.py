@@ -1,0 +1,83 @@
+"""The project's error tree. Every class says whether retrying can help (``retriable``).
+
+::
+
+    KclError
+    ├── ConfigError              bad properties/YAML; carries every problem found, not just the first
+    ├── RecordsFileError         bad `replay --records` input; names the line
+    ├── CheckpointRefused        a checkpoint the daemon will not write; carries the Java error name
+    └── ChildFault               a record-processor child misbehaved; its shard restarts it   (retriable)
+        ├── ChildSpawnFailed         the executable could not be started
+        ├── ChildExited              stdout reached EOF / the process died mid-conversation
+        ├── ChildTimeout             no protocol message within the action's timeout
+        ├── ChildProtocolViolation   wrong responseFor, or a shard end without a SHARD_END checkpoint
+        ├── ChildLineTooLong         a stdout line longer than the configured limit
+        └── ChildNotReading          the child stopped reading stdin (write timed out or pipe broke)
+
+AWS errors join this tree in ``kcl_daemon.aws``, the only package that imports boto3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class KclError(Exception):
+    """Root of every error kcl-daemon raises on purpose."""
+
+    retriable: bool = False
+
+    def __str__(self) -> str:
+        message = super().__str__()
+        return f"[{type(self).__name__}] {message}" if message else type(self).__name__
+
+
+class ConfigError(KclError):
+    """The configuration is invalid. ``problems`` lists every problem, each naming its key and source."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("; ".join(self.problems))
+
+
+class RecordsFileError(KclError):
+    """A `replay` records file is unreadable or has a bad line."""
+
+
+class CheckpointRefused(KclError):
+    """A checkpoint request was refused; ``java_name`` is what the child receives in ``error``."""
+
+    def __init__(self, java_name: str, reason: str) -> None:
+        self.java_name = java_name
+        self.reason = reason
+        super().__init__(f"{java_name}: {reason}")
+
+
+class ChildFault(KclError):
+    """A record-processor child failed; the shard stops it and starts a new one from the last checkpoint."""
+
+    retriable = True
+
+
+class ChildSpawnFailed(ChildFault):
+    pass
+
+
+class ChildExited(ChildFault):
+    pass
+
+
+class ChildTimeout(ChildFault):
+    pass
+
+
+class ChildProtocolViolation(ChildFault):
+    pass
+
+
+class ChildLineTooLong(ChildFault):
+    pass
+
+
+class ChildNotReading(ChildFault):
+    pass

@@ -1,0 +1,208 @@
+"""One record-processor child process: spawn, bounded line I/O, stderr drain, escalating stop.
+
+Rules:
+
+* The command is an argv list (``executableName`` split on spaces); it is never run through a shell.
+* The child gets its own session/process group, so stopping it also stops anything it started.
+* stderr is drained for the child's whole life and logged line by line under ``kcl_daemon.child``
+  at INFO (ordinary output is not an error); the last lines are kept to explain a failure.
+* Every read and write is bounded: a line longer than the limit, EOF, a broken pipe, or a write the
+  child does not accept in time raise the matching :class:`~kcl_daemon.errors.ChildFault`.
+* Stopping escalates: close stdin (the protocol's "please exit"), wait; SIGTERM the group, wait;
+  SIGKILL the group. Leftover stdout is drained and logged meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from kcl_daemon.errors import ChildExited, ChildLineTooLong, ChildNotReading, ChildSpawnFailed, ChildTimeout
+
+logger = logging.getLogger(__name__)
+child_output_logger = logging.getLogger("kcl_daemon.child")
+
+_STDERR_CHUNK = 64 * 1024
+_STDERR_LINE_LOG_LIMIT = 8 * 1024
+_STDERR_TAIL_LINES = 20
+
+
+@dataclass(frozen=True, slots=True)
+class StopTimeouts:
+    """How long each step of stopping a child may take before the next, harder step."""
+
+    after_eof_s: float = 5.0
+    after_sigterm_s: float = 5.0
+
+
+class ChildProcess:
+    """A running child. Create it with :meth:`spawn`; always finish with :meth:`stop`."""
+
+    def __init__(self, process: asyncio.subprocess.Process, argv: Sequence[str], line_limit_bytes: int) -> None:
+        self._process = process
+        self.argv = tuple(argv)
+        self._line_limit_bytes = line_limit_bytes
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
+        assert process.stderr is not None
+        self._stderr_task = asyncio.create_task(self._drain_stderr(process.stderr), name=f"stderr-{process.pid}")
+
+    @classmethod
+    async def spawn(
+        cls,
+        argv: Sequence[str],
+        *,
+        line_limit_bytes: int,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ChildProcess:
+        if not argv:
+            raise ChildSpawnFailed("executableName is empty")
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                limit=line_limit_bytes,
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+            )
+        except OSError as exc:
+            where = f" (working directory {cwd or os.getcwd()})"
+            raise ChildSpawnFailed(f"cannot start {argv[0]!r}: {exc.strerror or exc}{where}") from exc
+        logger.info("started child pid %d: %s", process.pid, " ".join(argv))
+        return cls(process, argv, line_limit_bytes)
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.returncode
+
+    def describe_exit(self) -> str:
+        code = self._process.returncode
+        if code is None:
+            status = "is still running"
+        elif code < 0:
+            status = f"was killed by signal {signal.Signals(-code).name}"
+        else:
+            status = f"exited with status {code}"
+        tail = " | ".join(self.stderr_tail) if code != 0 else ""
+        return f"child pid {self.pid} {status}" + (f"; last stderr: {tail}" if tail else "")
+
+    async def write(self, data: bytes, timeout_s: float | None) -> None:
+        stdin = self._process.stdin
+        assert stdin is not None
+        try:
+            stdin.write(data)
+            async with asyncio.timeout(timeout_s):
+                await stdin.drain()
+        except TimeoutError:
+            raise ChildNotReading(
+                f"the child did not read {len(data)} bytes from its stdin within {timeout_s:g}s"
+            ) from None
+        except (BrokenPipeError, ConnectionResetError):
+            await self._settle()
+            raise ChildExited(f"stdin is closed: {self.describe_exit()}") from None
+
+    async def read_line(self, timeout_s: float | None, waiting_for: str) -> bytes:
+        stdout = self._process.stdout
+        assert stdout is not None
+        try:
+            async with asyncio.timeout(timeout_s):
+                line = await stdout.readline()
+        except TimeoutError:
+            raise ChildTimeout(f"no answer to {waiting_for} within {timeout_s:g}s") from None
+        except ValueError:
+            raise ChildLineTooLong(
+                f"a stdout line is longer than the {self._line_limit_bytes} byte limit (maxChildLineBytes)"
+            ) from None
+        if not line:
+            await self._settle()
+            raise ChildExited(f"stdout closed while waiting for {waiting_for}: {self.describe_exit()}")
+        return line
+
+    async def _settle(self) -> None:
+        """Give a dying child a moment to be reaped so its exit status can be reported."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(1.0):
+                await self._process.wait()
+
+    async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
+        pending = b""
+        while chunk := await stream.read(_STDERR_CHUNK):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                self._log_stderr(line)
+            if len(pending) > _STDERR_LINE_LOG_LIMIT:
+                self._log_stderr(pending)
+                pending = b""
+        if pending:
+            self._log_stderr(pending)
+
+    def _log_stderr(self, raw: bytes) -> None:
+        text = raw.rstrip(b"\r").decode("utf-8", errors="replace")
+        if len(text) > _STDERR_LINE_LOG_LIMIT:
+            text = text[:_STDERR_LINE_LOG_LIMIT] + f"... ({len(text)} chars)"
+        if text:
+            self.stderr_tail.append(text)
+            child_output_logger.info("%s", text, extra={"child_pid": self.pid})
+
+    async def _drain_stdout(self) -> None:
+        stdout = self._process.stdout
+        assert stdout is not None
+        with contextlib.suppress(ValueError, ConnectionError):
+            while line := await stdout.readline():
+                text = line.rstrip(b"\r\n").decode("utf-8", errors="replace")
+                if text:
+                    child_output_logger.info("stdout after shutdown: %.200s", text, extra={"child_pid": self.pid})
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._process.pid, sig)
+
+    async def _wait(self, timeout_s: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._process.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def stop(self, timeouts: StopTimeouts = StopTimeouts()) -> int | None:
+        """Stop the child (EOF, then SIGTERM, then SIGKILL of its group). Returns its exit status."""
+        stdin = self._process.stdin
+        if stdin is not None and not stdin.is_closing():
+            stdin.close()
+        stdout_task = asyncio.create_task(self._drain_stdout(), name=f"stdout-{self.pid}")
+        try:
+            if not await self._wait(timeouts.after_eof_s):
+                logger.warning("child pid %d ignored end of input; sending SIGTERM", self.pid)
+                self._signal_group(signal.SIGTERM)
+                if not await self._wait(timeouts.after_sigterm_s):
+                    logger.warning("child pid %d ignored SIGTERM; sending SIGKILL", self.pid)
+                    self._signal_group(signal.SIGKILL)
+                    await self._process.wait()
+            # Grandchildren that outlived the child would keep the pipes open: stop the group.
+            self._signal_group(signal.SIGKILL)
+            for task in (stdout_task, self._stderr_task):
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(2.0):
+                        await asyncio.shield(task)
+        finally:
+            for task in (stdout_task, self._stderr_task):
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(stdout_task, self._stderr_task, return_exceptions=True)
+        logger.info("%s", self.describe_exit())
+        return self._process.returncode

@@ -1,0 +1,81 @@
+"""One protocol conversation with a running child: send an action, serve checkpoints, await its status.
+
+This is the thin shell around :class:`kcl_protocol.Conversation`: the state machine decides, this module
+only moves bytes. Rules it adds:
+
+* The read timeout applies to each line read (Java's ``timeoutInSeconds`` semantics), so a child that
+  checkpoints regularly during a long batch never times out; the checkpoint write itself is not timed.
+* Every checkpoint request is answered at once, before anything else is sent (kclpy blocks on it).
+* Actions without a checkpointer (``initialize``, ``leaseLost``) answer ``InvalidStateException``.
+* Noise on stdout is logged (blank lines silently) and skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from kcl_daemon.errors import ChildProtocolViolation
+from kcl_daemon.process.child import ChildProcess
+from kcl_protocol import (
+    ActionCompleted,
+    ActionMessage,
+    CheckpointErrorName,
+    CheckpointRequest,
+    CheckpointRequested,
+    Conversation,
+    NoiseSkipped,
+    RemoteProtocolError,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Serves one checkpoint request; returns None on success or the Java error name for the reply.
+CheckpointHandler = Callable[[CheckpointRequest], Awaitable[str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ActionTimeouts:
+    """Read timeout per action name (None = wait forever), and the stdin write timeout."""
+
+    default_s: float | None = None
+    per_action_s: Mapping[str, float | None] = field(default_factory=dict)
+    write_s: float | None = 30.0
+
+    def for_action(self, action: str) -> float | None:
+        return self.per_action_s.get(action, self.default_s)
+
+
+class ChildSession:
+    """Drives one child through a sequence of actions. One caller at a time."""
+
+    def __init__(self, child: ChildProcess, timeouts: ActionTimeouts) -> None:
+        self.child = child
+        self._timeouts = timeouts
+        self._conversation = Conversation()
+        self.noise_lines = 0
+
+    async def run_action(self, message: ActionMessage, on_checkpoint: CheckpointHandler | None) -> None:
+        """Send ``message`` and return once the child answered it with a matching status."""
+        action = message.action
+        read_timeout = self._timeouts.for_action(action)
+        await self.child.write(self._conversation.send_action(message), self._timeouts.write_s)
+        while True:
+            line = await self.child.read_line(read_timeout, waiting_for=action)
+            try:
+                event = self._conversation.receive_line(line)
+            except RemoteProtocolError as exc:
+                raise ChildProtocolViolation(str(exc)) from None
+            match event:
+                case ActionCompleted():
+                    return
+                case CheckpointRequested(request=request):
+                    error = await on_checkpoint(request) if on_checkpoint else CheckpointErrorName.INVALID_STATE
+                    if on_checkpoint is None:
+                        logger.warning("child asked to checkpoint during %s, which has no checkpointer", action)
+                    await self.child.write(self._conversation.reply_checkpoint(error), self._timeouts.write_s)
+                case NoiseSkipped(noise=noise):
+                    if not noise.is_blank:
+                        self.noise_lines += 1
+                        logger.info("skipping non-protocol line on child stdout (%s): %s", noise.reason, noise.preview)
