@@ -1,0 +1,167 @@
+"""The `kcl-daemon` command line (click). The only module that prints to stdout."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import click
+import orjson
+
+from kcl_daemon.config.settings import Settings, load_settings
+from kcl_daemon.core.sequence import ExtendedSequenceNumber, InvalidSequenceNumber
+from kcl_daemon.errors import ConfigError, RecordsFileError
+from kcl_daemon.log_setup import configure_logging
+from kcl_daemon.replay import ShardReport, run_replay
+from kcl_daemon.replay_input import InjectedFailure, parse_injected_failure, read_records_file
+
+EXIT_CONFIG = 2
+
+
+def _fail(message: str) -> None:
+    click.echo(f"kcl-daemon: {message}", err=True)
+    sys.exit(EXIT_CONFIG)
+
+
+def _load(path: Path) -> Settings:
+    try:
+        settings = load_settings(path)
+    except ConfigError as exc:
+        click.echo(f"kcl-daemon: invalid configuration ({len(exc.problems)} problem(s)):", err=True)
+        for problem in exc.problems:
+            click.echo(f"  - {problem}", err=True)
+        sys.exit(EXIT_CONFIG)
+    for warning in settings.warnings:
+        click.echo(f"kcl-daemon: warning: {warning}", err=True)
+    return settings
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]))
+@click.version_option(package_name="kcl-daemon")
+def main(log_level: str, log_format: str) -> None:
+    """kcl-daemon: run Kinesis record processors written in any language (a MultiLangDaemon replacement)."""
+    configure_logging(log_level, log_format)
+
+
+def _parse_failures(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> list[InjectedFailure]:
+    try:
+        return [parse_injected_failure(v) for v in values]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _parse_checkpoint(_ctx: click.Context, _param: click.Parameter, value: str) -> ExtendedSequenceNumber:
+    seq, _, sub = value.partition("/")
+    try:
+        return ExtendedSequenceNumber(seq, int(sub) if sub else 0)
+    except (InvalidSequenceNumber, ValueError) as exc:
+        raise click.BadParameter(f"{value!r}: {exc}") from None
+
+
+@main.command()
+@click.option("--properties", "--properties-file", "properties", required=True,
+              type=click.Path(path_type=Path, dir_okay=False),
+              help="The daemon's .properties (or .yaml) file; executableName names the processor.")
+@click.option("--records", required=True, type=click.Path(path_type=Path, dir_okay=False),
+              help="JSON Lines file: one record per line (text or base64 data, partitionKey, ...).")
+@click.option("--shard-id", default="shardId-000000000000", show_default=True,
+              help="Shard for records that do not name one.")
+@click.option("--batch-size", type=click.IntRange(1, 10000), default=None,
+              help="Records per processRecords message  [default: maxRecords from the properties]")
+@click.option("--checkpoint", "initial_checkpoint", default="TRIM_HORIZON", show_default=True,
+              callback=_parse_checkpoint,
+              help="The checkpoint to start from, as if read from the lease (SEQ or SEQ/SUB).")
+@click.option("--fail-checkpoint", "failures", multiple=True, callback=_parse_failures, metavar="ERROR[@N]",
+              help="Answer a checkpoint attempt with this Java error (the Nth attempt, or the next one). "
+                   "Repeatable.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def replay(
+    properties: Path,
+    records: Path,
+    shard_id: str,
+    batch_size: int | None,
+    initial_checkpoint: ExtendedSequenceNumber,
+    failures: list[InjectedFailure],
+    as_json: bool,
+) -> None:
+    """Run the configured record processor over records from a file, without AWS.
+
+    Each shard gets its own child and the daemon's full protocol and supervision; the shard ends
+    with shardEnded. Prints the checkpoints the processor made. Exits 0 when every child ended its
+    shard cleanly at SHARD_END, 1 otherwise, 2 on bad input.
+    """
+    settings = _load(properties)
+    try:
+        shards = read_records_file(records, shard_id)
+    except RecordsFileError as exc:
+        _fail(str(exc))
+    reports = asyncio.run(
+        run_replay(
+            settings,
+            shards,
+            batch_size=batch_size or min(settings.max_records, 10000),
+            initial_checkpoint=initial_checkpoint,
+            failures=failures,
+        )
+    )
+    if as_json:
+        click.echo(orjson.dumps([_report_json(r) for r in reports], option=orjson.OPT_INDENT_2).decode())
+    else:
+        for report in reports:
+            _print_report(report)
+        clean = sum(r.ended_cleanly for r in reports)
+        click.echo(f"summary: {len(reports)} shard(s), {clean} ended cleanly at SHARD_END")
+    sys.exit(0 if all(r.ended_cleanly for r in reports) else 1)
+
+
+def _verdict(report: ShardReport) -> str:
+    outcome = report.outcome
+    if report.ended_cleanly:
+        return "ended cleanly at SHARD_END"
+    if outcome.parked_because:
+        return f"PARKED: {outcome.parked_because}"
+    reason = outcome.reason.name.lower() if outcome.reason else "none"
+    return f"did not end the shard (state {outcome.state.value}, reason {reason}, checkpoint {outcome.checkpoint})"
+
+
+def _print_report(report: ShardReport) -> None:
+    stats = report.outcome.stats
+    click.echo(f"shard {report.outcome.shard_id}: {_verdict(report)}")
+    for event in report.history:
+        suffix = f"  -> {event.error}" if event.error else ""
+        click.echo(f"  checkpoint {event.target}{suffix}")
+    if not report.history:
+        click.echo("  no checkpoints")
+    click.echo(
+        f"  {report.records_in_file} record(s) in the file, {stats.records_delivered} delivered in "
+        f"{stats.batches} batch(es); child started {stats.child_starts} time(s), failed {stats.child_failures}"
+    )
+    for message in stats.failure_messages:
+        click.echo(f"  failure: {message}")
+
+
+def _report_json(report: ShardReport) -> dict[str, object]:
+    outcome = report.outcome
+    return {
+        "shardId": outcome.shard_id,
+        "endedCleanly": report.ended_cleanly,
+        "state": outcome.state.value,
+        "reason": outcome.reason.name if outcome.reason else None,
+        "checkpoint": str(outcome.checkpoint),
+        "checkpoints": [
+            {"sequenceNumber": e.target.sequence_number, "subSequenceNumber": e.target.sub_sequence_number,
+             "error": e.error}
+            for e in report.history
+        ],
+        "recordsInFile": report.records_in_file,
+        "recordsDelivered": outcome.stats.records_delivered,
+        "batches": outcome.stats.batches,
+        "childStarts": outcome.stats.child_starts,
+        "childFailures": outcome.stats.child_failures,
+        "failures": outcome.stats.failure_messages,
+        "parkedBecause": outcome.parked_because,
+    }

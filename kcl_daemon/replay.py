@@ -1,0 +1,159 @@
+"""`kcl-daemon replay`: run the configured record processor over records from a file, without AWS.
+
+Every shard in the file gets its own child and the full protocol and supervision of the real daemon:
+initialize, processRecords in batches with checkpoint round trips, restarts with backoff from the last
+checkpoint, and finally ``shardEnded``. Checkpoints live in memory and are reported at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import logging
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kcl_daemon.config.settings import Settings
+from kcl_daemon.consumer.ports import Batch
+from kcl_daemon.consumer.shard_consumer import ConsumerSettings, ShardConsumer, ShardOutcome, make_child_launcher
+from kcl_daemon.core.lifecycle import ShardState, ShutdownReason
+from kcl_daemon.core.restart_policy import RestartPolicy
+from kcl_daemon.core.sequence import ExtendedSequenceNumber
+from kcl_daemon.errors import CheckpointRefused
+from kcl_daemon.process.child import StopTimeouts
+from kcl_daemon.process.session import ActionTimeouts
+from kcl_daemon.replay_input import InjectedFailure
+from kcl_protocol import Record
+
+logger = logging.getLogger(__name__)
+
+
+class ListRecordSource:
+    """Serves a fixed list of records in batches; the shard ends after the last one."""
+
+    def __init__(self, records: Sequence[Record], batch_size: int) -> None:
+        self._records = list(records)
+        self._keys = [ExtendedSequenceNumber(r.sequence_number, r.sub_sequence_number) for r in self._records]
+        self._batch_size = batch_size
+        self._next = 0
+
+    async def start(self, after: ExtendedSequenceNumber) -> None:
+        self._next = bisect.bisect_right(self._keys, after) if not after.is_sentinel else 0
+
+    async def next_batch(self) -> Batch | None:
+        if self._next >= len(self._records):
+            return None
+        batch = self._records[self._next : self._next + self._batch_size]
+        self._next += len(batch)
+        return Batch(tuple(batch), millis_behind_latest=0)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointEvent:
+    target: ExtendedSequenceNumber
+    error: str | None  # None = written
+
+
+@dataclass(slots=True)
+class InMemoryCheckpointStore:
+    """Holds one shard's checkpoint; can fail chosen attempts with a Java error name."""
+
+    checkpoint: ExtendedSequenceNumber
+    failures: list[InjectedFailure] = field(default_factory=list)
+    history: list[CheckpointEvent] = field(default_factory=list)
+    attempts: int = 0
+
+    async def load(self) -> ExtendedSequenceNumber:
+        return self.checkpoint
+
+    async def save(self, target: ExtendedSequenceNumber) -> None:
+        self.attempts += 1
+        for failure in self.failures:
+            if failure.attempt in (None, self.attempts):
+                self.failures.remove(failure)
+                self.history.append(CheckpointEvent(target, failure.java_name))
+                raise CheckpointRefused(failure.java_name, f"injected by --fail-checkpoint (attempt {self.attempts})")
+        self.checkpoint = target
+        self.history.append(CheckpointEvent(target, None))
+
+
+@dataclass(frozen=True, slots=True)
+class ShardReport:
+    outcome: ShardOutcome
+    history: tuple[CheckpointEvent, ...]
+    records_in_file: int
+
+    @property
+    def ended_cleanly(self) -> bool:
+        return (
+            self.outcome.state is ShardState.SHUTDOWN_COMPLETE
+            and self.outcome.reason is ShutdownReason.SHARD_END
+            and self.outcome.checkpoint.is_shard_end
+        )
+
+
+def consumer_settings(settings: Settings, *, return_when_parked: bool) -> ConsumerSettings:
+    shutdown = settings.shutdown_timeout_s
+    per_action = {
+        "initialize": settings.initialize_timeout_s,
+        "processRecords": settings.process_records_timeout_s,
+        "shardEnded": shutdown,
+        "leaseLost": shutdown,
+        "shutdownRequested": shutdown,
+    }
+    return ConsumerSettings(
+        timeouts=ActionTimeouts(
+            default_s=settings.action_timeout_s,
+            per_action_s={k: v for k, v in per_action.items() if v is not None},
+            write_s=settings.child_write_timeout_s,
+        ),
+        stop=StopTimeouts(settings.child_stop_timeout_s, settings.child_stop_timeout_s),
+        restart=RestartPolicy(
+            initial_backoff_s=settings.child_restart_backoff_s,
+            max_backoff_s=settings.child_restart_max_backoff_s,
+            max_consecutive_failures=settings.child_max_consecutive_failures,
+        ),
+        call_process_records_even_for_empty_record_list=settings.call_process_records_even_for_empty_record_list,
+        return_when_parked=return_when_parked,
+    )
+
+
+async def run_replay(
+    settings: Settings,
+    shards: dict[str, list[Record]],
+    *,
+    batch_size: int,
+    initial_checkpoint: ExtendedSequenceNumber,
+    failures: Sequence[InjectedFailure] = (),
+    cwd: str | None = None,
+) -> list[ShardReport]:
+    assert settings.executable is not None
+    launch = make_child_launcher(settings.executable, line_limit_bytes=settings.child_max_line_bytes, cwd=cwd)
+    common = consumer_settings(settings, return_when_parked=True)
+    stores = {shard: InMemoryCheckpointStore(initial_checkpoint, list(failures)) for shard in shards}
+    consumers = [
+        ShardConsumer(shard, ListRecordSource(records, batch_size), stores[shard], launch, common)
+        for shard, records in shards.items()
+    ]
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, _request_shutdown, consumers)
+    try:
+        outcomes = await asyncio.gather(*(c.run() for c in consumers))
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+    return [
+        ShardReport(outcome, tuple(stores[outcome.shard_id].history), len(shards[outcome.shard_id]))
+        for outcome in outcomes
+    ]
+
+
+def _request_shutdown(consumers: Sequence[ShardConsumer]) -> None:
+    logger.warning("interrupted: asking every child to shut down")
+    for consumer in consumers:
+        consumer.request_shutdown()
