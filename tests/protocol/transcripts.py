@@ -111,6 +111,10 @@ def replay(
         if child.proc.poll() is None:
             child.kill(9)
             child.wait()
+        # PopenSpawn has no close(): close the pipes ourselves (unclosed files are test errors here).
+        for pipe in (child.proc.stdin, child.proc.stdout):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
 
 
 def large_batch(total_bytes: int = 10 * 1024 * 1024, record_bytes: int = 100 * 1024) -> Transcript:

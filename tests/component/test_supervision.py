@@ -1,0 +1,170 @@
+"""Supervision with real child processes that misbehave, next to a healthy shard that must not notice.
+
+Each test runs two shard consumers at once: shard A's child commits a fault on the batch holding a
+"poison" record; shard B's child is well behaved. Restart backoffs go through an injected sleep, so no
+test waits for a backoff; only the fault detection timeouts (a fraction of a second) run in real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kcl_daemon.consumer.shard_consumer import ConsumerSettings, ShardConsumer, ShardOutcome, make_child_launcher
+from kcl_daemon.core.lifecycle import ShardState, ShutdownReason
+from kcl_daemon.core.restart_policy import RestartPolicy
+from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON
+from kcl_daemon.process.child import ChildProcess, StopTimeouts
+from kcl_daemon.process.session import ActionTimeouts
+from kcl_daemon.replay import InMemoryCheckpointStore, ListRecordSource
+from kcl_protocol import Record
+
+FAULTY = str(Path(__file__).resolve().parents[1] / "fixtures" / "children" / "faulty_child.py")
+RECORDS = 30
+POISON_AT = 15
+
+
+def make_records(poison: bool) -> list[Record]:
+    return [
+        Record(b"poison" if poison and i == POISON_AT else f"r{i}".encode(), f"pk{i}", str(100 + i), 0, 1_700_000_000_000)
+        for i in range(RECORDS)
+    ]
+
+
+class FakeSleep:
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+        await asyncio.sleep(0)
+
+
+def settings(**timeouts: float) -> ConsumerSettings:
+    return ConsumerSettings(
+        timeouts=ActionTimeouts(default_s=timeouts.get("action", 10.0), write_s=timeouts.get("write", 10.0)),
+        stop=StopTimeouts(after_eof_s=timeouts.get("stop", 2.0), after_sigterm_s=timeouts.get("stop", 2.0)),
+        restart=RestartPolicy(initial_backoff_s=1.0, max_backoff_s=8.0, max_consecutive_failures=3),
+        return_when_parked=True,
+    )
+
+
+async def run_pair(
+    tmp_path: Path, fault: str, times: str = "1", **timeouts: float
+) -> tuple[ShardOutcome, ShardOutcome, FakeSleep, dict[str, Counter[str]]]:
+    sleep = FakeSleep()
+    outcomes = []
+    consumers = []
+    for shard, child_fault, poison in (("shard-A", fault, True), ("shard-B", "none", False)):
+        state = tmp_path / shard
+        state.mkdir()
+        launch = make_child_launcher((sys.executable, FAULTY, child_fault, str(state), times), line_limit_bytes=1 << 20)
+        consumers.append(
+            ShardConsumer(shard, ListRecordSource(make_records(poison), 10), InMemoryCheckpointStore(TRIM_HORIZON),
+                          launch, settings(**timeouts), sleep=sleep)
+        )
+    outcomes = await asyncio.wait_for(asyncio.gather(*(c.run() for c in consumers)), timeout=60)
+    delivered = {
+        shard: Counter((tmp_path / shard / "delivered.log").read_text().split())
+        for shard in ("shard-A", "shard-B")
+    }
+    return outcomes[0], outcomes[1], sleep, delivered
+
+
+def assert_healthy_shard_unaffected(outcome: ShardOutcome, delivered: Counter[str]) -> None:
+    assert outcome.state is ShardState.SHUTDOWN_COMPLETE and outcome.reason is ShutdownReason.SHARD_END
+    assert outcome.checkpoint == SHARD_END
+    assert outcome.stats.child_starts == 1 and outcome.stats.child_failures == 0
+    assert set(delivered.values()) == {1} and len(delivered) == RECORDS
+
+
+@pytest.mark.parametrize(
+    ("fault", "timeouts", "message"),
+    [
+        ("crash", {}, "stdout closed while waiting for processRecords: child pid \\d+ exited with status 3"),
+        ("exit-early", {}, "stdout closed while waiting for processRecords: .*exited with status 0"),
+        ("hang", {"action": 0.5}, "no answer to processRecords within 0.5s"),
+        ("wrong-status", {}, "child answered 'processRecords' with a status for 'initialize'"),
+        ("long-line", {}, "longer than the 1048576 byte limit"),
+        ("stop-reading", {"write": 0.5}, "did not read .* bytes from its stdin within 0.5s"),
+        ("no-shard-end", {}, "answered shardEnded without checkpointing SHARD_END"),
+    ],
+)
+async def test_a_failed_child_is_restarted_from_its_checkpoint(
+    tmp_path: Path, fault: str, timeouts: dict[str, float], message: str
+) -> None:
+    faulty, healthy, sleep, delivered = await run_pair(tmp_path, fault, **timeouts)
+
+    assert faulty.state is ShardState.SHUTDOWN_COMPLETE, faulty.stats.failure_messages
+    assert faulty.reason is ShutdownReason.SHARD_END and faulty.checkpoint == SHARD_END
+    assert faulty.stats.child_failures == 1 and faulty.stats.child_starts == 2
+    assert faulty.stats.failure_messages[0].startswith("[Child")
+    assert __import__("re").search(message, faulty.stats.failure_messages[0]), faulty.stats.failure_messages
+    assert sleep.delays == [1.0]  # one backoff, through the injected clock
+    # at least once: every record reached a child; re-delivery only after the last checkpoint
+    assert len(delivered["shard-A"]) == RECORDS
+    assert max(delivered["shard-A"].values()) <= 2
+    assert_healthy_shard_unaffected(healthy, delivered["shard-B"])
+
+
+async def test_a_child_failing_every_time_is_parked_not_crash_looped(tmp_path: Path) -> None:
+    faulty, healthy, sleep, delivered = await run_pair(tmp_path, "crash", times="always")
+
+    assert faulty.state is ShardState.PARKED
+    assert faulty.stats.child_starts == 3 and faulty.stats.child_failures == 3
+    assert sleep.delays == [1.0, 2.0]  # exponential backoff, then parked
+    assert faulty.parked_because is not None and "failed 3 times in a row" in faulty.parked_because
+    assert faulty.checkpoint.sequence_number == str(100 + 9)  # the last batch before the poison one
+    assert_healthy_shard_unaffected(healthy, delivered["shard-B"])
+
+
+async def test_noisy_child_is_not_a_failure(tmp_path: Path) -> None:
+    noisy, healthy, sleep, delivered = await run_pair(tmp_path, "noisy")
+    assert noisy.checkpoint == SHARD_END and noisy.stats.child_failures == 0
+    assert sleep.delays == []
+    assert_healthy_shard_unaffected(healthy, delivered["shard-B"])
+
+
+async def test_missing_executable_parks_with_a_clear_error(tmp_path: Path) -> None:
+    sleep = FakeSleep()
+    launch = make_child_launcher(("/nonexistent/processor", "--x"), line_limit_bytes=1 << 20)
+    consumer = ShardConsumer("s", ListRecordSource(make_records(False), 10), InMemoryCheckpointStore(TRIM_HORIZON),
+                             launch, settings(), sleep=sleep)
+    outcome = await consumer.run()
+    assert outcome.state is ShardState.PARKED
+    assert "cannot start '/nonexistent/processor': No such file or directory" in outcome.stats.failure_messages[0]
+
+
+async def test_lease_lost_and_shutdown_signals(tmp_path: Path) -> None:
+    state = tmp_path / "s"
+    state.mkdir()
+    launch = make_child_launcher((sys.executable, FAULTY, "none", str(state)), line_limit_bytes=1 << 20)
+
+    class SlowSource(ListRecordSource):
+        async def next_batch(self):  # type: ignore[no-untyped-def]
+            batch = await super().next_batch()
+            await asyncio.sleep(0.05)
+            return batch
+
+    store = InMemoryCheckpointStore(TRIM_HORIZON)
+    consumer = ShardConsumer("s", SlowSource(make_records(False), 2), store, launch, settings())
+    task = asyncio.create_task(consumer.run())
+    while consumer.stats.batches < 2:
+        await asyncio.sleep(0.01)
+    consumer.request_shutdown()
+    outcome = await asyncio.wait_for(task, 10)
+    # shutdownRequested (the child checkpoints everything delivered), then leaseLost
+    assert outcome.reason is ShutdownReason.LEASE_LOST and outcome.state is ShardState.SHUTDOWN_COMPLETE
+    assert not outcome.checkpoint.is_sentinel
+    assert outcome.stats.records_delivered < RECORDS
+
+
+async def test_stop_escalates_to_sigkill_for_a_child_that_ignores_eof_and_sigterm(tmp_path: Path) -> None:
+    child = await ChildProcess.spawn((sys.executable, FAULTY, "ignore-eof", str(tmp_path)), line_limit_bytes=1 << 16)
+    await asyncio.sleep(0.3)  # let it install its SIGTERM handler
+    code = await child.stop(StopTimeouts(after_eof_s=0.2, after_sigterm_s=0.2))
+    assert code == -9

@@ -1,0 +1,60 @@
+"""The daemon's side of every golden transcript: codec, conversation and session, byte for byte.
+
+A scripted child plays the transcript's child lines (noise included) and exits non-zero if any line the
+daemon writes differs from the transcript. The daemon is driven with the transcript's actions, and its
+checkpoint handler answers with the transcript's replies.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from kcl_daemon.process.child import ChildProcess
+from kcl_daemon.process.session import ActionTimeouts, ChildSession
+from kcl_protocol import ACTION_MESSAGES, CheckpointReply, CheckpointRequest, decode_daemon_line
+from tests.protocol.transcripts import TRANSCRIPT_DIR, Transcript, all_transcripts
+
+CHILD = Path(__file__).resolve().parents[1] / "fixtures" / "children" / "transcript_child.py"
+
+
+def _encode(message: dict[str, object]) -> bytes:
+    import json
+
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@pytest.mark.parametrize("transcript", all_transcripts(), ids=lambda t: t.name)
+async def test_daemon_side(transcript: Transcript) -> None:
+    actions = []
+    replies: list[CheckpointReply] = []
+    for entry in transcript.entries:
+        if "daemon" in entry:
+            message = decode_daemon_line(_encode(entry["daemon"]))
+            if isinstance(message, CheckpointReply):
+                replies.append(message)
+            else:
+                assert type(message) in ACTION_MESSAGES.values()
+                actions.append(message)
+
+    async def answer(request: CheckpointRequest) -> str | None:
+        reply = replies.pop(0)
+        assert (request.sequence_number, request.sub_sequence_number) == (
+            reply.sequence_number,
+            reply.sub_sequence_number,
+        )
+        return reply.error
+
+    child = await ChildProcess.spawn(
+        (sys.executable, str(CHILD), str(TRANSCRIPT_DIR / f"{transcript.name}.jsonl")), line_limit_bytes=1 << 20
+    )
+    session = ChildSession(child, ActionTimeouts(default_s=10))
+    for action in actions:
+        # leaseLost/initialize have no checkpointer; none of the transcripts checkpoints during them
+        await session.run_action(action, answer)
+    assert replies == []
+    assert await child.stop() == 0, list(child.stderr_tail)
+    if transcript.name == "noise":
+        assert session.noise_lines == 6
