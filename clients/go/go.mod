@@ -1,0 +1,3 @@
+module kcl-daemon.local/kcl
+
+go 1.19
