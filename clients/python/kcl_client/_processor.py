@@ -1,0 +1,67 @@
+"""The :class:`RecordProcessor` base class a user subclasses, and the batch passed to it.
+
+One child process serves one shard, so one processor instance sees exactly one shard's life:
+``initialize``, then ``process_records`` zero or more times, then at most one of ``lease_lost`` or
+``shard_ended`` (possibly after ``shutdown_requested``), then the process exits when stdin closes.
+Only ``process_records`` must be written; every other method has a sensible default.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from dataclasses import dataclass
+
+from kcl_client._checkpointer import Checkpointer
+from kcl_client._errors import CheckpointError
+from kcl_client._records import Position, Record
+
+logger = logging.getLogger("kcl_client")
+
+_SHARD_END_RETRIES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRecordsInput:
+    """One delivered batch: its records in shard order, how far behind the tip it is, and a checkpointer."""
+
+    records: tuple[Record, ...]
+    millis_behind_latest: int | None
+    checkpointer: Checkpointer
+
+
+class RecordProcessor(abc.ABC):
+    """Subclass this and pass an instance to :func:`kcl_client.run`.
+
+    An exception raised by any method is logged (with its traceback) to stderr and the daemon still gets
+    its status, so one bad record does not stop the shard. Checkpoint only after the records are really
+    processed: the next owner of the shard resumes after the last checkpoint.
+    """
+
+    def initialize(self, shard_id: str, checkpoint: Position) -> None:  # noqa: B027 (optional hook)
+        """Called once, before any records. ``checkpoint`` is where processing resumes."""
+
+    @abc.abstractmethod
+    def process_records(self, batch: ProcessRecordsInput) -> None:
+        """Process ``batch.records``; checkpoint with ``batch.checkpointer`` when that is safe."""
+
+    def lease_lost(self) -> None:  # noqa: B027 (optional hook)
+        """Another worker took this shard. Checkpointing is no longer possible; clean up and return."""
+
+    def shard_ended(self, checkpointer: Checkpointer) -> None:
+        """The shard is fully read (it was split or merged). The default checkpoints the end of the shard.
+
+        A shard must be checkpointed at its end before its child shards are processed, so an override must
+        call ``checkpointer.checkpoint()`` too.
+        """
+        try:
+            checkpointer.checkpoint(retries=_SHARD_END_RETRIES)
+        except CheckpointError as exc:
+            logger.warning("could not checkpoint the end of the shard: %s", exc)
+
+    def shutdown_requested(self, checkpointer: Checkpointer) -> None:  # noqa: B027 (optional hook)
+        """The worker is shutting down, or the lease is being handed to another worker.
+
+        This is the last chance to checkpoint (``checkpointer.checkpoint()`` for everything delivered).
+        The default does nothing, which suits a processor that checkpoints in ``process_records``.
+        """
