@@ -38,8 +38,12 @@ def _load(path: Path) -> Settings:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--log-level", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
 @click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]))
 @click.version_option(package_name="kcl-daemon")
 def main(log_level: str, log_format: str) -> None:
@@ -47,7 +51,9 @@ def main(log_level: str, log_format: str) -> None:
     configure_logging(log_level, log_format)
 
 
-def _parse_failures(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> list[InjectedFailure]:
+def _parse_failures(
+    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+) -> list[InjectedFailure]:
     try:
         return [parse_injected_failure(v) for v in values]
     except ValueError as exc:
@@ -63,21 +69,48 @@ def _parse_checkpoint(_ctx: click.Context, _param: click.Parameter, value: str) 
 
 
 @main.command()
-@click.option("--properties", "--properties-file", "properties", required=True,
-              type=click.Path(path_type=Path, dir_okay=False),
-              help="The daemon's .properties (or .yaml) file; executableName names the processor.")
-@click.option("--records", required=True, type=click.Path(path_type=Path, dir_okay=False),
-              help="JSON Lines file: one record per line (text or base64 data, partitionKey, ...).")
-@click.option("--shard-id", default="shardId-000000000000", show_default=True,
-              help="Shard for records that do not name one.")
-@click.option("--batch-size", type=click.IntRange(1, 10000), default=None,
-              help="Records per processRecords message  [default: maxRecords from the properties]")
-@click.option("--checkpoint", "initial_checkpoint", default="TRIM_HORIZON", show_default=True,
-              callback=_parse_checkpoint,
-              help="The checkpoint to start from, as if read from the lease (SEQ or SEQ/SUB).")
-@click.option("--fail-checkpoint", "failures", multiple=True, callback=_parse_failures, metavar="ERROR[@N]",
-              help="Answer a checkpoint attempt with this Java error (the Nth attempt, or the next one). "
-                   "Repeatable.")
+@click.option(
+    "--properties",
+    "--properties-file",
+    "properties",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The daemon's .properties (or .yaml) file; executableName names the processor.",
+)
+@click.option(
+    "--records",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="JSON Lines file: one record per line (text or base64 data, partitionKey, ...).",
+)
+@click.option(
+    "--shard-id",
+    default="shardId-000000000000",
+    show_default=True,
+    help="Shard for records that do not name one.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 10000),
+    default=None,
+    help="Records per processRecords message  [default: maxRecords from the properties]",
+)
+@click.option(
+    "--checkpoint",
+    "initial_checkpoint",
+    default="TRIM_HORIZON",
+    show_default=True,
+    callback=_parse_checkpoint,
+    help="The checkpoint to start from, as if read from the lease (SEQ or SEQ/SUB).",
+)
+@click.option(
+    "--fail-checkpoint",
+    "failures",
+    multiple=True,
+    callback=_parse_failures,
+    metavar="ERROR[@N]",
+    help="Answer a checkpoint attempt with this Java error (the Nth attempt, or the next one). Repeatable.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def replay(
     properties: Path,
@@ -92,7 +125,8 @@ def replay(
 
     Each shard gets its own child and the daemon's full protocol and supervision; the shard ends
     with shardEnded. Prints the checkpoints the processor made. Exits 0 when every child ended its
-    shard cleanly at SHARD_END, 1 otherwise, 2 on bad input.
+    shard cleanly at SHARD_END (or answered a lease loss simulated with --fail-checkpoint
+    ShutdownException), 1 otherwise, 2 on bad input.
     """
     settings = _load(properties)
     try:
@@ -114,18 +148,23 @@ def replay(
         for report in reports:
             _print_report(report)
         clean = sum(r.ended_cleanly for r in reports)
-        click.echo(f"summary: {len(reports)} shard(s), {clean} ended cleanly at SHARD_END")
+        click.echo(f"summary: {len(reports)} shard(s), {clean} ended cleanly")
     sys.exit(0 if all(r.ended_cleanly for r in reports) else 1)
 
 
 def _verdict(report: ShardReport) -> str:
     outcome = report.outcome
+    if report.ended_cleanly and report.simulated_lease_loss:
+        return "lease lost (simulated by --fail-checkpoint ShutdownException); the child answered leaseLost"
     if report.ended_cleanly:
         return "ended cleanly at SHARD_END"
     if outcome.parked_because:
         return f"PARKED: {outcome.parked_because}"
     reason = outcome.reason.name.lower() if outcome.reason else "none"
-    return f"did not end the shard (state {outcome.state.value}, reason {reason}, checkpoint {outcome.checkpoint})"
+    return (
+        f"did not end the shard (state {outcome.state.value}, reason {reason}, "
+        f"checkpoint {outcome.checkpoint})"
+    )
 
 
 def _print_report(report: ShardReport) -> None:
@@ -138,7 +177,8 @@ def _print_report(report: ShardReport) -> None:
         click.echo("  no checkpoints")
     click.echo(
         f"  {report.records_in_file} record(s) in the file, {stats.records_delivered} delivered in "
-        f"{stats.batches} batch(es); child started {stats.child_starts} time(s), failed {stats.child_failures}"
+        f"{stats.batches} batch(es); child started {stats.child_starts} time(s), "
+        f"failed {stats.child_failures}"
     )
     for message in stats.failure_messages:
         click.echo(f"  failure: {message}")
@@ -149,12 +189,16 @@ def _report_json(report: ShardReport) -> dict[str, object]:
     return {
         "shardId": outcome.shard_id,
         "endedCleanly": report.ended_cleanly,
+        "simulatedLeaseLoss": report.simulated_lease_loss,
         "state": outcome.state.value,
         "reason": outcome.reason.name if outcome.reason else None,
         "checkpoint": str(outcome.checkpoint),
         "checkpoints": [
-            {"sequenceNumber": e.target.sequence_number, "subSequenceNumber": e.target.sub_sequence_number,
-             "error": e.error}
+            {
+                "sequenceNumber": e.target.sequence_number,
+                "subSequenceNumber": e.target.sub_sequence_number,
+                "error": e.error,
+            }
             for e in report.history
         ],
         "recordsInFile": report.records_in_file,

@@ -15,9 +15,16 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from kcl_protocol import CheckpointErrorName, Record
+
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.consumer.ports import Batch
-from kcl_daemon.consumer.shard_consumer import ConsumerSettings, ShardConsumer, ShardOutcome, make_child_launcher
+from kcl_daemon.consumer.shard_consumer import (
+    ConsumerSettings,
+    ShardConsumer,
+    ShardOutcome,
+    make_child_launcher,
+)
 from kcl_daemon.core.lifecycle import ShardState, ShutdownReason
 from kcl_daemon.core.restart_policy import RestartPolicy
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
@@ -25,7 +32,6 @@ from kcl_daemon.errors import CheckpointRefused
 from kcl_daemon.process.child import StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts
 from kcl_daemon.replay_input import InjectedFailure
-from kcl_protocol import Record
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +70,7 @@ class InMemoryCheckpointStore:
     failures: list[InjectedFailure] = field(default_factory=list)
     history: list[CheckpointEvent] = field(default_factory=list)
     attempts: int = 0
+    simulated_lease_loss: bool = False
 
     async def load(self) -> ExtendedSequenceNumber:
         return self.checkpoint
@@ -74,7 +81,10 @@ class InMemoryCheckpointStore:
             if failure.attempt in (None, self.attempts):
                 self.failures.remove(failure)
                 self.history.append(CheckpointEvent(target, failure.java_name))
-                raise CheckpointRefused(failure.java_name, f"injected by --fail-checkpoint (attempt {self.attempts})")
+                self.simulated_lease_loss |= failure.java_name == CheckpointErrorName.SHUTDOWN
+                raise CheckpointRefused(
+                    failure.java_name, f"injected by --fail-checkpoint (attempt {self.attempts})"
+                )
         self.checkpoint = target
         self.history.append(CheckpointEvent(target, None))
 
@@ -84,14 +94,16 @@ class ShardReport:
     outcome: ShardOutcome
     history: tuple[CheckpointEvent, ...]
     records_in_file: int
+    simulated_lease_loss: bool = False
 
     @property
     def ended_cleanly(self) -> bool:
-        return (
-            self.outcome.state is ShardState.SHUTDOWN_COMPLETE
-            and self.outcome.reason is ShutdownReason.SHARD_END
-            and self.outcome.checkpoint.is_shard_end
-        )
+        """The child finished its shard at SHARD_END, or answered the lease loss we simulated."""
+        if self.outcome.state is not ShardState.SHUTDOWN_COMPLETE:
+            return False
+        if self.outcome.reason is ShutdownReason.LEASE_LOST:
+            return self.simulated_lease_loss
+        return self.outcome.reason is ShutdownReason.SHARD_END and self.outcome.checkpoint.is_shard_end
 
 
 def consumer_settings(settings: Settings, *, return_when_parked: bool) -> ConsumerSettings:
@@ -148,7 +160,12 @@ async def run_replay(
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)
     return [
-        ShardReport(outcome, tuple(stores[outcome.shard_id].history), len(shards[outcome.shard_id]))
+        ShardReport(
+            outcome,
+            tuple(stores[outcome.shard_id].history),
+            len(shards[outcome.shard_id]),
+            stores[outcome.shard_id].simulated_lease_loss,
+        )
         for outcome in outcomes
     ]
 
