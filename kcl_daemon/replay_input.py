@@ -22,13 +22,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
+from kcl_protocol import CheckpointErrorName, Record
 
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, is_numeric_sequence_number
 from kcl_daemon.errors import RecordsFileError
-from kcl_protocol import CheckpointErrorName, Record
 
 _ALLOWED = frozenset(
-    {"text", "data", "partitionKey", "sequenceNumber", "subSequenceNumber", "approximateArrivalTimestamp", "shardId"}
+    {
+        "text",
+        "data",
+        "partitionKey",
+        "sequenceNumber",
+        "subSequenceNumber",
+        "approximateArrivalTimestamp",
+        "shardId",
+    }
 )
 _AUTO_SEQUENCE_BASE = 49_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000
 
@@ -43,7 +51,9 @@ def _parse_record(obj: object, where: str, now_ms: int) -> tuple[str | None, Rec
         raise _problem(where, "each line must be a JSON object")
     unknown = sorted(set(obj) - _ALLOWED)
     if unknown:
-        raise _problem(where, f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_ALLOWED))}")
+        raise _problem(
+            where, f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_ALLOWED))}"
+        )
     if ("text" in obj) == ("data" in obj):
         raise _problem(where, 'give exactly one of "text" (UTF-8) or "data" (base64)')
     if "text" in obj:
@@ -56,7 +66,9 @@ def _parse_record(obj: object, where: str, now_ms: int) -> tuple[str | None, Rec
         try:
             data = base64.b64decode(obj["data"], validate=True)
         except binascii.Error:
-            raise _problem(where, '"data" is not valid standard base64 (A-Z a-z 0-9 + / and = padding)') from None
+            raise _problem(
+                where, '"data" is not valid standard base64 (A-Z a-z 0-9 + / and = padding)'
+            ) from None
     key = obj.get("partitionKey")
     if not isinstance(key, str):
         raise _problem(where, '"partitionKey" is required and must be a string')
@@ -94,11 +106,18 @@ def parse_records(lines: Iterable[bytes], source: str, default_shard_id: str) ->
         previous = last.get(shard)
         if not explicit:
             base = int(previous.sequence_number) + 1 if previous else _AUTO_SEQUENCE_BASE
-            record = Record(record.data, record.partition_key, str(base), record.sub_sequence_number,
-                            record.approximate_arrival_timestamp)
+            record = Record(
+                record.data,
+                record.partition_key,
+                str(base),
+                record.sub_sequence_number,
+                record.approximate_arrival_timestamp,
+            )
         position = ExtendedSequenceNumber(record.sequence_number, record.sub_sequence_number)
         if previous is not None and position <= previous:
-            raise _problem(where, f"sequence number {position} does not increase within {shard} (previous {previous})")
+            raise _problem(
+                where, f"sequence number {position} does not increase within {shard} (previous {previous})"
+            )
         last[shard] = position
         shards.setdefault(shard, []).append(record)
     if not shards:

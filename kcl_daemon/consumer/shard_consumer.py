@@ -17,6 +17,17 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from kcl_protocol import (
+    ActionMessage,
+    CheckpointErrorName,
+    CheckpointRequest,
+    Initialize,
+    LeaseLost,
+    ProcessRecords,
+    ShardEnded,
+    ShutdownRequested,
+)
+
 from kcl_daemon.consumer.ports import Batch, CheckpointStore, ChildLauncher, RecordSource
 from kcl_daemon.core.checkpoint_rules import (
     AlreadyCheckpointed,
@@ -38,16 +49,6 @@ from kcl_daemon.errors import CheckpointRefused, ChildFault, ChildProtocolViolat
 from kcl_daemon.log_context import shard_id_var
 from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts, ChildSession
-from kcl_protocol import (
-    ActionMessage,
-    CheckpointErrorName,
-    CheckpointRequest,
-    Initialize,
-    LeaseLost,
-    ProcessRecords,
-    ShardEnded,
-    ShutdownRequested,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ class ShardConsumer:
         except ChildFault as fault:
             self.stats.child_failures += 1
             self.stats.failure_messages.append(str(fault))
-            logger.error("shard %s: child failed during %s: %s", self.shard_id, self.state.value, fault)
+            logger.error("shard %s: child failed during %s: %s", self.shard_id, self.state.value, fault)  # noqa: TRY400 - the message says it all; no traceback
             self._history = self._history.after_failure(self._in_flight_up_to)
             self._feed(ShardEvent.CHILD_FAILED)
             if self.state is not ShardState.RESTARTING:
@@ -240,7 +241,9 @@ class ShardConsumer:
             self._largest_delivered = max(self._largest_delivered, self._in_flight_up_to)
         self.stats.batches += 1
         self.stats.records_delivered += len(records)
-        await self._step(self._send(ProcessRecords(records, batch.millis_behind_latest)), ShardEvent.BATCH_DONE)
+        await self._step(
+            self._send(ProcessRecords(records, batch.millis_behind_latest)), ShardEvent.BATCH_DONE
+        )
         if self.state is ShardState.PROCESSING:
             self._history = self._history.after_progress(self._in_flight_up_to)
 
@@ -330,7 +333,9 @@ class ShardConsumer:
                 try:
                     await self._store.save(target)
                 except CheckpointRefused as refused:
-                    logger.warning("shard %s: checkpoint %s failed: %s", self.shard_id, target, refused.reason)
+                    logger.warning(
+                        "shard %s: checkpoint %s failed: %s", self.shard_id, target, refused.reason
+                    )
                     if refused.java_name == CheckpointErrorName.SHUTDOWN:
                         self.lease_lost()
                     return refused.java_name

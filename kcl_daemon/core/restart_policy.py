@@ -1,6 +1,6 @@
 """When a failed child is restarted, and when its shard is parked instead.
 
-A child that fails is restarted after an exponential backoff (``initial × multiplier^(n-1)``, capped).
+A child that fails is restarted after an exponential backoff (``initial x multiplier^(n-1)``, capped).
 Failures count as *consecutive* until the shard makes progress past the place where the last failure
 happened: re-delivering records that were already processed does not reset the count, so a poison
 batch behind a rarely-checkpointing processor cannot cause an endless crash loop. After

@@ -44,13 +44,17 @@ class StopTimeouts:
 class ChildProcess:
     """A running child. Create it with :meth:`spawn`; always finish with :meth:`stop`."""
 
-    def __init__(self, process: asyncio.subprocess.Process, argv: Sequence[str], line_limit_bytes: int) -> None:
+    def __init__(
+        self, process: asyncio.subprocess.Process, argv: Sequence[str], line_limit_bytes: int
+    ) -> None:
         self._process = process
         self.argv = tuple(argv)
         self._line_limit_bytes = line_limit_bytes
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
         assert process.stderr is not None
-        self._stderr_task = asyncio.create_task(self._drain_stderr(process.stderr), name=f"stderr-{process.pid}")
+        self._stderr_task = asyncio.create_task(
+            self._drain_stderr(process.stderr), name=f"stderr-{process.pid}"
+        )
 
     @classmethod
     async def spawn(
@@ -165,7 +169,9 @@ class ChildProcess:
             while line := await stdout.readline():
                 text = line.rstrip(b"\r\n").decode("utf-8", errors="replace")
                 if text:
-                    child_output_logger.info("stdout after shutdown: %.200s", text, extra={"child_pid": self.pid})
+                    child_output_logger.info(
+                        "stdout after shutdown: %.200s", text, extra={"child_pid": self.pid}
+                    )
 
     def _signal_group(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

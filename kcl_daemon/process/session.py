@@ -16,8 +16,6 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from kcl_daemon.errors import ChildProtocolViolation
-from kcl_daemon.process.child import ChildProcess
 from kcl_protocol import (
     ActionCompleted,
     ActionMessage,
@@ -28,6 +26,9 @@ from kcl_protocol import (
     NoiseSkipped,
     RemoteProtocolError,
 )
+
+from kcl_daemon.errors import ChildProtocolViolation
+from kcl_daemon.process.child import ChildProcess
 
 logger = logging.getLogger(__name__)
 
@@ -71,11 +72,17 @@ class ChildSession:
                 case ActionCompleted():
                     return
                 case CheckpointRequested(request=request):
-                    error = await on_checkpoint(request) if on_checkpoint else CheckpointErrorName.INVALID_STATE
+                    error = (
+                        await on_checkpoint(request) if on_checkpoint else CheckpointErrorName.INVALID_STATE
+                    )
                     if on_checkpoint is None:
-                        logger.warning("child asked to checkpoint during %s, which has no checkpointer", action)
+                        logger.warning(
+                            "child asked to checkpoint during %s, which has no checkpointer", action
+                        )
                     await self.child.write(self._conversation.reply_checkpoint(error), self._timeouts.write_s)
                 case NoiseSkipped(noise=noise):
                     if not noise.is_blank:
                         self.noise_lines += 1
-                        logger.info("skipping non-protocol line on child stdout (%s): %s", noise.reason, noise.preview)
+                        logger.info(
+                            "skipping non-protocol line on child stdout (%s): %s", noise.reason, noise.preview
+                        )

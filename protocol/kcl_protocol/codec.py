@@ -21,9 +21,9 @@ from typing import Final
 import orjson
 
 from kcl_protocol.messages import (
-    ChildMessage,
     CheckpointReply,
     CheckpointRequest,
+    ChildMessage,
     DaemonMessage,
     Initialize,
     LeaseLost,
@@ -73,7 +73,12 @@ def _record_dict(record: Record) -> dict[str, object]:
 def _daemon_dict(message: DaemonMessage) -> dict[str, object]:
     match message:
         case Initialize(shard_id=shard_id, sequence_number=seq, sub_sequence_number=sub):
-            return {"action": "initialize", "shardId": shard_id, "sequenceNumber": seq, "subSequenceNumber": sub}
+            return {
+                "action": "initialize",
+                "shardId": shard_id,
+                "sequenceNumber": seq,
+                "subSequenceNumber": sub,
+            }
         case ProcessRecords(records=records, millis_behind_latest=behind):
             return {
                 "action": "processRecords",
@@ -132,7 +137,9 @@ def _record_from(obj: object) -> Record:
         partition_key=_req_str(obj["partitionKey"], "partitionKey"),
         sequence_number=_req_str(obj["sequenceNumber"], "sequenceNumber"),
         sub_sequence_number=_req_int(obj["subSequenceNumber"], "subSequenceNumber"),
-        approximate_arrival_timestamp=_req_int(obj["approximateArrivalTimestamp"], "approximateArrivalTimestamp"),
+        approximate_arrival_timestamp=_req_int(
+            obj["approximateArrivalTimestamp"], "approximateArrivalTimestamp"
+        ),
     )
 
 

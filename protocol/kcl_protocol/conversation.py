@@ -78,6 +78,7 @@ class Conversation:
 
     def _complete(self, status: Status) -> ActionCompleted:
         expected = self.outstanding
+        assert expected is not None  # AWAITING_STATUS always has an outstanding action
         if status.response_for != expected:
             raise RemoteProtocolError(
                 f"child answered {expected!r} with a status for {status.response_for!r}"

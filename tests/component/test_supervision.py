@@ -13,15 +13,20 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from kcl_protocol import Record
 
-from kcl_daemon.consumer.shard_consumer import ConsumerSettings, ShardConsumer, ShardOutcome, make_child_launcher
+from kcl_daemon.consumer.shard_consumer import (
+    ConsumerSettings,
+    ShardConsumer,
+    ShardOutcome,
+    make_child_launcher,
+)
 from kcl_daemon.core.lifecycle import ShardState, ShutdownReason
 from kcl_daemon.core.restart_policy import RestartPolicy
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON
 from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts
 from kcl_daemon.replay import InMemoryCheckpointStore, ListRecordSource
-from kcl_protocol import Record
 
 FAULTY = str(Path(__file__).resolve().parents[1] / "fixtures" / "children" / "faulty_child.py")
 RECORDS = 30
@@ -30,7 +35,13 @@ POISON_AT = 15
 
 def make_records(poison: bool) -> list[Record]:
     return [
-        Record(b"poison" if poison and i == POISON_AT else f"r{i}".encode(), f"pk{i}", str(100 + i), 0, 1_700_000_000_000)
+        Record(
+            b"poison" if poison and i == POISON_AT else f"r{i}".encode(),
+            f"pk{i}",
+            str(100 + i),
+            0,
+            1_700_000_000_000,
+        )
         for i in range(RECORDS)
     ]
 
@@ -62,10 +73,18 @@ async def run_pair(
     for shard, child_fault, poison in (("shard-A", fault, True), ("shard-B", "none", False)):
         state = tmp_path / shard
         state.mkdir()
-        launch = make_child_launcher((sys.executable, FAULTY, child_fault, str(state), times), line_limit_bytes=1 << 20)
+        launch = make_child_launcher(
+            (sys.executable, FAULTY, child_fault, str(state), times), line_limit_bytes=1 << 20
+        )
         consumers.append(
-            ShardConsumer(shard, ListRecordSource(make_records(poison), 10), InMemoryCheckpointStore(TRIM_HORIZON),
-                          launch, settings(**timeouts), sleep=sleep)
+            ShardConsumer(
+                shard,
+                ListRecordSource(make_records(poison), 10),
+                InMemoryCheckpointStore(TRIM_HORIZON),
+                launch,
+                settings(**timeouts),
+                sleep=sleep,
+            )
         )
     outcomes = await asyncio.wait_for(asyncio.gather(*(c.run() for c in consumers)), timeout=60)
     delivered = {
@@ -132,11 +151,20 @@ async def test_noisy_child_is_not_a_failure(tmp_path: Path) -> None:
 async def test_missing_executable_parks_with_a_clear_error(tmp_path: Path) -> None:
     sleep = FakeSleep()
     launch = make_child_launcher(("/nonexistent/processor", "--x"), line_limit_bytes=1 << 20)
-    consumer = ShardConsumer("s", ListRecordSource(make_records(False), 10), InMemoryCheckpointStore(TRIM_HORIZON),
-                             launch, settings(), sleep=sleep)
+    consumer = ShardConsumer(
+        "s",
+        ListRecordSource(make_records(False), 10),
+        InMemoryCheckpointStore(TRIM_HORIZON),
+        launch,
+        settings(),
+        sleep=sleep,
+    )
     outcome = await consumer.run()
     assert outcome.state is ShardState.PARKED
-    assert "cannot start '/nonexistent/processor': No such file or directory" in outcome.stats.failure_messages[0]
+    assert (
+        "cannot start '/nonexistent/processor': No such file or directory"
+        in outcome.stats.failure_messages[0]
+    )
 
 
 async def test_lease_lost_and_shutdown_signals(tmp_path: Path) -> None:
@@ -153,7 +181,7 @@ async def test_lease_lost_and_shutdown_signals(tmp_path: Path) -> None:
     store = InMemoryCheckpointStore(TRIM_HORIZON)
     consumer = ShardConsumer("s", SlowSource(make_records(False), 2), store, launch, settings())
     task = asyncio.create_task(consumer.run())
-    while consumer.stats.batches < 2:
+    while consumer.stats.batches < 2:  # noqa: ASYNC110 - polls the consumer's own counter
         await asyncio.sleep(0.01)
     consumer.request_shutdown()
     outcome = await asyncio.wait_for(task, 10)
@@ -164,7 +192,9 @@ async def test_lease_lost_and_shutdown_signals(tmp_path: Path) -> None:
 
 
 async def test_stop_escalates_to_sigkill_for_a_child_that_ignores_eof_and_sigterm(tmp_path: Path) -> None:
-    child = await ChildProcess.spawn((sys.executable, FAULTY, "ignore-eof", str(tmp_path)), line_limit_bytes=1 << 16)
+    child = await ChildProcess.spawn(
+        (sys.executable, FAULTY, "ignore-eof", str(tmp_path)), line_limit_bytes=1 << 16
+    )
     await asyncio.sleep(0.3)  # let it install its SIGTERM handler
     code = await child.stop(StopTimeouts(after_eof_s=0.2, after_sigterm_s=0.2))
     assert code == -9

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from kcl_protocol import ACTION_MESSAGES, CheckpointReply, CheckpointRequest, decode_daemon_line
 
 from kcl_daemon.process.child import ChildProcess
 from kcl_daemon.process.session import ActionTimeouts, ChildSession
-from kcl_protocol import ACTION_MESSAGES, CheckpointReply, CheckpointRequest, decode_daemon_line
 from tests.protocol.transcripts import TRANSCRIPT_DIR, Transcript, all_transcripts
 
 CHILD = Path(__file__).resolve().parents[1] / "fixtures" / "children" / "transcript_child.py"
@@ -48,7 +48,8 @@ async def test_daemon_side(transcript: Transcript) -> None:
         return reply.error
 
     child = await ChildProcess.spawn(
-        (sys.executable, str(CHILD), str(TRANSCRIPT_DIR / f"{transcript.name}.jsonl")), line_limit_bytes=1 << 20
+        (sys.executable, str(CHILD), str(TRANSCRIPT_DIR / f"{transcript.name}.jsonl")),
+        line_limit_bytes=1 << 20,
     )
     session = ChildSession(child, ActionTimeouts(default_s=10))
     for action in actions:

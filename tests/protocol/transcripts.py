@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pexpect
-from pexpect.popen_spawn import PopenSpawn
-
 from kcl_protocol import CheckpointRequest, NoiseLine, Status, decode_child_line
+from pexpect.popen_spawn import PopenSpawn
 
 TRANSCRIPT_DIR = Path(__file__).resolve().parents[2] / "protocol" / "transcripts"
 READ_TIMEOUT_S = 20.0
@@ -98,7 +97,9 @@ def replay(
                 try:
                     got = _next_protocol_message(child, skipped)
                 except pexpect.TIMEOUT:
-                    raise AssertionError(f"{where}: no reply within {READ_TIMEOUT_S}s; skipped {skipped!r}") from None
+                    raise AssertionError(
+                        f"{where}: no reply within {READ_TIMEOUT_S}s; skipped {skipped!r}"
+                    ) from None
                 expected = normalize_child(entry["child"])
                 assert got == expected, f"{where}: expected {expected}, child wrote {got}"
             elif entry.get("eof"):
@@ -137,13 +138,25 @@ def large_batch(total_bytes: int = 10 * 1024 * 1024, record_bytes: int = 100 * 1
     last = records[-1]
     records[-1] = {**last, "data": base64.b64encode(b"checkpoint").decode()}
     entries = (
-        {"daemon": {"action": "initialize", "shardId": "shardId-000000000000", "sequenceNumber": "TRIM_HORIZON",
-                    "subSequenceNumber": 0}},
+        {
+            "daemon": {
+                "action": "initialize",
+                "shardId": "shardId-000000000000",
+                "sequenceNumber": "TRIM_HORIZON",
+                "subSequenceNumber": 0,
+            }
+        },
         {"child": {"action": "status", "responseFor": "initialize"}},
         {"daemon": {"action": "processRecords", "records": records, "millisBehindLatest": 0}},
         {"child": {"action": "checkpoint", "sequenceNumber": last["sequenceNumber"], "subSequenceNumber": 0}},
-        {"daemon": {"action": "checkpoint", "sequenceNumber": last["sequenceNumber"], "subSequenceNumber": 0,
-                    "error": None}},
+        {
+            "daemon": {
+                "action": "checkpoint",
+                "sequenceNumber": last["sequenceNumber"],
+                "subSequenceNumber": 0,
+                "error": None,
+            }
+        },
         {"child": {"action": "status", "responseFor": "processRecords"}},
         {"eof": True},
     )

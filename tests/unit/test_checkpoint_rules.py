@@ -45,7 +45,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("bounds", "seq", "sub", "expected"), CASES)
-def test_decide_checkpoint(bounds: CheckpointBounds, seq: str | None, sub: int | None, expected: object) -> None:
+def test_decide_checkpoint(
+    bounds: CheckpointBounds, seq: str | None, sub: int | None, expected: object
+) -> None:
     decision = decide_checkpoint(seq, sub, bounds)
     if isinstance(expected, RefuseCheckpoint):
         assert isinstance(decision, RefuseCheckpoint)
@@ -61,7 +63,9 @@ positions = st.builds(E, st.integers(1, 10**30).map(str), st.integers(0, 5))
 @given(positions, positions, positions)
 def test_a_written_checkpoint_always_lies_within_bounds(a: E, b: E, target: E) -> None:
     low, high = min(a, b), max(a, b)
-    decision = decide_checkpoint(target.sequence_number, target.sub_sequence_number, CheckpointBounds(low, high))
+    decision = decide_checkpoint(
+        target.sequence_number, target.sub_sequence_number, CheckpointBounds(low, high)
+    )
     if isinstance(decision, WriteCheckpoint):
         assert low < decision.target <= high
     elif isinstance(decision, AlreadyCheckpointed):

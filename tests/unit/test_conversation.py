@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import orjson
 import pytest
-
 from kcl_protocol import (
     ActionCompleted,
     CheckpointRequest,
@@ -23,15 +22,23 @@ def test_full_exchange_with_checkpoint_and_noise() -> None:
     conv = Conversation()
     conv.send_action(Initialize("s", "TRIM_HORIZON", 0))
     assert isinstance(conv.receive_line(b"\n"), NoiseSkipped)
-    assert conv.receive_line(b'{"action":"status","responseFor":"initialize"}') == ActionCompleted("initialize")
+    assert conv.receive_line(b'{"action":"status","responseFor":"initialize"}') == ActionCompleted(
+        "initialize"
+    )
     conv.send_action(ShardEnded())
     assert conv.receive_line(b'{"action":"checkpoint","sequenceNumber":"5"}') == CheckpointRequested(
         CheckpointRequest("5", None)
     )
     reply = orjson.loads(conv.reply_checkpoint("ThrottlingException"))
-    assert reply == {"action": "checkpoint", "sequenceNumber": "5", "subSequenceNumber": None,
-                     "error": "ThrottlingException"}
-    assert conv.receive_line(b'{"action":"status","responseFor":"shardEnded"}') == ActionCompleted("shardEnded")
+    assert reply == {
+        "action": "checkpoint",
+        "sequenceNumber": "5",
+        "subSequenceNumber": None,
+        "error": "ThrottlingException",
+    }
+    assert conv.receive_line(b'{"action":"status","responseFor":"shardEnded"}') == ActionCompleted(
+        "shardEnded"
+    )
 
 
 def test_only_one_action_outstanding() -> None:

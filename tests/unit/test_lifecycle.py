@@ -23,11 +23,7 @@ S, E = ShardState, ShardEvent
 
 #: Pairs that cannot happen, on purpose (the shell never feeds them). Together with TRANSITIONS this
 #: must cover every (state, event) pair, so adding a state or event forces a decision for each pair.
-REJECTED = {
-    pair
-    for pair in itertools.product(ShardState, ShardEvent)
-    if pair not in TRANSITIONS
-}
+REJECTED = {pair for pair in itertools.product(ShardState, ShardEvent) if pair not in TRANSITIONS}
 
 
 def test_every_pair_is_decided_one_way_or_the_other() -> None:
@@ -59,7 +55,10 @@ def test_shutdown_complete_is_terminal() -> None:
 @pytest.mark.parametrize(
     ("path", "end"),
     [
-        ([E.PARENTS_DONE, E.INITIALIZED, E.BATCH_DONE, E.SHARD_END_REACHED, E.FINAL_ANSWERED], S.SHUTDOWN_COMPLETE),
+        (
+            [E.PARENTS_DONE, E.INITIALIZED, E.BATCH_DONE, E.SHARD_END_REACHED, E.FINAL_ANSWERED],
+            S.SHUTDOWN_COMPLETE,
+        ),
         ([E.PARENTS_DONE, E.INITIALIZED, E.LEASE_LOST, E.FINAL_ANSWERED], S.SHUTDOWN_COMPLETE),
         ([E.PARENTS_DONE, E.INITIALIZED, E.SHUTDOWN_REQUESTED, E.SHUTDOWN_ANSWERED], S.LOSING_LEASE),
         ([E.PARENTS_DONE, E.CHILD_FAILED, E.RESTART_DUE, E.INITIALIZED], S.PROCESSING),
@@ -77,7 +76,7 @@ def test_paths(path: list[ShardEvent], end: ShardState) -> None:
 
 
 def test_checkpointer_only_where_java_gives_one() -> None:
-    assert CHECKPOINT_ALLOWED == {S.PROCESSING, S.SHUTDOWN_REQUESTED, S.ENDING_SHARD}
+    assert {S.PROCESSING, S.SHUTDOWN_REQUESTED, S.ENDING_SHARD} == CHECKPOINT_ALLOWED
     assert ACTION_ON_ENTRY[S.INITIALIZING] == "initialize"
     assert ACTION_ON_ENTRY[S.LOSING_LEASE] == "leaseLost"
 

@@ -17,8 +17,10 @@ def test_text_data_defaults_and_shards() -> None:
         '{"text": "hé", "partitionKey": "a"}',
         "",
         '{"data": "AAE=", "partitionKey": "b", "approximateArrivalTimestamp": 5}',
-        '{"text": "x", "partitionKey": "c", "shardId": "s-2", "sequenceNumber": "10", "subSequenceNumber": 1}',
-        '{"text": "y", "partitionKey": "c", "shardId": "s-2", "sequenceNumber": "10", "subSequenceNumber": 2}',
+        '{"text": "x", "partitionKey": "c", "shardId": "s-2", "sequenceNumber": "10", '
+        '"subSequenceNumber": 1}',
+        '{"text": "y", "partitionKey": "c", "shardId": "s-2", "sequenceNumber": "10", '
+        '"subSequenceNumber": 2}',
     )
     first, second = shards["shardId-0"]
     assert first.data == "hé".encode() and first.partition_key == "a"  # type: ignore[attr-defined]

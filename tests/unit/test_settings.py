@@ -18,8 +18,11 @@ def write(tmp_path: Path, text: str, name: str = "app.properties") -> Path:
 
 
 def test_values_units_and_sources(tmp_path: Path) -> None:
-    path = write(tmp_path, "executableName = node  app.js --x\ntimeoutInSeconds = 2.5\n"
-                           "childRestartBackoffMillis = 250\ncallProcessRecordsEvenForEmptyRecordList = yes\n")
+    path = write(
+        tmp_path,
+        "executableName = node  app.js --x\ntimeoutInSeconds = 2.5\n"
+        "childRestartBackoffMillis = 250\ncallProcessRecordsEvenForEmptyRecordList = yes\n",
+    )
     settings = load_settings(path)
     assert settings.executable == ("node", "app.js", "--x")
     assert settings.action_timeout_s == 2.5
@@ -30,14 +33,21 @@ def test_values_units_and_sources(tmp_path: Path) -> None:
 
 
 def test_explicit_false_and_zero_are_honoured(tmp_path: Path) -> None:
-    settings = load_settings(write(tmp_path, "executableName=x\ncallProcessRecordsEvenForEmptyRecordList=false\n"
-                                             "childRestartBackoffMillis=0\n"))
+    settings = load_settings(
+        write(
+            tmp_path,
+            "executableName=x\ncallProcessRecordsEvenForEmptyRecordList=false\nchildRestartBackoffMillis=0\n",
+        )
+    )
     assert settings.call_process_records_even_for_empty_record_list is False
     assert settings.child_restart_backoff_s == 0.0
 
 
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
-    path = write(tmp_path, "maxRecords = ten\ntimeoutInSeconds = -1\ncallProcessRecordsEvenForEmptyRecordList = perhaps\n")
+    path = write(
+        tmp_path,
+        "maxRecords = ten\ntimeoutInSeconds = -1\ncallProcessRecordsEvenForEmptyRecordList = perhaps\n",
+    )
     with pytest.raises(ConfigError) as info:
         load_settings(path)
     problems = info.value.problems
@@ -49,14 +59,24 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
 
 
 def test_unknown_keys_warn_but_java_keys_do_not(tmp_path: Path) -> None:
-    settings = load_settings(write(tmp_path, "executableName=x\nfailoverTimeMillis=10000\nAWSCredentialsProvider=D\n"
-                                             "fanoutConfig.consumerName=c\nfailovertimemillis=5\n"))
-    assert settings.warnings == (f"{tmp_path / 'app.properties'}:5: unknown key 'failovertimemillis' is ignored",)
+    settings = load_settings(
+        write(
+            tmp_path,
+            "executableName=x\nfailoverTimeMillis=10000\nAWSCredentialsProvider=D\n"
+            "fanoutConfig.consumerName=c\nfailovertimemillis=5\n",
+        )
+    )
+    assert settings.warnings == (
+        f"{tmp_path / 'app.properties'}:5: unknown key 'failovertimemillis' is ignored",
+    )
 
 
 def test_yaml(tmp_path: Path) -> None:
-    path = write(tmp_path, "executableName: python3 app.py\nmaxRecords: 500\n"
-                           "callProcessRecordsEvenForEmptyRecordList: true\n", name="app.yaml")
+    path = write(
+        tmp_path,
+        "executableName: python3 app.py\nmaxRecords: 500\ncallProcessRecordsEvenForEmptyRecordList: true\n",
+        name="app.yaml",
+    )
     settings = load_settings(path)
     assert settings.executable == ("python3", "app.py")
     assert settings.max_records == 500
