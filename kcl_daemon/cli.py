@@ -180,7 +180,10 @@ def _print_report(report: ShardReport) -> None:
         f"{stats.batches} batch(es); child started {stats.child_starts} time(s), "
         f"failed {stats.child_failures}"
     )
-    for message in stats.failure_messages:
+    failures = stats.failure_messages
+    if len(failures) > 2:
+        click.echo(f"  ({len(failures) - 2} earlier failure(s) not shown; --json lists them all)")
+    for message in failures[-2:]:
         click.echo(f"  failure: {message}")
 
 

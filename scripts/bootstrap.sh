@@ -9,6 +9,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 PY=${PYTHON:-python3}
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+  || { echo "[bootstrap] kcl-daemon needs Python >= 3.11 (set PYTHON=/path/to/python3.11)" >&2; exit 1; }
 STAMP_DIR=.cache/stamps
 mkdir -p "$STAMP_DIR" .cache/node
 

@@ -248,3 +248,18 @@ def is_known_key(name: str) -> bool:
         or lowered.startswith("awscredentialsprovider")
         or "." in name  # nested bean paths (fanoutConfig.*, kinesisClient.*): handled where used
     )
+
+
+def markdown_table() -> str:
+    """The README's key table, generated from :data:`KEYS` (a test keeps the two in sync)."""
+    lines = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    for key in KEYS:
+        name = f"`{key.name}`" + (" *(kcl-daemon)*" if key.extension else "")
+        if key.default is None:
+            default = "unset"
+        elif key.kind is Kind.BOOL:
+            default = str(key.default).lower()
+        else:
+            default = str(key.default)
+        lines.append(f"| {name} | {key.kind.value} | {default} | {key.doc} |")
+    return "\n".join(lines)

@@ -1,0 +1,19 @@
+# The two set-up commands of the README. Both install what they need first (scripts/bootstrap.sh).
+#   make run    run the sample processor under kcl-daemon, without AWS
+#   make test   lint, type-check and run the whole test suite (what CI runs)
+SHELL := /bin/bash
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
+
+.PHONY: run test bootstrap lint
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+run: bootstrap
+	@cd samples/python && kcl-daemon replay --properties app.properties --records ../records.jsonl
+
+lint: bootstrap
+	@bash scripts/lint.sh
+
+test: bootstrap
+	@bash scripts/lint.sh
+	@bash scripts/test.sh
