@@ -1,0 +1,98 @@
+"""Local observation of lease counters: when did this process last see each lease's counter change?
+
+Nothing in the lease table says when a lease was last renewed. Every observer (taker and renewer)
+keeps its own record, on its own monotonic clock, of when it last saw ``leaseCounter`` change, and a
+lease is expired when that was more than the failover time ago (spec 4.3, "local expiry semantics"):
+
+* a lease seen for the first time *without* an owner counts as last changed at "time 0": immediately
+  expired and "very old" (Java stores ``0L`` on a ``System.nanoTime`` clock; we store ``-inf`` so the
+  rule holds whatever the origin of the caller's monotonic clock, even just after boot);
+* a lease seen for the first time *with* an owner counts as changed at the scan time;
+* a known lease whose counter changed counts as changed at the scan time, otherwise it keeps its time;
+* leases missing from the scan are forgotten;
+* an age whose absolute value exceeds 365 days also counts as expired (Java's guard against a clock
+  jump), and a lease never observed at all is expired.
+
+``now`` is monotonic seconds (float), always passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Final
+
+from kcl_daemon.core.lease import Lease
+
+NEVER_CHANGED: Final = float("-inf")
+MAX_ABS_AGE_S: Final = 365 * 24 * 3600.0
+VERY_OLD_MULTIPLIER: Final = 3
+
+_NO_ENTRIES: Final[Mapping[str, CounterObservation]] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class CounterObservation:
+    """The counter last seen for one lease, and when (monotonic seconds) it was last seen to change."""
+
+    lease_counter: int
+    changed_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseObservations:
+    """An immutable table ``lease_key -> CounterObservation``; every update returns a new table."""
+
+    entries: Mapping[str, CounterObservation] = field(default_factory=lambda: _NO_ENTRIES, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.entries is not _NO_ENTRIES:
+            object.__setattr__(self, "entries", MappingProxyType(dict(self.entries)))
+
+    def observe(self, leases: Iterable[Lease], now: float) -> LeaseObservations:
+        """The table after a full scan that returned ``leases`` at time ``now``."""
+        updated: dict[str, CounterObservation] = {}
+        for lease in leases:
+            old = self.entries.get(lease.lease_key)
+            if old is not None:
+                changed_at = old.changed_at if old.lease_counter == lease.lease_counter else now
+            elif lease.lease_owner is None:
+                changed_at = NEVER_CHANGED
+            else:
+                changed_at = now
+            updated[lease.lease_key] = CounterObservation(lease.lease_counter, changed_at)
+        return LeaseObservations(updated)
+
+    def record_write(self, lease_key: str, lease_counter: int, now: float) -> LeaseObservations:
+        """The table after this process itself moved ``lease_key`` to ``lease_counter`` (take or renew)."""
+        updated = dict(self.entries)
+        updated[lease_key] = CounterObservation(lease_counter, now)
+        return LeaseObservations(updated)
+
+    def get(self, lease_key: str) -> CounterObservation | None:
+        return self.entries.get(lease_key)
+
+    def age(self, lease_key: str, now: float) -> float:
+        """Seconds since the counter of ``lease_key`` was last seen to change (``inf`` if never)."""
+        observed = self.entries.get(lease_key)
+        if observed is None:
+            return float("inf")
+        return now - observed.changed_at
+
+    def is_expired(self, lease_key: str, now: float, failover_s: float) -> bool:
+        """No counter change observed for more than ``failover_s`` (Java ``Lease.isExpired``)."""
+        observed = self.entries.get(lease_key)
+        if observed is None:
+            return True
+        age = now - observed.changed_at
+        return abs(age) > MAX_ABS_AGE_S or age > failover_s
+
+    def is_very_old(
+        self, lease_key: str, now: float, failover_s: float, multiplier: int = VERY_OLD_MULTIPLIER
+    ) -> bool:
+        """Unchanged for more than ``multiplier x failover_s``: taken with priority (spec 4.4 step 5)."""
+        observed = self.entries.get(lease_key)
+        if observed is None:
+            return True
+        return now - multiplier * failover_s > observed.changed_at
