@@ -15,8 +15,6 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kcl_protocol import CheckpointErrorName, Record
-
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.consumer.ports import Batch
 from kcl_daemon.consumer.shard_consumer import (
@@ -32,6 +30,7 @@ from kcl_daemon.errors import CheckpointRefused
 from kcl_daemon.process.child import StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts
 from kcl_daemon.replay_input import InjectedFailure
+from kcl_protocol import CheckpointErrorName, Record
 
 logger = logging.getLogger(__name__)
 

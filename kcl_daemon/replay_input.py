@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-from kcl_protocol import CheckpointErrorName, Record
 
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, is_numeric_sequence_number
 from kcl_daemon.errors import RecordsFileError
+from kcl_protocol import CheckpointErrorName, Record
 
 _ALLOWED = frozenset(
     {

@@ -10,10 +10,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from kcl_protocol import Record
-
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.process.child import ChildProcess
+from kcl_protocol import Record
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,17 +17,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from kcl_protocol import (
-    ActionMessage,
-    CheckpointErrorName,
-    CheckpointRequest,
-    Initialize,
-    LeaseLost,
-    ProcessRecords,
-    ShardEnded,
-    ShutdownRequested,
-)
-
 from kcl_daemon.consumer.ports import Batch, CheckpointStore, ChildLauncher, RecordSource
 from kcl_daemon.core.checkpoint_rules import (
     AlreadyCheckpointed,
@@ -49,6 +38,16 @@ from kcl_daemon.errors import CheckpointRefused, ChildFault, ChildProtocolViolat
 from kcl_daemon.log_context import shard_id_var
 from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts, ChildSession
+from kcl_protocol import (
+    ActionMessage,
+    CheckpointErrorName,
+    CheckpointRequest,
+    Initialize,
+    LeaseLost,
+    ProcessRecords,
+    ShardEnded,
+    ShutdownRequested,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -16,6 +16,8 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+from kcl_daemon.errors import ChildProtocolViolation
+from kcl_daemon.process.child import ChildProcess
 from kcl_protocol import (
     ActionCompleted,
     ActionMessage,
@@ -26,9 +28,6 @@ from kcl_protocol import (
     NoiseSkipped,
     RemoteProtocolError,
 )
-
-from kcl_daemon.errors import ChildProtocolViolation
-from kcl_daemon.process.child import ChildProcess
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from kcl_protocol import Record
 
 from kcl_daemon.consumer.shard_consumer import (
     ConsumerSettings,
@@ -27,6 +26,7 @@ from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON
 from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts
 from kcl_daemon.replay import InMemoryCheckpointStore, ListRecordSource
+from kcl_protocol import Record
 
 FAULTY = str(Path(__file__).resolve().parents[1] / "fixtures" / "children" / "faulty_child.py")
 RECORDS = 30

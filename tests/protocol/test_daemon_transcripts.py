@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from kcl_protocol import ACTION_MESSAGES, CheckpointReply, CheckpointRequest, decode_daemon_line
 
 from kcl_daemon.process.child import ChildProcess
 from kcl_daemon.process.session import ActionTimeouts, ChildSession
+from kcl_protocol import ACTION_MESSAGES, CheckpointReply, CheckpointRequest, decode_daemon_line
 from tests.protocol.transcripts import TRANSCRIPT_DIR, Transcript, all_transcripts
 
 CHILD = Path(__file__).resolve().parents[1] / "fixtures" / "children" / "transcript_child.py"

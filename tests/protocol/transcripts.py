@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pexpect
-from kcl_protocol import CheckpointRequest, NoiseLine, Status, decode_child_line
 from pexpect.popen_spawn import PopenSpawn
+
+from kcl_protocol import CheckpointRequest, NoiseLine, Status, decode_child_line
 
 TRANSCRIPT_DIR = Path(__file__).resolve().parents[2] / "protocol" / "transcripts"
 READ_TIMEOUT_S = 20.0

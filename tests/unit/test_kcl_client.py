@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from kcl_client import (
     RETRIABLE_ERRORS,
     Checkpointer,
