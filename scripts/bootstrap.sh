@@ -3,7 +3,7 @@
 #   .venv/           Python virtualenv: kcl-daemon (editable, with the dev extra), the stdlib-only
 #                    Python client, and the real amazon_kclpy client library.
 #   .cache/node/     npm packages: aws-kcl (the real Node client), kinesalite + dynalite (emulators).
-#   Debian packages: golang-go (Go client), jq (shell client), when missing.
+#   Debian packages: golang-go (Go client), jq and shellcheck (shell client), when missing.
 # Idempotent and quiet; safe to run before every command. Set KCL_SKIP_APT=1 to skip apt-get.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,6 +20,7 @@ log() { printf '[bootstrap] %s\n' "$*" >&2; }
 need_apt=()
 command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
 command -v jq >/dev/null 2>&1 || need_apt+=(jq)
+command -v shellcheck >/dev/null 2>&1 || need_apt+=(shellcheck)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 if ((${#need_apt[@]})) && [[ -z ${KCL_SKIP_APT:-} ]]; then
   SUDO=; [[ $(id -u) -eq 0 ]] || SUDO=sudo
