@@ -6,15 +6,21 @@
     ├── ConfigError              bad properties/YAML; carries every problem found, not just the first
     ├── RecordsFileError         bad `replay --records` input; names the line
     ├── CheckpointRefused        a checkpoint the daemon will not write; carries the Java error name
-    └── ChildFault               a record-processor child misbehaved; its shard restarts it   (retriable)
-        ├── ChildSpawnFailed         the executable could not be started
-        ├── ChildExited              stdout reached EOF / the process died mid-conversation
-        ├── ChildTimeout             no protocol message within the action's timeout
-        ├── ChildProtocolViolation   wrong responseFor, or a shard end without a SHARD_END checkpoint
-        ├── ChildLineTooLong         a stdout line longer than the configured limit
-        └── ChildNotReading          the child stopped reading stdin (write timed out or pipe broke)
+    ├── ChildFault               a record-processor child misbehaved; its shard restarts it   (retriable)
+    │   ├── ChildSpawnFailed         the executable could not be started
+    │   ├── ChildExited              stdout reached EOF / the process died mid-conversation
+    │   ├── ChildTimeout             no protocol message within the action's timeout
+    │   ├── ChildProtocolViolation   wrong responseFor, or a shard end without a SHARD_END checkpoint
+    │   ├── ChildLineTooLong         a stdout line longer than the configured limit
+    │   └── ChildNotReading          the child stopped reading stdin (write timed out or pipe broke)
+    └── AwsError                 an AWS call failed in a way no subclass describes
+        ├── LeaseConflict            a conditional write failed: another writer got there first
+        ├── Throttled                throttled or over a rate limit                           (retriable)
+        ├── DependencyUnavailable    the lease table or the stream does not exist (fatal at startup)
+        └── TransientNetwork         connection failure, timeout, or a 5xx from the service   (retriable)
 
-AWS errors join this tree in ``kcl_daemon.aws``, the only package that imports boto3.
+``kcl_daemon.aws.errors.map_aws_errors()`` raises the ``AwsError`` branch; it is the only place that
+sees botocore exceptions (``kcl_daemon.aws`` is the only package that imports boto3).
 """
 
 from __future__ import annotations
@@ -81,3 +87,27 @@ class ChildLineTooLong(ChildFault):
 
 class ChildNotReading(ChildFault):
     pass
+
+
+class AwsError(KclError):
+    """An AWS call failed. Subclasses say how; a bare ``AwsError`` is a non-retriable client error."""
+
+
+class LeaseConflict(AwsError):
+    """A conditional write failed: the lease changed since we read it (lost, taken, or already there)."""
+
+
+class Throttled(AwsError):
+    """The service throttled the call or a rate limit was hit; back off and retry."""
+
+    retriable = True
+
+
+class DependencyUnavailable(AwsError):
+    """The lease table or the stream does not exist (or never became ACTIVE)."""
+
+
+class TransientNetwork(AwsError):
+    """The endpoint could not be reached, the connection broke, a timeout hit, or the service had a 5xx."""
+
+    retriable = True

@@ -1,0 +1,387 @@
+"""The DynamoDB lease table, with the Java KCL's conditional writes (spec 3.1, 3.2, 4.2).
+
+Every write is a single-item ``UpdateItem`` that SETs, REMOVEs or ADDs only the attributes the
+operation changes, so attributes written by other (newer) KCL versions survive untouched. Every
+owner-side write is fenced on ``leaseCounter = :counter`` and bumps the counter; a failed condition
+raises :class:`LeaseConflict` and changes nothing. Writes return the item as DynamoDB stored it
+(``ReturnValues=ALL_NEW``), decoded, so callers always hold the authoritative lease.
+
+Synchronous by design: the lease coordinator calls it on its own bounded thread pool.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from botocore.exceptions import ClientError
+
+from kcl_daemon.aws.errors import error_code, map_aws_errors
+from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.lease_codec import (
+    CHECKPOINT,
+    CHECKPOINT_SUB,
+    CHILD_SHARD_IDS,
+    ENDING_HASH_KEY,
+    LEASE_COUNTER,
+    LEASE_KEY,
+    LEASE_OWNER,
+    OWNER_SWITCHES,
+    PENDING_CHECKPOINT,
+    PENDING_CHECKPOINT_STATE,
+    PENDING_CHECKPOINT_SUB,
+    STARTING_HASH_KEY,
+    CorruptLeaseItem,
+    is_lease_item,
+    lease_from_item,
+    new_lease_item,
+)
+from kcl_daemon.core.sequence import ExtendedSequenceNumber
+from kcl_daemon.errors import DependencyUnavailable, LeaseConflict
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+LEASE_OWNER_INDEX: Final = "LeaseOwnerToLeaseKeyIndex"
+CHECKPOINT_OWNER: Final = "checkpointOwner"
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """The leases of one full scan, and one message per item skipped as corrupt."""
+
+    leases: tuple[Lease, ...]
+    skipped: tuple[str, ...]
+
+
+def _s(value: str) -> dict[str, Any]:
+    return {"S": str(value)}
+
+
+def _n(value: int) -> dict[str, Any]:
+    return {"N": str(value)}
+
+
+class _Expression:
+    """Builds one UpdateItem's condition and update expressions with placeholder names and values."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.values: dict[str, dict[str, Any]] = {}
+        self.conditions: list[str] = []
+        self.sets: list[str] = []
+        self.removes: list[str] = []
+        self.adds: list[str] = []
+
+    def name(self, attribute: str) -> str:
+        placeholder = f"#{attribute}"  # every lease attribute name is alphanumeric
+        self.names[placeholder] = attribute
+        return placeholder
+
+    def value(self, value: dict[str, Any]) -> str:
+        placeholder = f":v{len(self.values)}"
+        self.values[placeholder] = value
+        return placeholder
+
+    def require_equal(self, attribute: str, value: dict[str, Any]) -> None:
+        self.conditions.append(f"{self.name(attribute)} = {self.value(value)}")
+
+    def require_exists(self, attribute: str) -> None:
+        self.conditions.append(f"attribute_exists({self.name(attribute)})")
+
+    def require_absent(self, attribute: str) -> None:
+        self.conditions.append(f"attribute_not_exists({self.name(attribute)})")
+
+    def set(self, attribute: str, value: dict[str, Any]) -> None:
+        self.sets.append(f"{self.name(attribute)} = {self.value(value)}")
+
+    def remove(self, attribute: str) -> None:
+        self.removes.append(self.name(attribute))
+
+    def add(self, attribute: str, value: dict[str, Any]) -> None:
+        self.adds.append(f"{self.name(attribute)} {self.value(value)}")
+
+    def arguments(self) -> dict[str, Any]:
+        clauses = [
+            f"{verb} {', '.join(parts)}"
+            for verb, parts in (("SET", self.sets), ("REMOVE", self.removes), ("ADD", self.adds))
+            if parts
+        ]
+        args: dict[str, Any] = {
+            "UpdateExpression": " ".join(clauses),
+            "ConditionExpression": " AND ".join(self.conditions),
+            "ExpressionAttributeNames": self.names,
+        }
+        if self.values:
+            args["ExpressionAttributeValues"] = self.values
+        return args
+
+
+class DynamoLeaseTable:
+    """Lease-table operations of spec 4.2 on one table. Thread-safe (the boto3 client is)."""
+
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self._client = client
+        self.table_name = table_name
+
+    # -- table -----------------------------------------------------------------------------------
+
+    def create_table_if_missing(self, wait_s: float = 600.0, *, poll_s: float = 1.0) -> bool:
+        """Create the table (with its GSI) unless it exists; wait until ACTIVE. True if we created it.
+
+        The GSI is created with the table: dynalite cannot add one through UpdateTable. An existing table
+        is used as it is, GSI or not.
+        """
+        created = False
+        try:
+            self._describe_table()
+        except DependencyUnavailable:
+            created = self._create_table()
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                if self._is_active(self._describe_table()):
+                    return created
+            except DependencyUnavailable:
+                pass  # just created: some backends answer ResourceNotFound for a moment
+            if time.monotonic() >= deadline:
+                raise DependencyUnavailable(f"lease table {self.table_name} not ACTIVE after {wait_s}s")
+            time.sleep(poll_s)
+
+    def _describe_table(self) -> Mapping[str, Any]:
+        with map_aws_errors(f"describe lease table {self.table_name}"):
+            return self._client.describe_table(TableName=self.table_name)["Table"]
+
+    @staticmethod
+    def _is_active(table: Mapping[str, Any]) -> bool:
+        indexes = table.get("GlobalSecondaryIndexes", [])
+        return table.get("TableStatus") == "ACTIVE" and all(
+            index.get("IndexStatus", "ACTIVE") == "ACTIVE" for index in indexes
+        )
+
+    def _create_table(self) -> bool:
+        with map_aws_errors(f"create lease table {self.table_name}"):
+            try:
+                self._client.create_table(
+                    TableName=self.table_name,
+                    KeySchema=[{"AttributeName": LEASE_KEY, "KeyType": "HASH"}],
+                    AttributeDefinitions=[
+                        {"AttributeName": LEASE_KEY, "AttributeType": "S"},
+                        {"AttributeName": LEASE_OWNER, "AttributeType": "S"},
+                    ],
+                    BillingMode="PAY_PER_REQUEST",
+                    GlobalSecondaryIndexes=[
+                        {
+                            "IndexName": LEASE_OWNER_INDEX,
+                            "KeySchema": [
+                                {"AttributeName": LEASE_OWNER, "KeyType": "HASH"},
+                                {"AttributeName": LEASE_KEY, "KeyType": "RANGE"},
+                            ],
+                            "Projection": {"ProjectionType": "KEYS_ONLY"},
+                        }
+                    ],
+                )
+            except ClientError as exc:
+                if error_code(exc) != "ResourceInUseException":
+                    raise
+                return False  # another worker created it first
+        return True
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def list_leases(self, *, consistent: bool = False, page_size: int | None = None) -> ScanResult:
+        """Every lease in the table (paginated Scan). Non-lease items are skipped silently (spec 3.4);
+        corrupt lease items are skipped and their :class:`CorruptLeaseItem` messages returned."""
+        leases: list[Lease] = []
+        skipped: list[str] = []
+        args: dict[str, Any] = {"TableName": self.table_name, "ConsistentRead": consistent}
+        if page_size is not None:
+            args["Limit"] = page_size
+        while True:
+            with map_aws_errors(f"scan lease table {self.table_name}"):
+                page = self._client.scan(**args)
+            for item in page.get("Items", []):
+                if not is_lease_item(item):
+                    continue
+                try:
+                    leases.append(lease_from_item(item))
+                except CorruptLeaseItem as exc:
+                    skipped.append(str(exc))
+            last_key = page.get("LastEvaluatedKey")
+            if not last_key:
+                return ScanResult(tuple(leases), tuple(skipped))
+            args["ExclusiveStartKey"] = last_key
+
+    def get_lease(self, lease_key: str, *, consistent: bool = False) -> Lease | None:
+        """The lease, or None if there is no item (or the item is not a lease).
+
+        Raises :class:`CorruptLeaseItem` if the item is a lease that cannot be read.
+        """
+        with map_aws_errors(f"get lease {lease_key}"):
+            response = self._client.get_item(
+                TableName=self.table_name, Key={LEASE_KEY: _s(lease_key)}, ConsistentRead=consistent
+            )
+        item = response.get("Item")
+        if item is None or not is_lease_item(item):
+            return None
+        return lease_from_item(item)
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def create_lease(self, lease: Lease) -> bool:
+        """PutItem the new lease unless its key exists. False if it already existed (not an error)."""
+        try:
+            with map_aws_errors(f"create lease {lease.lease_key}"):
+                self._client.put_item(
+                    TableName=self.table_name,
+                    Item=new_lease_item(lease),
+                    ConditionExpression="attribute_not_exists(#leaseKey)",
+                    ExpressionAttributeNames={"#leaseKey": LEASE_KEY},
+                )
+        except LeaseConflict:
+            return False
+        return True
+
+    def renew(self, lease: Lease) -> Lease:
+        """2.x renew: ``leaseCounter = :counter`` -> counter + 1, nothing else.
+
+        On a condition failure the item is re-read (consistently); if it shows this owner and exactly
+        counter + 1, an earlier attempt of this very renewal succeeded and that lease is returned
+        (Java's protection against a retried request). Otherwise :class:`LeaseConflict`: the lease is lost.
+        """
+        expr = self._fenced(lease)
+        expr.set(LEASE_COUNTER, _n(lease.lease_counter + 1))
+        try:
+            return self._update(lease.lease_key, expr, "renew")
+        except LeaseConflict:
+            current = self.get_lease(lease.lease_key, consistent=True)
+            if (
+                current is not None
+                and lease.lease_owner is not None
+                and current.lease_owner == lease.lease_owner
+                and current.lease_counter == lease.lease_counter + 1
+            ):
+                return current
+            raise
+
+    def take(self, lease: Lease, owner: str) -> Lease:
+        """Take an unowned or expired lease, or steal one: fenced on the counter only (2.x taker).
+
+        ``ownerSwitchesSinceCheckpoint`` is incremented when ownership really moves (previous owner set
+        and different), by the same rule as :meth:`Lease.taken_by`; a pending ``checkpointOwner`` is
+        removed, as the 3.x take does (2.x tables never have one).
+        """
+        expr = self._fenced(lease)
+        expr.set(LEASE_COUNTER, _n(lease.lease_counter + 1))
+        expr.set(LEASE_OWNER, _s(owner))
+        if lease.taken_by(owner).owner_switches_since_checkpoint > lease.owner_switches_since_checkpoint:
+            expr.add(OWNER_SWITCHES, _n(1))
+        if lease.checkpoint_owner is not None:
+            expr.remove(CHECKPOINT_OWNER)
+        return self._update(lease.lease_key, expr, f"take by {owner}")
+
+    def checkpoint(
+        self,
+        lease: Lease,
+        checkpoint: ExtendedSequenceNumber,
+        *,
+        pending: ExtendedSequenceNumber | None = None,
+        child_shard_ids: Iterable[str] | None = None,
+    ) -> Lease:
+        """Write a checkpoint (also the SHARD_END one), fenced on the counter; owner switches reset to 0.
+
+        ``pending`` sets the prepared checkpoint; without it the pending fields are removed. Non-empty
+        ``child_shard_ids`` are written too (shard end).
+        """
+        expr = self._fenced(lease)
+        expr.set(LEASE_COUNTER, _n(lease.lease_counter + 1))
+        expr.set(CHECKPOINT, _s(checkpoint.sequence_number))
+        expr.set(CHECKPOINT_SUB, _n(checkpoint.sub_sequence_number))
+        expr.set(OWNER_SWITCHES, _n(0))
+        if pending is None:
+            expr.remove(PENDING_CHECKPOINT)
+            expr.remove(PENDING_CHECKPOINT_SUB)
+        else:
+            expr.set(PENDING_CHECKPOINT, _s(pending.sequence_number))
+            expr.set(PENDING_CHECKPOINT_SUB, _n(pending.sub_sequence_number))
+        expr.remove(PENDING_CHECKPOINT_STATE)  # the multilang daemon never prepares application state
+        children = sorted(set(child_shard_ids or ()))
+        if children:
+            expr.set(CHILD_SHARD_IDS, {"SS": children})
+        return self._update(lease.lease_key, expr, f"checkpoint {checkpoint}")
+
+    def update_child_shard_ids(self, lease_key: str, child_shard_ids: Iterable[str]) -> bool:
+        """Meta update (no counter change) if the lease exists; False if it does not."""
+        children = sorted(set(child_shard_ids))
+        if not children:
+            raise ValueError(f"lease {lease_key}: no child shard ids to write")
+        expr = _Expression()
+        expr.require_exists(LEASE_KEY)
+        expr.set(CHILD_SHARD_IDS, {"SS": children})
+        return self._meta_update(lease_key, expr, "set child shard ids")
+
+    def update_hash_range(self, lease_key: str, starting_hash_key: int, ending_hash_key: int) -> bool:
+        """Meta update (no counter change) if the lease exists; False if it does not."""
+        expr = _Expression()
+        expr.require_exists(LEASE_KEY)
+        expr.set(STARTING_HASH_KEY, _s(str(starting_hash_key)))
+        expr.set(ENDING_HASH_KEY, _s(str(ending_hash_key)))
+        return self._meta_update(lease_key, expr, "set hash range")
+
+    def evict(self, lease: Lease) -> Lease:
+        """2.x evict (tools): conditioned on the owner we saw; removes the owner and bumps the counter.
+
+        The counter is bumped with ``ADD 1`` rather than Java's ``SET :counter+1``: the condition is on
+        the owner only, so a stale local counter must not move the fencing counter backwards.
+        """
+        expr = _Expression()
+        if lease.lease_owner is None:
+            expr.require_absent(LEASE_OWNER)
+            expr.require_exists(LEASE_KEY)
+        else:
+            expr.require_equal(LEASE_OWNER, _s(lease.lease_owner))
+        expr.remove(LEASE_OWNER)
+        expr.add(LEASE_COUNTER, _n(1))
+        return self._update(lease.lease_key, expr, "evict")
+
+    def release(self, lease: Lease) -> Lease:
+        """Our graceful release: fenced on the counter, removes the owner and bumps the counter."""
+        expr = self._fenced(lease)
+        expr.set(LEASE_COUNTER, _n(lease.lease_counter + 1))
+        expr.remove(LEASE_OWNER)
+        return self._update(lease.lease_key, expr, "release")
+
+    def delete(self, lease_key: str) -> None:
+        """Delete the item unconditionally (cleanup of finished parents, tests)."""
+        with map_aws_errors(f"delete lease {lease_key}"):
+            self._client.delete_item(TableName=self.table_name, Key={LEASE_KEY: _s(lease_key)})
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _fenced(lease: Lease) -> _Expression:
+        expr = _Expression()
+        expr.require_equal(LEASE_COUNTER, _n(lease.lease_counter))
+        return expr
+
+    def _update(self, lease_key: str, expr: _Expression, what: str) -> Lease:
+        with map_aws_errors(f"{what} lease {lease_key}"):
+            response = self._client.update_item(
+                TableName=self.table_name,
+                Key={LEASE_KEY: _s(lease_key)},
+                ReturnValues="ALL_NEW",
+                **expr.arguments(),
+            )
+        return lease_from_item(response["Attributes"])
+
+    def _meta_update(self, lease_key: str, expr: _Expression, what: str) -> bool:
+        try:
+            with map_aws_errors(f"{what} of lease {lease_key}"):
+                self._client.update_item(
+                    TableName=self.table_name, Key={LEASE_KEY: _s(lease_key)}, **expr.arguments()
+                )
+        except LeaseConflict:
+            return False
+        return True

@@ -1,0 +1,109 @@
+"""Named retry policies. Only errors whose class says ``retriable = True`` are retried.
+
+Each policy has exponential backoff with full jitter, a cap on attempts and a total deadline. The sleep
+and the monotonic clock are injectable, so tests (and a fake :class:`Clock`) never wait for real.
+Use them at the boundary of an operation, never as ad-hoc ``@retry`` decorators::
+
+    lease = LEASE_IO.call(table.renew, lease)
+    for attempt in KINESIS.retrying(): ...
+
+A :class:`tenacity.Retrying` built here is for one operation: its deadline starts when it is built.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, ParamSpec, TypeVar
+
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity.stop import stop_base
+
+from kcl_daemon.errors import KclError
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def is_retriable(exc: BaseException) -> bool:
+    return isinstance(exc, KclError) and exc.retriable
+
+
+class _StopAtDeadline(stop_base):
+    """Stop once ``deadline_s`` have passed on ``monotonic`` since this object was built."""
+
+    def __init__(self, deadline_s: float, monotonic: Callable[[], float]) -> None:
+        self._monotonic = monotonic
+        self._deadline = monotonic() + deadline_s
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self._monotonic() >= self._deadline
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    name: str
+    max_attempts: int
+    deadline_s: float
+    initial_backoff_s: float
+    max_backoff_s: float
+
+    def retrying(
+        self,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> Retrying:
+        def log_retry(state: RetryCallState) -> None:
+            outcome = state.outcome
+            exc = outcome.exception() if outcome is not None else None
+            wait = state.next_action.sleep if state.next_action is not None else 0.0
+            logger.warning(
+                "%s: attempt %d failed (%s); retrying in %.2fs", self.name, state.attempt_number, exc, wait
+            )
+
+        return Retrying(
+            retry=retry_if_exception(is_retriable),
+            wait=wait_random_exponential(multiplier=self.initial_backoff_s, max=self.max_backoff_s),
+            stop=stop_after_attempt(self.max_attempts) | _StopAtDeadline(self.deadline_s, monotonic),
+            sleep=sleep,
+            before_sleep=log_retry,
+            reraise=True,
+        )
+
+    def call(
+        self,
+        fn: Callable[P, T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn(*args, **kwargs)`` under this policy with the real clock; the last error propagates."""
+        return self.retrying()(fn, *args, **kwargs)
+
+
+# Lease I/O must finish well inside failoverTimeMillis (10 s by default): a renewal that keeps failing
+# for longer than that has lost the lease anyway.
+LEASE_IO: Final = RetryPolicy(
+    "lease_io", max_attempts=5, deadline_s=4.0, initial_backoff_s=0.05, max_backoff_s=1.0
+)
+# Kinesis control-plane and read calls (ListShards is limited to 100 TPS per stream).
+KINESIS: Final = RetryPolicy(
+    "kinesis", max_attempts=8, deadline_s=30.0, initial_backoff_s=0.2, max_backoff_s=5.0
+)
+
+
+def lease_io_retry(
+    *, sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic
+) -> Retrying:
+    return LEASE_IO.retrying(sleep=sleep, monotonic=monotonic)
+
+
+def kinesis_retry(
+    *, sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic
+) -> Retrying:
+    return KINESIS.retrying(sleep=sleep, monotonic=monotonic)

@@ -1,0 +1,198 @@
+"""Emulators for the integration tests: moto_server, and kinesalite + dynalite, on 127.0.0.1 only.
+
+Each emulator starts once per session on a free port, is ready when a real signed API call answers, and
+is stopped by PID at the end. ``backend`` is parametrized, so every test using it runs against both
+("moto" and "kinesalite+dynalite"). Dummy credentials are set in the environment here and nowhere else.
+Missing node/npm packages/moto_server: skip locally, fail under CI.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients
+from kcl_daemon.aws.kinesis import Kinesis
+from kcl_daemon.aws.lease_table import DynamoLeaseTable
+
+REPO = Path(__file__).resolve().parents[2]
+NODE_MODULES = REPO / ".cache" / "node" / "node_modules"
+MOTO_SERVER = REPO / ".venv" / "bin" / "moto_server"
+LOOPBACK = Path(__file__).with_name("kinesalite_loopback.js")
+REGION = "us-east-1"
+STARTUP_TIMEOUT_S = 30.0
+
+STARTUP_TIMES: dict[str, float] = {}
+
+
+class Backend(NamedTuple):
+    name: str
+    kinesis_endpoint: str
+    dynamodb_endpoint: str
+
+
+def _missing(message: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _require_node() -> str:
+    node = shutil.which("node")
+    if node is None:
+        _missing("node is not installed (scripts/bootstrap.sh installs it)")
+    assert node is not None
+    for package in ("kinesalite", "dynalite", "minimist"):
+        if not (NODE_MODULES / package).is_dir():
+            _missing(f"npm package {package} is missing under {NODE_MODULES} (scripts/bootstrap.sh)")
+    return node
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+_PROBE_CONFIG = Config(connect_timeout=1, read_timeout=2, retries={"total_max_attempts": 1})
+
+
+def _probe_dynamodb(endpoint: str) -> None:
+    session = boto3.session.Session(region_name=REGION)
+    session.client("dynamodb", endpoint_url=endpoint, config=_PROBE_CONFIG).list_tables()
+
+
+def _probe_kinesis(endpoint: str) -> None:
+    session = boto3.session.Session(region_name=REGION)
+    session.client("kinesis", endpoint_url=endpoint, config=_PROBE_CONFIG).list_streams()
+
+
+def _run_emulator(
+    name: str, argv: list[str], port: int, probes: list[Callable[[str], None]], log_dir: Path
+) -> Iterator[str]:
+    """Start ``argv``, wait until every probe answers, yield the endpoint, stop the process by PID."""
+    endpoint = f"http://127.0.0.1:{port}"
+    log_path = log_dir / f"{name}.log"
+    started = time.monotonic()
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"{name} exited with {process.returncode}:\n{log_path.read_text()}")
+            try:
+                for probe in probes:
+                    probe(endpoint)
+                break
+            except (BotoCoreError, ClientError):
+                if time.monotonic() - started > STARTUP_TIMEOUT_S:
+                    pytest.fail(f"{name} did not answer within {STARTUP_TIMEOUT_S}s:\n{log_path.read_text()}")
+                time.sleep(0.02)
+        STARTUP_TIMES[name] = time.monotonic() - started
+        yield endpoint
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="session")
+def aws_env() -> Iterator[None]:
+    """Dummy credentials and region for boto3's default chain, for the whole session."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AWS_ACCESS_KEY_ID", "test")
+        patch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+        patch.setenv("AWS_DEFAULT_REGION", REGION)
+        patch.setenv("AWS_REGION", REGION)
+        patch.delenv("AWS_SESSION_TOKEN", raising=False)
+        patch.delenv("AWS_PROFILE", raising=False)
+        yield
+
+
+@pytest.fixture(scope="session")
+def emulator_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("emulators")
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint(aws_env: None, emulator_logs: Path) -> Iterator[str]:
+    if not MOTO_SERVER.exists():
+        _missing(f"moto_server is missing at {MOTO_SERVER} (pip install -e '.[dev]')")
+    port = _free_port()
+    argv = [str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)]
+    yield from _run_emulator("moto_server", argv, port, [_probe_dynamodb, _probe_kinesis], emulator_logs)
+
+
+@pytest.fixture(scope="session")
+def kinesalite_endpoint(aws_env: None, emulator_logs: Path) -> Iterator[str]:
+    node = _require_node()
+    port = _free_port()
+    argv = [node, str(LOOPBACK), "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--createStreamMs", "0", "--deleteStreamMs", "0", "--updateStreamMs", "0", "--shardLimit", "100"]
+    yield from _run_emulator("kinesalite", argv, port, [_probe_kinesis], emulator_logs)
+
+
+@pytest.fixture(scope="session")
+def dynalite_endpoint(aws_env: None, emulator_logs: Path) -> Iterator[str]:
+    node = _require_node()
+    port = _free_port()
+    argv = [node, str(NODE_MODULES / "dynalite" / "cli.js"), "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"]
+    yield from _run_emulator("dynalite", argv, port, [_probe_dynamodb], emulator_logs)
+
+
+@pytest.fixture(scope="session", params=["moto", "kinesalite+dynalite"])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    if request.param == "moto":
+        endpoint = request.getfixturevalue("moto_endpoint")
+        return Backend("moto", endpoint, endpoint)
+    return Backend(
+        "kinesalite+dynalite",
+        request.getfixturevalue("kinesalite_endpoint"),
+        request.getfixturevalue("dynalite_endpoint"),
+    )
+
+
+@pytest.fixture(scope="session")
+def aws_clients(backend: Backend) -> AwsClients:
+    settings = ClientSettings(
+        region=REGION,
+        kinesis_endpoint=backend.kinesis_endpoint,
+        dynamodb_endpoint=backend.dynamodb_endpoint,
+    )
+    return build_clients(settings)
+
+
+@pytest.fixture
+def lease_table(aws_clients: AwsClients) -> Iterator[DynamoLeaseTable]:
+    """A fresh lease table (with its GSI) per test, deleted afterwards."""
+    table = DynamoLeaseTable(aws_clients.dynamodb, f"leases-{uuid.uuid4().hex[:12]}")
+    assert table.create_table_if_missing(wait_s=10, poll_s=0.02)
+    yield table
+    aws_clients.dynamodb.delete_table(TableName=table.table_name)
+
+
+@pytest.fixture
+def kinesis(aws_clients: AwsClients) -> Kinesis:
+    return Kinesis(aws_clients.kinesis)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if STARTUP_TIMES:
+        times = ", ".join(f"{name} {seconds:.2f}s" for name, seconds in STARTUP_TIMES.items())
+        terminalreporter.write_line(f"emulator startup: {times}")
