@@ -1,0 +1,1 @@
+"""Lease coordination shells: renewing held leases and taking leases, around the pure core."""

@@ -1,0 +1,186 @@
+"""Renews the leases this worker holds and takes new ones, KCL 2.x style (spec section 4).
+
+The shell around :func:`kcl_daemon.core.taker.plan_takes` and :class:`LeaseObservations`:
+
+* ``renew_once`` renews every held lease with the counter-fenced write; a lease that fails the
+  condition, or that this worker could not renew for longer than the failover time (by its own
+  monotonic clock), is lost.
+* ``take_once`` scans the table, updates the counter observations, asks the planner, and attempts
+  each planned take; a condition failure means another worker won.
+* ``run_renewer`` / ``run_taker`` repeat them every ``failover/3 - epsilon`` and
+  ``2 x (failover + epsilon)``. Renewals run on their own thread pool so they never queue behind
+  scans or takes.
+
+Listeners hear ``lease_taken(lease)`` and ``lease_lost(lease_key)``; lease loss is an event, never an
+exception that climbs the stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from random import Random
+from typing import Protocol, TypeVar
+
+from kcl_daemon.clock import Clock
+from kcl_daemon.core.expiry import LeaseObservations
+from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.taker import TakePlan, TakerConfig, plan_takes
+from kcl_daemon.errors import KclError, LeaseConflict
+
+logger = logging.getLogger(__name__)
+
+EPSILON_S = 0.025
+T = TypeVar("T")
+
+
+class ScanResultLike(Protocol):
+    @property
+    def leases(self) -> list[Lease]: ...
+
+    @property
+    def skipped(self) -> list[str]: ...
+
+
+class LeaseTableOps(Protocol):
+    """The lease-table operations the coordinator needs (synchronous; run on thread pools)."""
+
+    def list_leases(self) -> ScanResultLike: ...
+
+    def renew(self, lease: Lease) -> Lease: ...
+
+    def take(self, lease: Lease, owner: str) -> Lease: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    worker_id: str
+    failover_s: float = 10.0
+    max_leases_for_worker: int = 2**31 - 1
+    max_leases_to_steal_at_one_time: int = 1
+    enable_priority_lease_assignment: bool = True
+
+    @property
+    def renew_interval_s(self) -> float:
+        return self.failover_s / 3 - EPSILON_S
+
+    @property
+    def take_interval_s(self) -> float:
+        return (self.failover_s + EPSILON_S) * 2
+
+    def taker_config(self) -> TakerConfig:
+        return TakerConfig(
+            failover_s=self.failover_s,
+            max_leases_for_worker=self.max_leases_for_worker,
+            max_leases_to_steal_at_one_time=self.max_leases_to_steal_at_one_time,
+            enable_priority_lease_assignment=self.enable_priority_lease_assignment,
+        )
+
+
+@dataclass(slots=True)
+class HeldLease:
+    lease: Lease
+    renewed_at: float  # our monotonic clock, last successful take or renew
+
+
+@dataclass
+class LeaseListeners:
+    taken: list[Callable[[Lease], None]] = field(default_factory=list)
+    lost: list[Callable[[str], None]] = field(default_factory=list)
+
+
+class LeaseCoordinator:
+    def __init__(
+        self,
+        table: LeaseTableOps,
+        config: CoordinatorConfig,
+        clock: Clock,
+        *,
+        rng: Random | None = None,
+        renew_pool: ThreadPoolExecutor | None = None,
+        io_pool: ThreadPoolExecutor | None = None,
+    ) -> None:
+        self.config = config
+        self.held: dict[str, HeldLease] = {}
+        self.listeners = LeaseListeners()
+        self.last_plan: TakePlan | None = None
+        self._table = table
+        self._clock = clock
+        self._rng = rng or Random()  # noqa: S311 - shuffles lease choices; not security
+        self._observations = LeaseObservations()
+        self._renew_pool = renew_pool or ThreadPoolExecutor(4, thread_name_prefix="lease-renew")
+        self._io_pool = io_pool or ThreadPoolExecutor(2, thread_name_prefix="lease-io")
+
+    async def _call(self, pool: ThreadPoolExecutor, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(pool, fn)
+
+    def _lose(self, lease_key: str, why: str) -> None:
+        if self.held.pop(lease_key, None) is not None:
+            logger.info("lease %s lost: %s", lease_key, why)
+            for listener in self.listeners.lost:
+                listener(lease_key)
+
+    async def renew_once(self) -> None:
+        now = self._clock.monotonic()
+        for key, held in list(self.held.items()):
+            if now - held.renewed_at > self.config.failover_s:
+                self._lose(key, f"not renewed for {now - held.renewed_at:.1f}s (> failover time)")
+                continue
+            try:
+                renewed = await self._call(self._renew_pool, functools.partial(self._table.renew, held.lease))
+            except LeaseConflict:
+                self._lose(key, "another worker changed it (its counter moved)")
+                continue
+            except KclError as exc:
+                logger.warning("renewing lease %s failed, will retry: %s", key, exc)
+                continue
+            if key in self.held:
+                self.held[key] = HeldLease(renewed, self._clock.monotonic())
+                self._observations = self._observations.record_write(key, renewed.lease_counter, now)
+
+    async def take_once(self) -> TakePlan:
+        scan = await self._call(self._io_pool, self._table.list_leases)
+        for problem in scan.skipped:
+            logger.warning("skipping lease item: %s", problem)
+        now = self._clock.monotonic()
+        self._observations = self._observations.observe(scan.leases, now)
+        plan = plan_takes(
+            scan.leases, self._observations, self.config.worker_id, now, self.config.taker_config(), self._rng
+        )
+        self.last_plan = plan
+        for planned in plan.all:
+            try:
+                taken = await self._call(
+                    self._io_pool, functools.partial(self._table.take, planned.lease, self.config.worker_id)
+                )
+            except LeaseConflict:
+                logger.debug("lease %s: another worker took it first", planned.lease_key)
+                continue
+            except KclError as exc:
+                logger.warning("taking lease %s failed: %s", planned.lease_key, exc)
+                continue
+            self.held[taken.lease_key] = HeldLease(taken, self._clock.monotonic())
+            self._observations = self._observations.record_write(taken.lease_key, taken.lease_counter, now)
+            logger.info("lease %s taken (%s): %s", taken.lease_key, planned.kind.value, planned.reason)
+            for listener in self.listeners.taken:
+                listener(taken)
+        return plan
+
+    async def run_renewer(self) -> None:
+        while True:
+            started = self._clock.monotonic()
+            await self.renew_once()
+            elapsed = self._clock.monotonic() - started
+            await self._clock.sleep(max(self.config.renew_interval_s - elapsed, 0.0))
+
+    async def run_taker(self) -> None:
+        while True:
+            try:
+                await self.take_once()
+            except KclError as exc:
+                logger.warning("lease taker run failed, will retry: %s", exc)
+            await self._clock.sleep(self.config.take_interval_s)
