@@ -45,7 +45,7 @@ class ListRecordSource:
         self._next = 0
 
     async def start(self, after: ExtendedSequenceNumber) -> None:
-        self._next = bisect.bisect_right(self._keys, after) if not after.is_sentinel else 0
+        self._next = bisect.bisect_right(self._keys, after)  # sentinels sort before every number
 
     async def next_batch(self) -> Batch | None:
         if self._next >= len(self._records):

@@ -26,7 +26,10 @@ class RecordSource(Protocol):
         """(Re)position the source so the next batch starts right after ``after`` (a checkpoint)."""
 
     async def next_batch(self) -> Batch | None:
-        """The next batch (possibly empty), or None once the shard has ended."""
+        """The next batch (possibly empty), or None once the shard has ended.
+
+        Records come in increasing (sequence number, sub-sequence number) order, as Kinesis returns them.
+        """
 
 
 class CheckpointStore(Protocol):

@@ -45,6 +45,7 @@ from kcl_protocol import (
     Initialize,
     LeaseLost,
     ProcessRecords,
+    Record,
     ShardEnded,
     ShutdownRequested,
 )
@@ -227,11 +228,7 @@ class ShardConsumer:
             if self._signal is None:
                 self._feed(ShardEvent.SHARD_END_REACHED)
             return
-        records = tuple(
-            r
-            for r in batch.records
-            if ExtendedSequenceNumber(r.sequence_number, r.sub_sequence_number) > self._checkpoint
-        )
+        records = self._after_checkpoint(batch.records)
         if not records and not self._settings.call_process_records_even_for_empty_record_list:
             return
         if records:
@@ -245,6 +242,14 @@ class ShardConsumer:
         )
         if self.state is ShardState.PROCESSING:
             self._history = self._history.after_progress(self._in_flight_up_to)
+
+    def _after_checkpoint(self, records: tuple[Record, ...]) -> tuple[Record, ...]:
+        """Drop records at or before the checkpoint (Java's rule). Batches are ordered, so only a prefix
+        can be at or before it: once one record is past it, the rest of the batch is kept as is."""
+        for index, record in enumerate(records):
+            if ExtendedSequenceNumber(record.sequence_number, record.sub_sequence_number) > self._checkpoint:
+                return records if index == 0 else records[index:]
+        return ()
 
     async def _next_batch_or_signal(self) -> Batch | None:
         fetch = asyncio.ensure_future(self._source.next_batch())

@@ -9,7 +9,7 @@ batch behind a rarely-checkpointing processor cannot cause an endless crash loop
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 
@@ -56,7 +56,7 @@ class FailureHistory:
             return self
         if self.high_water is None or (completed_up_to is not None and completed_up_to >= self.high_water):
             return FailureHistory()
-        return replace(self)
+        return self
 
 
 def decide_restart(policy: RestartPolicy, history: FailureHistory) -> Restart | Park:

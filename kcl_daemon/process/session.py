@@ -71,13 +71,13 @@ class ChildSession:
                 case ActionCompleted():
                     return
                 case CheckpointRequested(request=request):
-                    error = (
-                        await on_checkpoint(request) if on_checkpoint else CheckpointErrorName.INVALID_STATE
-                    )
                     if on_checkpoint is None:
                         logger.warning(
                             "child asked to checkpoint during %s, which has no checkpointer", action
                         )
+                        error: str | None = CheckpointErrorName.INVALID_STATE
+                    else:
+                        error = await on_checkpoint(request)
                     await self.child.write(self._conversation.reply_checkpoint(error), self._timeouts.write_s)
                 case NoiseSkipped(noise=noise):
                     if not noise.is_blank:

@@ -22,7 +22,7 @@ from kcl_daemon.consumer.shard_consumer import (
 )
 from kcl_daemon.core.lifecycle import ShardState, ShutdownReason
 from kcl_daemon.core.restart_policy import RestartPolicy
-from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON
+from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts
 from kcl_daemon.replay import InMemoryCheckpointStore, ListRecordSource
@@ -198,3 +198,19 @@ async def test_stop_escalates_to_sigkill_for_a_child_that_ignores_eof_and_sigter
     await asyncio.sleep(0.3)  # let it install its SIGTERM handler
     code = await child.stop(StopTimeouts(after_eof_s=0.2, after_sigterm_s=0.2))
     assert code == -9
+
+
+async def test_records_at_or_before_the_checkpoint_are_never_delivered(tmp_path: Path) -> None:
+    """A source that re-reads from the checkpoint (AT_SEQUENCE_NUMBER, mid-aggregate) re-sends old records."""
+
+    class RereadingSource(ListRecordSource):
+        async def start(self, after):  # type: ignore[no-untyped-def]
+            self._next = 0  # ignores the position: everything again, like a re-fetch from an older point
+
+    records = [Record(b"r", "pk", "500", sub, 1) for sub in range(4)] + [Record(b"r", "pk", "501", 0, 1)]
+    launch = make_child_launcher((sys.executable, FAULTY, "none", str(tmp_path)), line_limit_bytes=1 << 20)
+    store = InMemoryCheckpointStore(ExtendedSequenceNumber("500", 1))
+    outcome = await ShardConsumer("s", RereadingSource(records, 3), store, launch, settings()).run()
+    delivered = (tmp_path / "delivered.log").read_text().split()
+    assert delivered == ["500/2", "500/3", "501/0"]
+    assert outcome.checkpoint == SHARD_END
