@@ -1,6 +1,8 @@
 """The shard graph and the leases it calls for: shard sync (spec 6.2, 6.3) and shard end (spec 6.4).
 
 * :func:`hash_range_is_complete`: do shards cover 0..2^128-1 with no gap and no overlap?
+* :func:`shards_at_initial_position`: ListShards' ``ShardFilter`` applied on our side, for services
+  that ignore it (moto, kinesalite); a no-op on a list that AWS already filtered.
 * :func:`leases_to_create`: the leases a shard sync creates. With an empty table (6.2) that is one
   lease per listed shard at the initial position. Otherwise (6.3) only open shards are considered:
   an open shard with no leased ancestry gets a lease at the initial position; an open *descendant*
@@ -80,6 +82,19 @@ def hash_range_is_complete(shards: Iterable[Shard]) -> bool:
     if not ordered or ordered[0].starting_hash_key != 0 or ordered[-1].ending_hash_key != MAX_HASH_KEY:
         return False
     return all(nxt.starting_hash_key - prev.ending_hash_key == 1 for prev, nxt in pairwise(ordered))
+
+
+def shards_at_initial_position(shards: Sequence[Shard], initial_position: Sentinel) -> list[Shard]:
+    """The shards an empty-table sync starts from, as ListShards' ``ShardFilter`` would return them.
+
+    ``LATEST``: the open shards. ``TRIM_HORIZON`` and ``AT_TIMESTAMP``: the oldest listed generation,
+    i.e. shards none of whose parents is listed (their descendants get leases at shard end). Without
+    timestamps on shards, AT_TIMESTAMP can only start from that oldest generation: earlier, never later.
+    """
+    if initial_position is Sentinel.LATEST:
+        return [shard for shard in shards if shard.is_open]
+    listed = {shard.shard_id for shard in shards}
+    return [shard for shard in shards if not any(p in listed for p in shard.parent_shard_ids)]
 
 
 def _checkpoint_for(initial_position: Sentinel) -> ExtendedSequenceNumber:

@@ -6,7 +6,8 @@ The shell around :func:`kcl_daemon.core.taker.plan_takes` and :class:`LeaseObser
   condition, or that this worker could not renew for longer than the failover time (by its own
   monotonic clock), is lost.
 * ``take_once`` scans the table, updates the counter observations, asks the planner, and attempts
-  each planned take; a condition failure means another worker won.
+  each planned take; a condition failure means another worker won. A steal re-reads its lease first
+  (see :meth:`LeaseCoordinator._fresh_steal_candidate`).
 * ``run_renewer`` / ``run_taker`` repeat them every ``failover/3 - epsilon`` and
   ``2 x (failover + epsilon)``. Renewals run on their own thread pool so they never queue behind
   scans or takes.
@@ -20,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from random import Random
@@ -29,7 +30,7 @@ from typing import Protocol, TypeVar
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.expiry import LeaseObservations
 from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.taker import TakePlan, TakerConfig, plan_takes
+from kcl_daemon.core.taker import TakeKind, TakePlan, TakerConfig, plan_takes
 from kcl_daemon.errors import KclError, LeaseConflict
 
 logger = logging.getLogger(__name__)
@@ -40,16 +41,18 @@ T = TypeVar("T")
 
 class ScanResultLike(Protocol):
     @property
-    def leases(self) -> list[Lease]: ...
+    def leases(self) -> Sequence[Lease]: ...
 
     @property
-    def skipped(self) -> list[str]: ...
+    def skipped(self) -> Sequence[str]: ...
 
 
 class LeaseTableOps(Protocol):
     """The lease-table operations the coordinator needs (synchronous; run on thread pools)."""
 
     def list_leases(self) -> ScanResultLike: ...
+
+    def get_lease(self, lease_key: str, *, consistent: bool = False) -> Lease | None: ...
 
     def renew(self, lease: Lease) -> Lease: ...
 
@@ -153,9 +156,14 @@ class LeaseCoordinator:
         )
         self.last_plan = plan
         for planned in plan.all:
+            lease: Lease | None = planned.lease
             try:
+                if planned.kind is TakeKind.STEAL:
+                    lease = await self._fresh_steal_candidate(planned.lease)
+                if lease is None:
+                    continue
                 taken = await self._call(
-                    self._io_pool, functools.partial(self._table.take, planned.lease, self.config.worker_id)
+                    self._io_pool, functools.partial(self._table.take, lease, self.config.worker_id)
                 )
             except LeaseConflict:
                 logger.debug("lease %s: another worker took it first", planned.lease_key)
@@ -169,6 +177,18 @@ class LeaseCoordinator:
             for listener in self.listeners.taken:
                 listener(taken)
         return plan
+
+    async def _fresh_steal_candidate(self, scanned: Lease) -> Lease | None:
+        """Re-read a lease before stealing it: its owner renews every failover/3, so the counter from a
+        scan that took longer than that fails the fenced take every time and the steal would starve.
+        The decision stays the scan's; only an unchanged owner is stolen from."""
+        fresh = await self._call(
+            self._io_pool, functools.partial(self._table.get_lease, scanned.lease_key, consistent=True)
+        )
+        if fresh is None or fresh.lease_owner != scanned.lease_owner:
+            logger.debug("not stealing %s: it changed hands since the scan", scanned.lease_key)
+            return None
+        return fresh
 
     async def run_renewer(self) -> None:
         while True:

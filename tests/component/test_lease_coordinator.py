@@ -6,7 +6,6 @@ timing logic exactly, in simulated seconds.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from random import Random
 
@@ -16,6 +15,7 @@ from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
 from kcl_daemon.errors import LeaseConflict
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
+from tests.fleet_sim import Fleet, SteppedClock
 
 
 @dataclass
@@ -33,6 +33,9 @@ class FakeTable:
     def list_leases(self) -> Scan:
         return Scan(list(self.items.values()))
 
+    def get_lease(self, lease_key: str, *, consistent: bool = False) -> Lease | None:
+        return self.items.get(lease_key)
+
     def _check(self, lease: Lease) -> None:
         if self.items[lease.lease_key].lease_counter != lease.lease_counter:
             raise LeaseConflict(f"{lease.lease_key}: counter moved")
@@ -48,61 +51,10 @@ class FakeTable:
         return self.items[lease.lease_key]
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:  # the loops are not used here
-        raise AssertionError("tests step the coordinators themselves")
-
-
 def shards(count: int) -> list[Lease]:
     return [
         Lease(lease_key=f"shardId-{i:012d}", lease_counter=0, checkpoint=TRIM_HORIZON) for i in range(count)
     ]
-
-
-class Fleet:
-    """Steps every live coordinator's renewer and taker on their own periods, in simulated time."""
-
-    def __init__(self, table: FakeTable, workers: list[str], failover_s: float = 10.0) -> None:
-        self.table = table
-        self.clock = FakeClock()
-        self.coordinators = {
-            w: LeaseCoordinator(
-                table, CoordinatorConfig(worker_id=w, failover_s=failover_s), self.clock, rng=Random(i)
-            )
-            for i, w in enumerate(workers)
-        }
-        config = next(iter(self.coordinators.values())).config
-        self.renew_every, self.take_every = config.renew_interval_s, config.take_interval_s
-        # stagger the takers as real workers are
-        self.next_renew = dict.fromkeys(workers, self.clock.now)
-        self.next_take = {w: self.clock.now + i * 3.0 for i, w in enumerate(workers)}
-        self.stopped: set[str] = set()
-
-    def owners(self) -> Counter[str]:
-        return Counter(lease.lease_owner for lease in self.table.items.values() if lease.lease_owner)
-
-    async def run_until(self, done, limit_s: float, step_s: float = 0.1) -> float:  # type: ignore[no-untyped-def]
-        start = self.clock.now
-        while self.clock.now - start <= limit_s:
-            for worker, coordinator in self.coordinators.items():
-                if worker in self.stopped:
-                    continue
-                if self.clock.now >= self.next_renew[worker]:
-                    await coordinator.renew_once()
-                    self.next_renew[worker] += self.renew_every
-                if self.clock.now >= self.next_take[worker]:
-                    await coordinator.take_once()
-                    self.next_take[worker] = self.clock.now + self.take_every
-            if done():
-                return self.clock.now - start
-            self.clock.now += step_s
-        raise AssertionError(f"not done within {limit_s}s simulated; owners {self.owners()}")
 
 
 async def test_three_workers_converge_and_two_take_over_when_one_stops() -> None:
@@ -114,13 +66,13 @@ async def test_three_workers_converge_and_two_take_over_when_one_stops() -> None
     bound = 10.0 + 2 * fleet.take_every
     assert took <= bound, f"takeover took {took:.1f}s simulated, bound {bound:.1f}s"
     # the old owner's view: its leases are lost by its own clock once it cannot renew
-    held = {w: set(c.held) for w, c in fleet.coordinators.items() if w not in fleet.stopped}
+    held = fleet.held()
     assert sum(len(h) for h in held.values()) == 12 and not held["w-a"] & held["w-b"]
 
 
 async def test_a_lease_whose_counter_moved_is_lost_on_the_next_renewal() -> None:
     table = FakeTable(shards(1))
-    clock = FakeClock()
+    clock = SteppedClock()
     lost: list[str] = []
     coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), clock, rng=Random(1))
     coordinator.listeners.lost.append(lost.append)
@@ -135,9 +87,48 @@ async def test_a_lease_whose_counter_moved_is_lost_on_the_next_renewal() -> None
 @pytest.mark.parametrize("silence_s", [10.5, 30.0])
 async def test_a_lease_not_renewed_for_the_failover_time_is_lost_locally(silence_s: float) -> None:
     table = FakeTable(shards(2))
-    clock = FakeClock()
+    clock = SteppedClock()
     coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), clock, rng=Random(1))
     await coordinator.take_once()
     clock.now += silence_s  # e.g. the renew pool was starved; DynamoDB may already show a new owner
     await coordinator.renew_once()
     assert not coordinator.held
+
+
+class SlowScanTable(FakeTable):
+    """The scan returns the state at its start; while it ran, the owners renewed (or a lease moved)."""
+
+    def __init__(self, leases: list[Lease], during_scan: dict[str, str | None]) -> None:
+        super().__init__(leases)
+        self.during_scan = during_scan  # lease key -> new owner (None: the same owner just renewed)
+
+    def list_leases(self) -> Scan:
+        snapshot = super().list_leases()
+        for key, new_owner in self.during_scan.items():
+            lease = self.items[key]
+            self.items[key] = lease.renewed() if new_owner is None else lease.taken_by(new_owner)
+        return snapshot
+
+
+def owned_by(owner: str, count: int) -> list[Lease]:
+    return [lease.taken_by(owner) for lease in shards(count)]
+
+
+async def test_a_steal_after_a_slow_scan_uses_the_fresh_counter() -> None:
+    leases = owned_by("victim", 4)
+    table = SlowScanTable(leases, dict.fromkeys((lease.lease_key for lease in leases), None))
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), SteppedClock(), rng=Random(3))
+    plan = await coordinator.take_once()
+    assert len(plan.steals) == 1
+    assert set(coordinator.held) == {plan.steals[0].lease_key}, (
+        "the fenced take used the scan's stale counter"
+    )
+
+
+async def test_a_lease_that_changed_hands_during_the_scan_is_not_stolen() -> None:
+    leases = owned_by("victim", 4)
+    table = SlowScanTable(leases, dict.fromkeys((lease.lease_key for lease in leases), "someone-else"))
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), SteppedClock(), rng=Random(3))
+    plan = await coordinator.take_once()
+    assert len(plan.steals) == 1 and not coordinator.held
+    assert all(lease.lease_owner == "someone-else" for lease in table.items.values())

@@ -192,7 +192,40 @@ def kinesis(aws_clients: AwsClients) -> Kinesis:
     return Kinesis(aws_clients.kinesis)
 
 
+def wait_for_stream(clients: AwsClients, name: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while (
+        clients.kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"]
+        != "ACTIVE"
+    ):
+        assert time.monotonic() < deadline, f"stream {name} never became ACTIVE"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def make_stream(aws_clients: AwsClients) -> Iterator[Callable[[int], str]]:
+    """``make_stream(shard_count)`` creates an ACTIVE stream and returns its name; deleted afterwards."""
+    names: list[str] = []
+
+    def make(shard_count: int) -> str:
+        name = f"stream-{uuid.uuid4().hex[:10]}"
+        aws_clients.kinesis.create_stream(StreamName=name, ShardCount=shard_count)
+        names.append(name)
+        wait_for_stream(aws_clients, name)
+        return name
+
+    yield make
+    for name in names:
+        aws_clients.kinesis.delete_stream(StreamName=name)
+
+
+#: Figures the lease-fleet tests measured, printed at the end of the run: name -> text.
+FIGURES: dict[str, str] = {}
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if STARTUP_TIMES:
         times = ", ".join(f"{name} {seconds:.2f}s" for name, seconds in STARTUP_TIMES.items())
         terminalreporter.write_line(f"emulator startup: {times}")
+    for name, text in FIGURES.items():
+        terminalreporter.write_line(f"{name}: {text}")

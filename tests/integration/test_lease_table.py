@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +18,7 @@ from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shard_graph import hash_range_is_complete
 from kcl_daemon.errors import DependencyUnavailable, LeaseConflict, TransientNetwork
+from tests.integration.conftest import wait_for_stream
 
 pytestmark = pytest.mark.integration
 
@@ -287,16 +287,6 @@ def test_an_unreachable_endpoint_is_transient() -> None:
     with pytest.raises(TransientNetwork) as caught:
         DynamoLeaseTable(clients.dynamodb, "t").get_lease(KEY)
     assert caught.value.retriable
-
-
-def wait_for_stream(clients: AwsClients, name: str) -> None:
-    deadline = time.monotonic() + 10
-    while (
-        clients.kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"]
-        != "ACTIVE"
-    ):
-        assert time.monotonic() < deadline, f"stream {name} never became ACTIVE"
-        time.sleep(0.02)
 
 
 def test_list_shards_covers_the_hash_space(kinesis: Kinesis, aws_clients: AwsClients) -> None:

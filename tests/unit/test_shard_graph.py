@@ -20,6 +20,7 @@ from kcl_daemon.core.sequence import (
     Sentinel,
 )
 from kcl_daemon.core.shard_graph import (
+    INITIAL_POSITIONS,
     ChildShard,
     InconsistentShards,
     Shard,
@@ -28,6 +29,7 @@ from kcl_daemon.core.shard_graph import (
     hash_range_is_complete,
     leases_to_create,
     parents_block,
+    shards_at_initial_position,
 )
 
 Q = (MAX_HASH_KEY + 1) // 8
@@ -581,3 +583,35 @@ def test_history_from_scratch(shards: list[Shard], position: Sentinel) -> None:
         roots = {s.shard_id for s in shards if not s.parent_shard_ids}
         assert {lease.lease_key for lease in result} == roots
         assert process_to_the_tip(shards, roots) == {s.shard_id for s in shards}
+
+
+# A split into B and C, then C merged with D into E: the filter we apply for emulators that ignore it.
+GENERATIONS = [
+    shard("A", 0, 4 * Q - 1, 1, ended=50),
+    shard("B", 0, 2 * Q - 1, 60, parents=("A",)),
+    shard("C", 2 * Q, 4 * Q - 1, 60, parents=("A",), ended=90),
+    shard("D", 4 * Q, MAX_HASH_KEY, 2, ended=90),
+    shard("E", 2 * Q, MAX_HASH_KEY, 95, parents=("C", "D")),
+]
+
+
+@pytest.mark.parametrize(
+    ("position", "expected"),
+    [
+        (Sentinel.LATEST, ["B", "E"]),
+        (Sentinel.TRIM_HORIZON, ["A", "D"]),
+        (Sentinel.AT_TIMESTAMP, ["A", "D"]),
+    ],
+)
+def test_shards_at_initial_position_cover_the_range_from_the_right_generation(
+    position: Sentinel, expected: list[str]
+) -> None:
+    chosen = shards_at_initial_position(GENERATIONS, position)
+    assert [s.shard_id for s in chosen] == expected
+    assert hash_range_is_complete(chosen)
+
+
+@given(st.permutations(GENERATIONS), st.sampled_from(sorted(INITIAL_POSITIONS)))
+def test_filtering_an_already_filtered_list_changes_nothing(shards: list[Shard], position: Sentinel) -> None:
+    once = shards_at_initial_position(shards, position)
+    assert shards_at_initial_position(once, position) == once
