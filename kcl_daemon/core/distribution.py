@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.sequence import ExtendedSequenceNumber
 
 
 def cluster_of(worker_id: str, separator: str = "-") -> str:
@@ -24,9 +25,9 @@ class LeaseRow:
     lease_key: str
     owner: str | None
     counter: int
-    checkpoint: str
+    checkpoint: ExtendedSequenceNumber
     parents: tuple[str, ...]
-    expired: bool
+    expired: bool | None  # None: expiry was not checked
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +36,7 @@ class Distribution:
     per_worker: tuple[tuple[str, int], ...]  # most loaded first
     per_cluster: tuple[tuple[str, int], ...]
     unclaimed: tuple[str, ...]
-    expired: tuple[str, ...]
+    expired: tuple[str, ...] | None  # None: expiry was not checked (it needs two scans)
     finished: tuple[str, ...]  # checkpoint SHARD_END, waiting for cleanup
     shards_without_lease: tuple[str, ...] | None  # None: the shard list was not available
 
@@ -43,7 +44,7 @@ class Distribution:
 def summarize(
     leases: Iterable[Lease],
     *,
-    expired_keys: frozenset[str] = frozenset(),
+    expired_keys: frozenset[str] | None = None,
     shard_ids: Iterable[str] | None = None,
     cluster: Callable[[str], str] = cluster_of,
 ) -> Distribution:
@@ -53,9 +54,9 @@ def summarize(
             lease.lease_key,
             lease.lease_owner,
             lease.lease_counter,
-            str(lease.checkpoint),
+            lease.checkpoint,
             tuple(sorted(lease.parent_shard_ids)),
-            lease.lease_key in expired_keys,
+            None if expired_keys is None else lease.lease_key in expired_keys,
         )
         for lease in ordered
     )
@@ -69,7 +70,7 @@ def summarize(
         per_worker=tuple(sorted(owners.items(), key=lambda item: (-item[1], item[0]))),
         per_cluster=tuple(sorted(clusters.items(), key=lambda item: (-item[1], item[0]))),
         unclaimed=tuple(lease.lease_key for lease in ordered if lease.lease_owner is None),
-        expired=tuple(row.lease_key for row in rows if row.expired),
+        expired=None if expired_keys is None else tuple(row.lease_key for row in rows if row.expired),
         finished=tuple(lease.lease_key for lease in ordered if lease.is_shard_end),
         shards_without_lease=(None if shard_ids is None else tuple(sorted(set(shard_ids) - leased_shards))),
     )

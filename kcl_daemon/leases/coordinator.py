@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from random import Random
@@ -30,6 +30,7 @@ from typing import Protocol, TypeVar
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.expiry import LeaseObservations
 from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.taker import TakeKind, TakePlan, TakerConfig, plan_takes
 from kcl_daemon.errors import KclError, LeaseConflict
 
@@ -57,6 +58,17 @@ class LeaseTableOps(Protocol):
     def renew(self, lease: Lease) -> Lease: ...
 
     def take(self, lease: Lease, owner: str) -> Lease: ...
+
+    def checkpoint(
+        self,
+        lease: Lease,
+        checkpoint: ExtendedSequenceNumber,
+        *,
+        pending: ExtendedSequenceNumber | None = None,
+        child_shard_ids: Iterable[str] | None = None,
+    ) -> Lease: ...
+
+    def release(self, lease: Lease) -> Lease: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +129,12 @@ class LeaseCoordinator:
         self._observations = LeaseObservations()
         self._renew_pool = renew_pool or ThreadPoolExecutor(4, thread_name_prefix="lease-renew")
         self._io_pool = io_pool or ThreadPoolExecutor(2, thread_name_prefix="lease-io")
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def _lock(self, lease_key: str) -> asyncio.Lock:
+        """Serializes the writes to one held lease: a renewal and a checkpoint both fence on the counter,
+        so running them at once would make one of them fail and look like a lost lease."""
+        return self._locks.setdefault(lease_key, asyncio.Lock())
 
     async def _call(self, pool: ThreadPoolExecutor, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(pool, fn)
@@ -128,22 +146,73 @@ class LeaseCoordinator:
                 listener(lease_key)
 
     async def renew_once(self) -> None:
+        """Renew every held lease, concurrently (bounded by the renew pool)."""
         now = self._clock.monotonic()
-        for key, held in list(self.held.items()):
+        await asyncio.gather(*(self._renew(key, now) for key in list(self.held)))
+
+    async def _renew(self, key: str, now: float) -> None:
+        async with self._lock(key):
+            held = self.held.get(key)
+            if held is None:
+                return
             if now - held.renewed_at > self.config.failover_s:
                 self._lose(key, f"not renewed for {now - held.renewed_at:.1f}s (> failover time)")
-                continue
+                return
             try:
                 renewed = await self._call(self._renew_pool, functools.partial(self._table.renew, held.lease))
             except LeaseConflict:
                 self._lose(key, "another worker changed it (its counter moved)")
-                continue
+                return
             except KclError as exc:
                 logger.warning("renewing lease %s failed, will retry: %s", key, exc)
-                continue
+                return
             if key in self.held:
                 self.held[key] = HeldLease(renewed, self._clock.monotonic())
                 self._observations = self._observations.record_write(key, renewed.lease_counter, now)
+
+    async def checkpoint(
+        self,
+        lease_key: str,
+        target: ExtendedSequenceNumber,
+        *,
+        child_shard_ids: Iterable[str] | None = None,
+    ) -> Lease:
+        """Write ``target`` with the held lease's counter; raises :class:`LeaseConflict` (and the lease is
+        lost) if this worker no longer holds it. The write counts as a renewal."""
+        async with self._lock(lease_key):
+            held = self.held.get(lease_key)
+            if held is None:
+                raise LeaseConflict(f"lease {lease_key} is not held by {self.config.worker_id}")
+            write = functools.partial(
+                self._table.checkpoint, held.lease, target, child_shard_ids=child_shard_ids
+            )
+            try:
+                written = await self._call(self._io_pool, write)
+            except LeaseConflict:
+                self._lose(lease_key, "another worker changed it before the checkpoint")
+                raise
+            now = self._clock.monotonic()
+            self.held[lease_key] = HeldLease(written, now)
+            self._observations = self._observations.record_write(lease_key, written.lease_counter, now)
+            return written
+
+    async def release(self, lease_key: str) -> bool:
+        """Give the lease up (graceful shutdown) so another worker takes it at once; no listener fires."""
+        async with self._lock(lease_key):
+            held = self.held.pop(lease_key, None)
+            if held is None:
+                return False
+            try:
+                await self._call(self._io_pool, functools.partial(self._table.release, held.lease))
+            except KclError as exc:
+                logger.warning("releasing lease %s failed; it expires instead: %s", lease_key, exc)
+                return False
+            logger.info("lease %s released", lease_key)
+            return True
+
+    def held_lease(self, lease_key: str) -> Lease | None:
+        held = self.held.get(lease_key)
+        return None if held is None else held.lease
 
     async def take_once(self) -> TakePlan:
         scan = await self._call(self._io_pool, self._table.list_leases)

@@ -46,3 +46,8 @@ def test_summary() -> None:
 
 def test_without_a_shard_list() -> None:
     assert summarize([lease(0, None)]).shards_without_lease is None
+
+
+def test_expiry_is_unknown_unless_it_was_checked() -> None:
+    report = summarize([lease(1, "a"), lease(2, None)])
+    assert report.expired is None and all(row.expired is None for row in report.rows)
