@@ -6,13 +6,14 @@ timing logic exactly, in simulated seconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import asyncio
+from dataclasses import dataclass, field, replace
 from random import Random
 
 import pytest
 
 from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.sequence import TRIM_HORIZON
+from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.errors import LeaseConflict
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from tests.fleet_sim import Fleet, SteppedClock
@@ -48,6 +49,18 @@ class FakeTable:
     def take(self, lease: Lease, owner: str) -> Lease:
         self._check(lease)
         self.items[lease.lease_key] = lease.taken_by(owner)
+        return self.items[lease.lease_key]
+
+    def checkpoint(self, lease: Lease, checkpoint: ExtendedSequenceNumber, **_: object) -> Lease:
+        self._check(lease)
+        self.items[lease.lease_key] = replace(
+            lease, checkpoint=checkpoint, lease_counter=lease.lease_counter + 1
+        )
+        return self.items[lease.lease_key]
+
+    def release(self, lease: Lease) -> Lease:
+        self._check(lease)
+        self.items[lease.lease_key] = replace(lease, lease_owner=None, lease_counter=lease.lease_counter + 1)
         return self.items[lease.lease_key]
 
 
@@ -132,3 +145,43 @@ async def test_a_lease_that_changed_hands_during_the_scan_is_not_stolen() -> Non
     plan = await coordinator.take_once()
     assert len(plan.steals) == 1 and not coordinator.held
     assert all(lease.lease_owner == "someone-else" for lease in table.items.values())
+
+
+async def test_checkpoints_and_renewals_of_one_lease_never_fence_each_other_out() -> None:
+    table = FakeTable(shards(1))
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), SteppedClock())
+    await coordinator.take_once()
+    key = "shardId-000000000000"
+    for n in range(1, 6):
+        await asyncio.gather(
+            coordinator.renew_once(), coordinator.checkpoint(key, ExtendedSequenceNumber(str(n)))
+        )
+    assert key in coordinator.held and table.items[key].checkpoint == ExtendedSequenceNumber("5")
+    assert table.items[key].lease_counter == 1 + 2 * 5
+
+
+async def test_a_checkpoint_on_a_lost_lease_is_refused_and_reported_lost() -> None:
+    table = FakeTable(shards(1))
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), SteppedClock())
+    lost: list[str] = []
+    coordinator.listeners.lost.append(lost.append)
+    await coordinator.take_once()
+    key = "shardId-000000000000"
+    table.items[key] = table.items[key].taken_by("thief")
+    with pytest.raises(LeaseConflict):
+        await coordinator.checkpoint(key, ExtendedSequenceNumber("9"))
+    assert lost == [key] and not coordinator.held
+    with pytest.raises(LeaseConflict, match="not held"):
+        await coordinator.checkpoint(key, ExtendedSequenceNumber("10"))
+
+
+async def test_release_gives_the_lease_back_without_a_lost_event() -> None:
+    table = FakeTable(shards(2))
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), SteppedClock())
+    lost: list[str] = []
+    coordinator.listeners.lost.append(lost.append)
+    await coordinator.take_once()
+    assert await coordinator.release("shardId-000000000001")
+    assert not await coordinator.release("shardId-000000000001")
+    assert table.items["shardId-000000000001"].lease_owner is None and not lost
+    assert set(coordinator.held) == {"shardId-000000000000"}
