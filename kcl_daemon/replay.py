@@ -16,19 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kcl_daemon.config.settings import Settings
+from kcl_daemon.consumer.configure import consumer_settings
 from kcl_daemon.consumer.ports import Batch
 from kcl_daemon.consumer.shard_consumer import (
-    ConsumerSettings,
     ShardConsumer,
     ShardOutcome,
     make_child_launcher,
 )
 from kcl_daemon.core.lifecycle import ShardState, ShutdownReason
-from kcl_daemon.core.restart_policy import RestartPolicy
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import CheckpointRefused
-from kcl_daemon.process.child import StopTimeouts
-from kcl_daemon.process.session import ActionTimeouts
 from kcl_daemon.replay_input import InjectedFailure
 from kcl_protocol import CheckpointErrorName, Record
 
@@ -103,32 +100,6 @@ class ShardReport:
         if self.outcome.reason is ShutdownReason.LEASE_LOST:
             return self.simulated_lease_loss
         return self.outcome.reason is ShutdownReason.SHARD_END and self.outcome.checkpoint.is_shard_end
-
-
-def consumer_settings(settings: Settings, *, return_when_parked: bool) -> ConsumerSettings:
-    shutdown = settings.shutdown_timeout_s
-    per_action = {
-        "initialize": settings.initialize_timeout_s,
-        "processRecords": settings.process_records_timeout_s,
-        "shardEnded": shutdown,
-        "leaseLost": shutdown,
-        "shutdownRequested": shutdown,
-    }
-    return ConsumerSettings(
-        timeouts=ActionTimeouts(
-            default_s=settings.action_timeout_s,
-            per_action_s={k: v for k, v in per_action.items() if v is not None},
-            write_s=settings.child_write_timeout_s,
-        ),
-        stop=StopTimeouts(settings.child_stop_timeout_s, settings.child_stop_timeout_s),
-        restart=RestartPolicy(
-            initial_backoff_s=settings.child_restart_backoff_s,
-            max_backoff_s=settings.child_restart_max_backoff_s,
-            max_consecutive_failures=settings.child_max_consecutive_failures,
-        ),
-        call_process_records_even_for_empty_record_list=settings.call_process_records_even_for_empty_record_list,
-        return_when_parked=return_when_parked,
-    )
 
 
 async def run_replay(

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.consumer.ports import Batch, CheckpointStore, ChildLauncher, RecordSource
 from kcl_daemon.core.checkpoint_rules import (
     AlreadyCheckpointed,
@@ -52,7 +53,9 @@ from kcl_protocol import (
 
 logger = logging.getLogger(__name__)
 
-Sleep = Callable[[float], Awaitable[None]]
+#: Runs when the shard has ended, before ``shardEnded`` is sent (the scheduler creates the child
+#: leases here). False means "give the lease up": the child then gets ``leaseLost`` instead.
+BeforeShardEnd = Callable[[], Awaitable[bool]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +97,8 @@ class ShardConsumer:
         launch_child: ChildLauncher,
         settings: ConsumerSettings,
         *,
-        sleep: Sleep = asyncio.sleep,
+        clock: Clock | None = None,
+        before_shard_end: BeforeShardEnd | None = None,
     ) -> None:
         self.shard_id = shard_id
         self.state = ShardState.WAITING_ON_PARENTS
@@ -103,7 +107,8 @@ class ShardConsumer:
         self._store = store
         self._launch_child = launch_child
         self._settings = settings
-        self._sleep = sleep
+        self._clock = clock or SystemClock()
+        self._before_shard_end = before_shard_end
         self._signal: ShardEvent | None = None
         self._wake = asyncio.Event()
         self._session: ChildSession | None = None
@@ -226,6 +231,9 @@ class ShardConsumer:
         batch = await self._next_batch_or_signal()
         if batch is None:
             if self._signal is None:
+                if self._before_shard_end is not None and not await self._before_shard_end():
+                    self.lease_lost()  # taken at the top of the loop: the child gets leaseLost
+                    return
                 self._feed(ShardEvent.SHARD_END_REACHED)
             return
         records = self._after_checkpoint(batch.records)
@@ -296,7 +304,7 @@ class ShardConsumer:
             decision.consecutive_failures,
             self._settings.restart.max_consecutive_failures,
         )
-        sleeper = asyncio.ensure_future(self._sleep(decision.delay_s))
+        sleeper = asyncio.ensure_future(self._clock.sleep(decision.delay_s))
         wake = asyncio.ensure_future(self._wake.wait())
         try:
             await asyncio.wait({sleeper, wake}, return_when=asyncio.FIRST_COMPLETED)

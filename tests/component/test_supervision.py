@@ -47,11 +47,18 @@ def make_records(poison: bool) -> list[Record]:
 
 
 class FakeSleep:
+    """A clock whose sleeps are recorded and return at once."""
+
     def __init__(self) -> None:
         self.delays: list[float] = []
+        self.now = 0.0
 
-    async def __call__(self, delay: float) -> None:
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, delay: float) -> None:
         self.delays.append(delay)
+        self.now += delay
         await asyncio.sleep(0)
 
 
@@ -83,7 +90,7 @@ async def run_pair(
                 InMemoryCheckpointStore(TRIM_HORIZON),
                 launch,
                 settings(**timeouts),
-                sleep=sleep,
+                clock=sleep,
             )
         )
     outcomes = await asyncio.wait_for(asyncio.gather(*(c.run() for c in consumers)), timeout=60)
@@ -157,7 +164,7 @@ async def test_missing_executable_parks_with_a_clear_error(tmp_path: Path) -> No
         InMemoryCheckpointStore(TRIM_HORIZON),
         launch,
         settings(),
-        sleep=sleep,
+        clock=sleep,
     )
     outcome = await consumer.run()
     assert outcome.state is ShardState.PARKED

@@ -1,0 +1,35 @@
+"""Turn the parsed :class:`Settings` into the shard consumer's :class:`ConsumerSettings` (seconds inside)."""
+
+from __future__ import annotations
+
+from kcl_daemon.config.settings import Settings
+from kcl_daemon.consumer.shard_consumer import ConsumerSettings
+from kcl_daemon.core.restart_policy import RestartPolicy
+from kcl_daemon.process.child import StopTimeouts
+from kcl_daemon.process.session import ActionTimeouts
+
+
+def consumer_settings(settings: Settings, *, return_when_parked: bool) -> ConsumerSettings:
+    shutdown = settings.shutdown_timeout_s
+    per_action = {
+        "initialize": settings.initialize_timeout_s,
+        "processRecords": settings.process_records_timeout_s,
+        "shardEnded": shutdown,
+        "leaseLost": shutdown,
+        "shutdownRequested": shutdown,
+    }
+    return ConsumerSettings(
+        timeouts=ActionTimeouts(
+            default_s=settings.action_timeout_s,
+            per_action_s={k: v for k, v in per_action.items() if v is not None},
+            write_s=settings.child_write_timeout_s,
+        ),
+        stop=StopTimeouts(settings.child_stop_timeout_s, settings.child_stop_timeout_s),
+        restart=RestartPolicy(
+            initial_backoff_s=settings.child_restart_backoff_s,
+            max_backoff_s=settings.child_restart_max_backoff_s,
+            max_consecutive_failures=settings.child_max_consecutive_failures,
+        ),
+        call_process_records_even_for_empty_record_list=settings.call_process_records_even_for_empty_record_list,
+        return_when_parked=return_when_parked,
+    )
