@@ -17,7 +17,10 @@
         ├── LeaseConflict            a conditional write failed: another writer got there first
         ├── Throttled                throttled or over a rate limit                           (retriable)
         ├── DependencyUnavailable    the lease table or the stream does not exist (fatal at startup)
-        └── TransientNetwork         connection failure, timeout, or a 5xx from the service   (retriable)
+        │   └── ShardNotFound            GetShardIterator/GetRecords: shard or stream gone = shard end
+        ├── TransientNetwork         connection failure, timeout, or a 5xx from the service   (retriable)
+        ├── IteratorExpired          a shard iterator expired; get a new one, then read again (retriable)
+        └── InconsistentResponse     a response that breaks the API contract; read again     (retriable)
 
 ``kcl_daemon.aws.errors.map_aws_errors()`` raises the ``AwsError`` branch; it is the only place that
 sees botocore exceptions (``kcl_daemon.aws`` is the only package that imports boto3).
@@ -109,5 +112,25 @@ class DependencyUnavailable(AwsError):
 
 class TransientNetwork(AwsError):
     """The endpoint could not be reached, the connection broke, a timeout hit, or the service had a 5xx."""
+
+    retriable = True
+
+
+class IteratorExpired(AwsError):
+    """A shard iterator expired (older than 5 minutes) or is no longer valid for GetRecords.
+
+    Retrying the same call cannot help, retrying the *read* can: the polling source gets a new iterator
+    after the last record it fetched, then retries. Only GetRecords raises it.
+    """
+
+    retriable = True
+
+
+class ShardNotFound(DependencyUnavailable):
+    """GetShardIterator/GetRecords found no such shard or stream: the shard ended with no children (6.6)."""
+
+
+class InconsistentResponse(AwsError):
+    """A response breaks the API contract (e.g. GetRecords with a next iterator *and* child shards)."""
 
     retriable = True

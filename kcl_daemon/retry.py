@@ -6,6 +6,7 @@ Use them at the boundary of an operation, never as ad-hoc ``@retry`` decorators:
 
     lease = LEASE_IO.call(table.renew, lease)
     for attempt in KINESIS.retrying(): ...
+    async for attempt in GET_RECORDS.async_retrying(sleep=clock.sleep, monotonic=clock.monotonic): ...
 
 A :class:`tenacity.Retrying` built here is for one operation: its deadline starts when it is built.
 """
@@ -14,11 +15,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final, ParamSpec, TypeVar
+from typing import Any, Final, ParamSpec, TypeVar
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 from tenacity.stop import stop_base
 
 from kcl_daemon.errors import KclError
@@ -52,28 +60,42 @@ class RetryPolicy:
     initial_backoff_s: float
     max_backoff_s: float
 
+    def _log_retry(self, state: RetryCallState) -> None:
+        outcome = state.outcome
+        exc = outcome.exception() if outcome is not None else None
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        logger.warning(
+            "%s: attempt %d failed (%s); retrying in %.2fs", self.name, state.attempt_number, exc, wait
+        )
+
+    def _options(self, monotonic: Callable[[], float]) -> dict[str, Any]:
+        return {
+            "retry": retry_if_exception(is_retriable),
+            "wait": wait_random_exponential(multiplier=self.initial_backoff_s, max=self.max_backoff_s),
+            "stop": stop_after_attempt(self.max_attempts) | _StopAtDeadline(self.deadline_s, monotonic),
+            "before_sleep": self._log_retry,
+            "reraise": True,
+        }
+
     def retrying(
         self,
         *,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> Retrying:
-        def log_retry(state: RetryCallState) -> None:
-            outcome = state.outcome
-            exc = outcome.exception() if outcome is not None else None
-            wait = state.next_action.sleep if state.next_action is not None else 0.0
-            logger.warning(
-                "%s: attempt %d failed (%s); retrying in %.2fs", self.name, state.attempt_number, exc, wait
-            )
+        return Retrying(sleep=sleep, **self._options(monotonic))
 
-        return Retrying(
-            retry=retry_if_exception(is_retriable),
-            wait=wait_random_exponential(multiplier=self.initial_backoff_s, max=self.max_backoff_s),
-            stop=stop_after_attempt(self.max_attempts) | _StopAtDeadline(self.deadline_s, monotonic),
-            sleep=sleep,
-            before_sleep=log_retry,
-            reraise=True,
-        )
+    def async_retrying(
+        self,
+        *,
+        sleep: Callable[[float], Awaitable[None]],
+        monotonic: Callable[[], float],
+    ) -> AsyncRetrying:
+        """The asyncio twin of :meth:`retrying`: ``async for attempt in ...: with attempt: ...``.
+
+        Pass a :class:`~kcl_daemon.clock.Clock`'s ``sleep`` and ``monotonic``, so tests never wait.
+        """
+        return AsyncRetrying(sleep=sleep, **self._options(monotonic))
 
     def call(
         self,
@@ -94,6 +116,13 @@ LEASE_IO: Final = RetryPolicy(
 # Kinesis control-plane and read calls (ListShards is limited to 100 TPS per stream).
 KINESIS: Final = RetryPolicy(
     "kinesis", max_attempts=8, deadline_s=30.0, initial_backoff_s=0.2, max_backoff_s=5.0
+)
+# One shard's polling read (GetShardIterator + GetRecords), spec 7: throttling, network trouble, an
+# expired iterator (refreshed before the next attempt) or an inconsistent response. Reads are cheap to
+# repeat and a shard has nothing better to do, so this waits longer than KINESIS before the error
+# reaches the shard consumer (the reader also keeps 0.2 s between call starts on top of the backoff).
+GET_RECORDS: Final = RetryPolicy(
+    "get_records", max_attempts=30, deadline_s=300.0, initial_backoff_s=0.2, max_backoff_s=10.0
 )
 
 

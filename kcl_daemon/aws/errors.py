@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Final
 
@@ -12,6 +12,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 from kcl_daemon.errors import (
     AwsError,
     DependencyUnavailable,
+    IteratorExpired,
     LeaseConflict,
     Throttled,
     TransientNetwork,
@@ -32,6 +33,7 @@ _BY_CODE: Final[dict[str, type[AwsError]]] = {
     "InternalFailure": TransientNetwork,
     "ServiceUnavailable": TransientNetwork,
     "ServiceUnavailableException": TransientNetwork,
+    "ExpiredIteratorException": IteratorExpired,
 }
 
 
@@ -39,9 +41,13 @@ def error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-def _from_client_error(exc: ClientError, what: str) -> AwsError:
+def _from_client_error(
+    exc: ClientError, what: str, overrides: Mapping[str, type[AwsError]] | None = None
+) -> AwsError:
     code = error_code(exc)
-    cls = _BY_CODE.get(code)
+    cls = overrides.get(code) if overrides else None
+    if cls is None:
+        cls = _BY_CODE.get(code)
     if cls is None:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         cls = TransientNetwork if status >= 500 else AwsError
@@ -50,17 +56,19 @@ def _from_client_error(exc: ClientError, what: str) -> AwsError:
 
 
 @contextmanager
-def map_aws_errors(what: str) -> Iterator[None]:
+def map_aws_errors(what: str, overrides: Mapping[str, type[AwsError]] | None = None) -> Iterator[None]:
     """Re-raise botocore errors from the block as ``AwsError`` subclasses, chained; ``what`` names the call.
 
     ``ConditionalCheckFailedException`` -> :class:`LeaseConflict`; ``ResourceNotFoundException`` ->
-    :class:`DependencyUnavailable`; throttling codes -> :class:`Throttled`; connection failures,
-    timeouts and 5xx -> :class:`TransientNetwork`; anything else -> :class:`AwsError`.
+    :class:`DependencyUnavailable`; throttling codes -> :class:`Throttled`;
+    ``ExpiredIteratorException`` -> :class:`IteratorExpired`; connection failures, timeouts and 5xx ->
+    :class:`TransientNetwork`; anything else -> :class:`AwsError`. ``overrides`` (error code -> class)
+    take precedence, for codes whose meaning depends on the call.
     """
     try:
         yield
     except ClientError as exc:
-        raise _from_client_error(exc, what) from exc
+        raise _from_client_error(exc, what, overrides) from exc
     except (BotoConnectionError, HTTPClientError) as exc:
         raise TransientNetwork(f"{what}: {exc}") from exc
     except BotoCoreError as exc:

@@ -1,16 +1,25 @@
-"""Kinesis data-plane and control-plane calls the daemon needs. So far: ListShards (spec 6.2, 6.3)."""
+"""Kinesis data-plane and control-plane calls the daemon needs: ListShards (spec 6.2, 6.3),
+GetShardIterator and GetRecords (spec 7). Results are plain frozen dataclasses; no boto3 shape leaks.
+
+For GetShardIterator and GetRecords, ``ResourceNotFoundException`` (shard or stream gone) raises
+:class:`ShardNotFound` - shard end without children (spec 6.6) - and ``ExpiredIteratorException``
+raises :class:`IteratorExpired`. ``InvalidArgumentException`` from GetRecords also raises
+:class:`IteratorExpired`: the iterator is GetRecords' only argument besides ``Limit`` (which the caller
+keeps within 1..10000), so the Java KCL's answer - get a new iterator - is the right one (spec 7).
+"""
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final
 
 from kcl_daemon.aws.errors import map_aws_errors
-from kcl_daemon.core.shard_graph import Shard
-from kcl_daemon.errors import AwsError
+from kcl_daemon.core.shard_graph import ChildShard, Shard
+from kcl_daemon.core.shard_iterator import IteratorPosition
+from kcl_daemon.errors import AwsError, IteratorExpired, ShardNotFound
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
@@ -57,6 +66,68 @@ def shard_from_response(shard: Mapping[str, Any]) -> Shard:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """One Kinesis record as GetRecords returns it (possibly a KPL aggregate)."""
+
+    data: bytes
+    partition_key: str
+    sequence_number: str
+    approximate_arrival_timestamp: int  # epoch milliseconds
+
+
+@dataclass(frozen=True, slots=True)
+class GetRecordsResult:
+    records: tuple[RawRecord, ...]
+    next_iterator: str | None  # None: the shard is closed and read to its end (or the response is bad)
+    millis_behind_latest: int | None
+    child_shards: tuple[ChildShard, ...]
+
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS: Final = timedelta(milliseconds=1)
+_READ_ERRORS: Final = {"ResourceNotFoundException": ShardNotFound}
+_GET_RECORDS_ERRORS: Final = {**_READ_ERRORS, "InvalidArgumentException": IteratorExpired}
+
+
+def epoch_millis(value: datetime | None) -> int:
+    """A timestamp as epoch milliseconds (naive = UTC); a missing one is 0."""
+    if value is None:
+        return 0
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return (value - _EPOCH) // _ONE_MS
+
+
+def record_from_response(record: Mapping[str, Any]) -> RawRecord:
+    return RawRecord(
+        data=bytes(record["Data"]),
+        partition_key=record["PartitionKey"],
+        sequence_number=record["SequenceNumber"],
+        approximate_arrival_timestamp=epoch_millis(record.get("ApproximateArrivalTimestamp")),
+    )
+
+
+def child_shard_from_response(child: Mapping[str, Any]) -> ChildShard:
+    hash_range = child["HashKeyRange"]
+    return ChildShard(
+        shard_id=child["ShardId"],
+        parent_shard_ids=tuple(child.get("ParentShards", ())),
+        starting_hash_key=int(hash_range["StartingHashKey"]),
+        ending_hash_key=int(hash_range["EndingHashKey"]),
+    )
+
+
+def iterator_request(position: IteratorPosition) -> dict[str, Any]:
+    """The GetShardIterator arguments for ``position`` (without stream and shard)."""
+    request: dict[str, Any] = {"ShardIteratorType": str(position.type)}
+    if position.sequence_number is not None:
+        request["StartingSequenceNumber"] = position.sequence_number
+    if position.timestamp is not None:
+        request["Timestamp"] = position.timestamp
+    return request
+
+
 class Kinesis:
     """Synchronous Kinesis adapter over one boto3 client (thread-safe)."""
 
@@ -85,3 +156,37 @@ class Kinesis:
             if not token:
                 return shards
             request = {"NextToken": token}
+
+    def get_shard_iterator(self, stream_name: str, shard_id: str, position: IteratorPosition) -> str:
+        """A shard iterator at ``position``. A missing shard or stream raises :class:`ShardNotFound`."""
+        what = f"get {position} iterator for {stream_name}/{shard_id}"
+        with map_aws_errors(what, _READ_ERRORS):
+            response = self._client.get_shard_iterator(
+                StreamName=stream_name, ShardId=shard_id, **iterator_request(position)
+            )
+        iterator = response.get("ShardIterator")
+        if not iterator:
+            raise AwsError(f"{what}: the response has no ShardIterator")
+        return iterator
+
+    def get_records(self, iterator: str, limit: int) -> GetRecordsResult:
+        """One GetRecords call (``Limit`` = ``limit``, 1..10000).
+
+        Raises :class:`IteratorExpired` for an expired or invalid iterator, :class:`ShardNotFound` when
+        the shard or stream is gone, :class:`Throttled` when over the shard's read limits.
+        """
+        what = "get records"
+        with map_aws_errors(what, _GET_RECORDS_ERRORS):
+            response = self._client.get_records(ShardIterator=iterator, Limit=limit)
+        try:
+            records = tuple(record_from_response(record) for record in response.get("Records", []))
+            children = tuple(child_shard_from_response(c) for c in response.get("ChildShards") or ())
+        except (KeyError, ValueError, TypeError) as exc:
+            raise AwsError(f"{what}: malformed response: {exc!r}") from exc
+        behind = response.get("MillisBehindLatest")
+        return GetRecordsResult(
+            records=records,
+            next_iterator=response.get("NextShardIterator") or None,
+            millis_behind_latest=None if behind is None else int(behind),
+            child_shards=children,
+        )
