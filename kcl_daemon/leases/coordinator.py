@@ -210,6 +210,11 @@ class LeaseCoordinator:
             logger.info("lease %s released", lease_key)
             return True
 
+    def drop(self, lease_key: str, why: str) -> None:
+        """Forget a held lease without writing (it expires for the others); no listener fires."""
+        if self.held.pop(lease_key, None) is not None:
+            logger.warning("lease %s dropped: %s", lease_key, why)
+
     def held_lease(self, lease_key: str) -> Lease | None:
         held = self.held.get(lease_key)
         return None if held is None else held.lease

@@ -1,0 +1,207 @@
+"""`kcl-daemon run`: build the worker from the settings and run it until SIGTERM or SIGINT.
+
+The composition root: settings -> AWS clients -> lease table, Kinesis reader, polling sources, child
+launcher -> :class:`Scheduler`. The first SIGTERM/SIGINT starts the graceful shutdown (final
+checkpoints, leases released); a second one stops at once. Exit codes: 0 after a graceful shutdown,
+1 when the worker cannot start (the lease table cannot be created or reached).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from kcl_daemon.aws.clients import AwsClients
+from kcl_daemon.aws.kinesis import Kinesis
+from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from kcl_daemon.clock import Clock, SystemClock
+from kcl_daemon.config.settings import Settings
+from kcl_daemon.consumer.configure import consumer_settings
+from kcl_daemon.consumer.shard_consumer import make_child_launcher
+from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.errors import DependencyUnavailable, KclError
+from kcl_daemon.leases.coordinator import CoordinatorConfig
+from kcl_daemon.leases.shard_sync import ShardSyncConfig
+from kcl_daemon.retrieval.polling import PollingRecordSource
+from kcl_daemon.retrieval.settings import RetrievalSettings
+from kcl_daemon.worker.scheduler import Scheduler, SchedulerConfig
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+#: GetRecords calls in flight at once, across all shards of this worker.
+READ_THREADS = 16
+
+
+def default_worker_id() -> str:
+    """Host name plus a random suffix: unique per process start, like Java's random UUID, but readable."""
+    return f"{socket.gethostname()}:{uuid.uuid4().hex[:12]}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerPlan:
+    """Everything the worker needs that comes from the settings, resolved."""
+
+    worker_id: str
+    stream_name: str
+    table_name: str
+    scheduler: SchedulerConfig
+    retrieval: RetrievalSettings
+    executable: tuple[str, ...]
+    child_max_line_bytes: int
+
+
+def plan_worker(
+    settings: Settings, *, worker_id: str | None = None, status_interval_s: float = 30.0
+) -> WorkerPlan:
+    stream = settings.effective_stream_name
+    table = settings.lease_table_name
+    if stream is None or table is None or settings.executable is None:
+        raise ValueError("run needs executableName, applicationName and streamName (validate_for_run)")
+    worker = worker_id or settings.worker_id or default_worker_id()
+    scheduler = SchedulerConfig(
+        coordinator=CoordinatorConfig(
+            worker_id=worker,
+            failover_s=settings.failover_s,
+            max_leases_for_worker=settings.max_leases_for_worker,
+            max_leases_to_steal_at_one_time=settings.max_leases_to_steal_at_one_time,
+            enable_priority_lease_assignment=settings.enable_priority_lease_assignment,
+        ),
+        shard_sync=ShardSyncConfig(
+            stream_name=stream,
+            initial_position=settings.initial_position,
+            initial_timestamp=settings.initial_position_timestamp,
+            ignore_unexpected_child_shards=settings.ignore_unexpected_child_shards,
+            interval_s=settings.shard_sync_interval_s,
+        ),
+        consumer=consumer_settings(settings, return_when_parked=False),
+        delete_completed_leases=settings.cleanup_leases_upon_shard_completion,
+        parent_poll_s=settings.parent_shard_poll_interval_s,
+        task_backoff_s=settings.task_backoff_s,
+        shutdown_grace_s=settings.shutdown_grace_s,
+        max_lease_renewal_threads=settings.max_lease_renewal_threads,
+        status_interval_s=status_interval_s,
+    )
+    retrieval = RetrievalSettings(
+        max_records=settings.max_records,
+        idle_between_reads_s=settings.idle_time_between_reads_s,
+        reduced_tps_threshold_s=settings.millis_behind_latest_threshold_for_reduced_tps_s,
+        at_timestamp=settings.initial_position_timestamp,
+    )
+    return WorkerPlan(
+        worker, stream, table, scheduler, retrieval, settings.executable, settings.child_max_line_bytes
+    )
+
+
+def threads_calling_aws(plan: WorkerPlan) -> int:
+    """botocore's connection pool must be at least this large, or calls queue for a connection."""
+    return plan.scheduler.max_lease_renewal_threads + READ_THREADS + 4 + 1 + 2
+
+
+def build_scheduler(
+    plan: WorkerPlan, clients: AwsClients, *, clock: Clock, cwd: str | None = None
+) -> Scheduler:
+    table = DynamoLeaseTable(clients.dynamodb, plan.table_name)
+    kinesis = Kinesis(clients.kinesis)
+    read_pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="kinesis-read")
+
+    def make_source(from_lease: Shard) -> PollingRecordSource:
+        """Runs on a worker thread. ListShards' view of the shard says whether it is closed and where it
+        ends, which ends closed shards on emulators that never send ChildShards."""
+        shard = from_lease
+        try:
+            listed = {s.shard_id: s for s in kinesis.list_shards(plan.stream_name)}
+            shard = listed.get(from_lease.shard_id, from_lease)
+        except KclError as exc:
+            logger.warning("shard %s: ListShards failed, reading without it: %s", from_lease.shard_id, exc)
+        return PollingRecordSource(kinesis, plan.stream_name, shard, read_pool, plan.retrieval, clock=clock)
+
+    def child_shards_of(shard_id: str) -> Sequence[str] | None:
+        """For cleanup: the children ListShards knows; None if the shard or the stream is gone."""
+        try:
+            shards = kinesis.list_shards(plan.stream_name)
+        except DependencyUnavailable:
+            return None
+        if not any(shard.shard_id == shard_id for shard in shards):
+            return None
+        return [shard.shard_id for shard in shards if shard_id in shard.parent_shard_ids]
+
+    launch = make_child_launcher(plan.executable, line_limit_bytes=plan.child_max_line_bytes, cwd=cwd)
+    return Scheduler(
+        plan.scheduler, table, kinesis, make_source, launch, clock, child_shard_lookup=child_shards_of
+    )
+
+
+async def run_worker(
+    plan: WorkerPlan,
+    clients: AwsClients,
+    *,
+    clock: Clock | None = None,
+    on_status: Callable[[Scheduler], None] | None = None,
+    status_every_s: float = 2.0,
+) -> int:
+    """Run until SIGTERM/SIGINT; returns the exit code."""
+    scheduler = build_scheduler(plan, clients, clock=clock or SystemClock())
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals_seen = 0
+    main = asyncio.current_task()
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals_seen
+        signals_seen += 1
+        if signals_seen == 1:
+            logger.info(
+                "%s received: shutting down gracefully (again to stop at once)", signal.Signals(signum).name
+            )
+            stop.set()
+        elif main is not None:
+            logger.warning("second signal: stopping at once")
+            main.cancel()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    logger.info(
+        "worker %s (pid %d) starting: stream %s, lease table %s, processor %s",
+        plan.worker_id,
+        os.getpid(),
+        plan.stream_name,
+        plan.table_name,
+        " ".join(plan.executable),
+    )
+    try:
+        await scheduler.start()
+    except KclError as exc:
+        logger.error("cannot start the worker: %s", exc)  # noqa: TRY400 - the message is the whole story
+        await scheduler.close()
+        return EXIT_FAILED
+    reporter = asyncio.create_task(_report(scheduler, on_status, status_every_s)) if on_status else None
+    try:
+        await stop.wait()
+        await scheduler.shutdown()
+    except asyncio.CancelledError:
+        await scheduler.close()
+        return EXIT_FAILED
+    finally:
+        if reporter is not None:
+            reporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reporter
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+    return EXIT_OK
+
+
+async def _report(scheduler: Scheduler, on_status: Callable[[Scheduler], None], every_s: float) -> None:
+    while True:
+        await asyncio.sleep(every_s)
+        on_status(scheduler)

@@ -1,0 +1,288 @@
+"""The worker's scheduler: one shard task per held lease, plus the lease, shard-sync and cleanup loops.
+
+Start-up: create the lease table if missing, run one shard sync (so a cold start does not wait a
+whole taker interval for its first leases), then start the renewer, the taker, the periodic sync and
+the cleanup loops. The coordinator's listeners start a :class:`ShardTask` for every lease taken and
+signal ``leaseLost`` to the task of every lease lost. A task that stops while its lease is still held
+(a read that kept failing, say) is started again after ``task_backoff_s``, from the stored checkpoint.
+
+Graceful shutdown (:meth:`Scheduler.shutdown`): stop taking leases, ask every child to shut down
+(``shutdownRequested``: the processor checkpoints), wait at most ``shutdown_grace_s``, stop what is
+still running, then release every held lease so the other workers take them at once, without waiting
+for the failover time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from kcl_daemon.clock import Clock
+from kcl_daemon.consumer.ports import ChildLauncher
+from kcl_daemon.consumer.shard_consumer import ConsumerSettings
+from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.lifecycle import ShutdownReason
+from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.leases.cleanup import ChildShardLookup, LeaseCleaner
+from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
+from kcl_daemon.leases.shard_sync import ShardSyncConfig, ShardSyncer
+from kcl_daemon.worker.shard_task import ShardRecordSource, ShardTask, ShardTaskContext
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    coordinator: CoordinatorConfig
+    shard_sync: ShardSyncConfig
+    consumer: ConsumerSettings
+    cleanup_interval_s: float = 60.0
+    delete_completed_leases: bool = True
+    parent_poll_s: float = 10.0
+    task_backoff_s: float = 0.5
+    shutdown_grace_s: float = 30.0
+    max_lease_renewal_threads: int = 20
+    status_interval_s: float = 30.0
+
+
+@dataclass(slots=True)
+class WorkerStatus:
+    """A snapshot for the progress line and the logs."""
+
+    held: int = 0
+    processing: int = 0
+    waiting_on_parents: int = 0
+    records_delivered: int = 0
+    checkpoints_written: int = 0
+    child_restarts: int = 0
+    parked: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        parked = f", parked: {' '.join(self.parked)}" if self.parked else ""
+        return (
+            f"{self.held} lease(s), {self.processing} shard(s) processing, {self.waiting_on_parents} waiting "
+            f"on parents; {self.records_delivered} records delivered, {self.checkpoints_written} "
+            f"checkpoints, {self.child_restarts} child restarts{parked}"
+        )
+
+
+class Scheduler:
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        table: Any,  # DynamoLeaseTable or a fake with the same methods
+        shard_lister: Any,  # Kinesis (list_shards)
+        make_source: Callable[[Shard], ShardRecordSource],
+        launch_child: ChildLauncher,
+        clock: Clock,
+        *,
+        child_shard_lookup: ChildShardLookup | None = None,
+    ) -> None:
+        self.config = config
+        self._clock = clock
+        self._table = table
+        self._io_pool = ThreadPoolExecutor(4, thread_name_prefix="lease-io")
+        self.coordinator = LeaseCoordinator(
+            table,
+            config.coordinator,
+            clock,
+            renew_pool=ThreadPoolExecutor(config.max_lease_renewal_threads, thread_name_prefix="lease-renew"),
+            io_pool=self._io_pool,
+        )
+        self.syncer = ShardSyncer(
+            shard_lister,
+            table,
+            config.shard_sync,
+            clock,
+            pool=ThreadPoolExecutor(1, thread_name_prefix="shard-sync"),
+        )
+        self.cleaner = LeaseCleaner(
+            table,
+            clock,
+            interval_s=config.cleanup_interval_s,
+            delete_completed=config.delete_completed_leases,
+            child_shard_lookup=child_shard_lookup,
+            pool=self._io_pool,
+        )
+        self._context = ShardTaskContext(
+            coordinator=self.coordinator,
+            table=table,
+            io_pool=self._io_pool,
+            make_source=make_source,
+            launch_child=launch_child,
+            consumer_settings=config.consumer,
+            clock=clock,
+            enqueue_cleanup=self.cleaner.enqueue,
+            parent_poll_s=config.parent_poll_s,
+            task_backoff_s=config.task_backoff_s,
+        )
+        self.tasks: dict[str, ShardTask] = {}
+        self._runners: dict[str, asyncio.Task[None]] = {}
+        self._loops: list[asyncio.Task[None]] = []
+        self._renewer: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._totals = WorkerStatus()
+        self.coordinator.listeners.taken.append(self._on_taken)
+        self.coordinator.listeners.lost.append(self._on_lost)
+
+    # -- start ---------------------------------------------------------------------------------------
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._io_pool, fn)
+
+    def _loop(self, name: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(coro, name=name)
+        self._loops.append(task)
+        return task
+
+    async def start(self) -> None:
+        """Prepare the table, sync once, and start the background loops (returns at once after that)."""
+        if await self._call(self._table.create_table_if_missing):
+            logger.info("created lease table %s", getattr(self._table, "table_name", "?"))
+        try:
+            await self.syncer.sync_once()
+        except Exception as exc:  # noqa: BLE001 - logged; the periodic sync retries
+            logger.warning("initial shard sync failed, the periodic sync retries: %s", exc)
+        self._renewer = asyncio.create_task(self.coordinator.run_renewer(), name="lease-renewer")
+        self._loop("lease-taker", self.coordinator.run_taker())
+        self._loop("shard-sync", self.syncer.run(first_delay_s=self.config.shard_sync.interval_s))
+        self._loop("lease-cleanup", self.cleaner.run())
+        self._loop("status", self._report_status())
+
+    async def run_until(self, stop: asyncio.Event) -> None:
+        """Start, run until ``stop`` is set, then shut down gracefully."""
+        await self.start()
+        await stop.wait()
+        await self.shutdown()
+
+    # -- leases come and go ----------------------------------------------------------------------
+
+    def _on_taken(self, lease: Lease) -> None:
+        if self._stopping or lease.lease_key in self._runners:
+            return
+        self._runners[lease.lease_key] = asyncio.create_task(
+            self._run_shard(lease), name=f"shard-{lease.lease_key}"
+        )
+
+    def _on_lost(self, lease_key: str) -> None:
+        task = self.tasks.get(lease_key)
+        if task is not None:
+            task.lease_lost()
+
+    async def _run_shard(self, lease: Lease) -> None:
+        key = lease.lease_key
+        try:
+            while True:
+                task = ShardTask(lease, self._context)
+                self.tasks[key] = task
+                outcome = await task.run()
+                self._count(task)
+                if self._stopping or key not in self.coordinator.held:
+                    return
+                if outcome is not None and outcome.reason is not None:
+                    if outcome.reason is ShutdownReason.SHARD_END:
+                        logger.info("shard %s finished; its lease is kept until cleanup", lease.shard_id)
+                    return
+                if lease.is_shard_end:
+                    return
+                logger.warning(
+                    "shard %s stopped while its lease is held; starting again in %.1fs",
+                    lease.shard_id,
+                    self.config.task_backoff_s,
+                )
+                await self._clock.sleep(self.config.task_backoff_s)
+                fresh = self.coordinator.held_lease(key)
+                if fresh is None or self._stopping:
+                    return
+                lease = fresh
+        finally:
+            self.tasks.pop(key, None)
+            self._runners.pop(key, None)
+
+    def _count(self, task: ShardTask) -> None:
+        if task.consumer is not None:
+            stats = task.consumer.stats
+            self._totals.records_delivered += stats.records_delivered
+            self._totals.checkpoints_written += stats.checkpoints_written
+            self._totals.child_restarts += max(stats.child_starts - 1, 0)
+
+    # -- status ----------------------------------------------------------------------------------
+
+    def status(self) -> WorkerStatus:
+        status = WorkerStatus(
+            held=len(self.coordinator.held),
+            records_delivered=self._totals.records_delivered,
+            checkpoints_written=self._totals.checkpoints_written,
+            child_restarts=self._totals.child_restarts,
+        )
+        for key, task in self.tasks.items():
+            consumer = task.consumer
+            if consumer is None:
+                status.waiting_on_parents += bool(task.waiting_on)
+                continue
+            status.processing += 1
+            status.records_delivered += consumer.stats.records_delivered
+            status.checkpoints_written += consumer.stats.checkpoints_written
+            status.child_restarts += max(consumer.stats.child_starts - 1, 0)
+            if consumer.state.value == "parked":
+                status.parked.append(key)
+        return status
+
+    async def _report_status(self) -> None:
+        while True:
+            await self._clock.sleep(self.config.status_interval_s)
+            logger.info("worker %s: %s", self.config.coordinator.worker_id, self.status().line())
+
+    # -- stop ------------------------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        """Graceful shutdown; see the module docstring. Safe to call more than once."""
+        if self._stopping:
+            return
+        self._stopping = True
+        logger.info(
+            "shutting down: asking %d shard(s) to finish (grace %.1fs)",
+            len(self.tasks),
+            self.config.shutdown_grace_s,
+        )
+        await _cancel(self._loops)
+        self._loops.clear()
+        for task in list(self.tasks.values()):
+            task.request_shutdown()
+        runners = list(self._runners.values())
+        if runners:
+            _done, pending = await asyncio.wait(runners, timeout=self.config.shutdown_grace_s)
+            if pending:
+                logger.warning(
+                    "%d shard(s) did not finish within the grace period; stopping them", len(pending)
+                )
+                await _cancel(list(pending))
+        released = 0
+        for key in list(self.coordinator.held):
+            released += await self.coordinator.release(key)
+        if self._renewer is not None:
+            await _cancel([self._renewer])
+        logger.info("shutdown complete: %d lease(s) released", released)
+
+    async def close(self) -> None:
+        """Stop everything at once (no grace, no release): for tests and fatal errors."""
+        self._stopping = True
+        await _cancel([*self._loops, *self._runners.values(), *([self._renewer] if self._renewer else [])])
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and wait for them; a task that had failed is logged, not raised."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            try:
+                await task
+            except Exception:
+                logger.exception("task %s had failed", task.get_name())

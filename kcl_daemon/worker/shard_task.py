@@ -1,0 +1,217 @@
+"""One held lease from start to finish: wait on the parents, run the consumer, hand over at shard end.
+
+Lifecycle (spec 6.4, Java ``ShardConsumer`` task chain):
+
+1. waiting on parents: while a parent lease exists that is not at SHARD_END, re-check every
+   ``parent_poll_s`` (no child process runs meanwhile);
+2. a lease already at SHARD_END starts no child: it goes to cleanup;
+3. otherwise the :class:`ShardConsumer` runs (initializing -> processing -> shutting down). When the
+   shard's records run out, :meth:`ShardTask.before_shard_end` creates the child leases and records
+   ``childShardIds`` before the child hears ``shardEnded``;
+4. a finished shard's lease is queued for cleanup, which deletes it once the children have started.
+
+Lease loss and shutdown requests arrive as signals; before the consumer exists they cancel the wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from random import Random
+from typing import Protocol, TypeVar
+
+from kcl_daemon.clock import Clock
+from kcl_daemon.consumer.ports import ChildLauncher, RecordSource
+from kcl_daemon.consumer.shard_consumer import ConsumerSettings, ShardConsumer, ShardOutcome
+from kcl_daemon.core.lease import MAX_HASH_KEY, Lease, lease_key_for
+from kcl_daemon.core.lifecycle import ShutdownReason
+from kcl_daemon.core.shard_graph import (
+    ChildShard,
+    Shard,
+    ShardEndAction,
+    child_leases_at_shard_end,
+    parents_block,
+)
+from kcl_daemon.errors import KclError
+from kcl_daemon.log_context import shard_id_var
+from kcl_daemon.worker.checkpoint_store import CheckpointWriter, LeaseCheckpointStore
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class ShardRecordSource(RecordSource, Protocol):
+    """A RecordSource that knows the shard's children once it has ended (None until then)."""
+
+    child_shards: tuple[ChildShard, ...] | None
+
+
+class LeaseReads(Protocol):
+    """Synchronous lease-table calls the task makes (run on the worker's I/O pool)."""
+
+    def get_lease(self, lease_key: str, *, consistent: bool = False) -> Lease | None: ...
+
+    def create_lease(self, lease: Lease) -> bool: ...
+
+    def update_child_shard_ids(self, lease_key: str, child_shard_ids: Iterable[str]) -> bool: ...
+
+
+class LeaseHolder(CheckpointWriter, Protocol):
+    def drop(self, lease_key: str, why: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ShardTaskContext:
+    """What every shard task of one worker shares."""
+
+    coordinator: LeaseHolder
+    table: LeaseReads
+    io_pool: Executor  # the lease-table reads and creates of all shard tasks
+    make_source: Callable[[Shard], ShardRecordSource]  # blocking: runs on io_pool
+    launch_child: ChildLauncher
+    consumer_settings: ConsumerSettings
+    clock: Clock
+    enqueue_cleanup: Callable[[str], None]
+    parent_poll_s: float = 10.0
+    task_backoff_s: float = 0.5
+    rng: Random = field(default_factory=Random)  # the 1-in-30 give-up of spec 6.4
+
+
+def shard_of(lease: Lease) -> Shard:
+    """The shard as far as its lease knows it (old leases carry no hash range: the whole range)."""
+    return Shard(
+        lease.shard_id,
+        starting_hash_key=0 if lease.starting_hash_key is None else lease.starting_hash_key,
+        ending_hash_key=MAX_HASH_KEY if lease.ending_hash_key is None else lease.ending_hash_key,
+    )
+
+
+class ShardTask:
+    def __init__(self, lease: Lease, context: ShardTaskContext) -> None:
+        self.lease = lease
+        self.consumer: ShardConsumer | None = None
+        self.outcome: ShardOutcome | None = None
+        self.waiting_on: tuple[str, ...] = ()
+        self._ctx = context
+        self._source: ShardRecordSource | None = None
+        self._store = LeaseCheckpointStore(context.coordinator, lease.lease_key)
+        self._stop: asyncio.Event = asyncio.Event()
+        self._lost = False
+
+    @property
+    def key(self) -> str:
+        return self.lease.lease_key
+
+    def lease_lost(self) -> None:
+        self._lost = True
+        self._stop.set()
+        if self.consumer is not None:
+            self.consumer.lease_lost()
+
+    def request_shutdown(self) -> None:
+        self._stop.set()
+        if self.consumer is not None:
+            self.consumer.request_shutdown()
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._ctx.io_pool, fn)
+
+    async def _read(self, lease_key: str) -> Lease | None:
+        return await self._call(functools.partial(self._ctx.table.get_lease, lease_key, consistent=True))
+
+    async def _sleep_unless_stopped(self, seconds: float) -> bool:
+        """Sleep; True if a signal arrived meanwhile."""
+        sleeper = asyncio.ensure_future(self._ctx.clock.sleep(seconds))
+        stopper = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            stopper.cancel()
+        return self._stop.is_set()
+
+    async def _wait_for_parents(self) -> bool:
+        """True once no parent blocks; False if a signal came first."""
+        while not self._stop.is_set():
+            parents = [
+                await self._read(lease_key_for(p, self.lease.stream)) for p in self.lease.parent_shard_ids
+            ]
+            block = parents_block(self.lease, [p for p in parents if p is not None])
+            self.waiting_on = block.blocking_parents
+            if not block.blocked:
+                return True
+            logger.info("shard %s waits: %s", self.lease.shard_id, block.reason)
+            if await self._sleep_unless_stopped(self._ctx.parent_poll_s):
+                break
+        return False
+
+    async def run(self) -> ShardOutcome | None:
+        shard_id_var.set(self.lease.shard_id)
+        try:
+            if not await self._wait_for_parents():
+                return None
+            if self.lease.is_shard_end:
+                logger.info(
+                    "shard %s: lease is already at SHARD_END; queued for cleanup", self.lease.shard_id
+                )
+                self._ctx.enqueue_cleanup(self.key)
+                return None
+            # The factory may ask ListShards for the shard (its ending sequence number), so off the loop.
+            self._source = await self._call(functools.partial(self._ctx.make_source, shard_of(self.lease)))
+            self.consumer = ShardConsumer(
+                self.lease.shard_id,
+                self._source,
+                self._store,
+                self._ctx.launch_child,
+                self._ctx.consumer_settings,
+                clock=self._ctx.clock,
+                before_shard_end=self.before_shard_end,
+            )
+            if self._lost:
+                self.consumer.lease_lost()
+            elif self._stop.is_set():
+                self.consumer.request_shutdown()
+            self.outcome = await self.consumer.run()
+        except KclError as exc:
+            logger.error("shard %s stopped: %s", self.lease.shard_id, exc)  # noqa: TRY400 - expected failure
+            return None
+        if self.outcome.reason is ShutdownReason.SHARD_END:
+            self._ctx.enqueue_cleanup(self.key)
+        return self.outcome
+
+    async def before_shard_end(self) -> bool:
+        """Spec 6.4 step 1: create the child leases and record ``childShardIds``; False = give up."""
+        assert self._source is not None
+        children = self._source.child_shards or ()
+        while True:
+            held = self._ctx.coordinator.held_lease(self.key)
+            if held is None:
+                return False
+            keys = {lease_key_for(child.shard_id, held.stream) for child in children}
+            keys |= {lease_key_for(p, held.stream) for child in children for p in child.parent_shard_ids}
+            existing = {key for key in keys if await self._read(key) is not None}
+            decision = child_leases_at_shard_end(
+                held, children, existing_lease_keys=existing, rng=self._ctx.rng
+            )
+            if decision.action is ShardEndAction.PROCEED:
+                break
+            if decision.action is ShardEndAction.DROP_LEASE:
+                logger.warning("shard %s: %s", self.lease.shard_id, decision.reason)
+                self._ctx.coordinator.drop(self.key, decision.reason)
+                return False
+            logger.info("shard %s: %s", self.lease.shard_id, decision.reason)
+            if await self._sleep_unless_stopped(self._ctx.task_backoff_s):
+                return True  # a signal: the consumer takes it next
+        table = self._ctx.table
+        for lease in decision.leases_to_create:
+            if await self._call(functools.partial(table.create_lease, lease)):
+                logger.info("shard %s ended: created lease %s", self.lease.shard_id, lease.lease_key)
+        child_ids = sorted(decision.child_shard_ids)
+        if child_ids:
+            await self._call(functools.partial(table.update_child_shard_ids, self.key, child_ids))
+        self._store.child_shard_ids = tuple(child_ids)
+        return True
