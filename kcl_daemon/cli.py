@@ -9,7 +9,15 @@ from pathlib import Path
 import click
 import orjson
 
-from kcl_daemon.config.settings import Settings, load_settings
+from kcl_daemon.config import report
+from kcl_daemon.config.settings import (
+    REQUIRED_FOR_LEASES,
+    REQUIRED_FOR_REPLAY,
+    REQUIRED_FOR_RUN,
+    Requirement,
+    Settings,
+    load_settings,
+)
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, InvalidSequenceNumber
 from kcl_daemon.errors import ConfigError, RecordsFileError
 from kcl_daemon.log_setup import configure_logging
@@ -24,13 +32,18 @@ def _fail(message: str) -> None:
     sys.exit(EXIT_CONFIG)
 
 
-def _load(path: Path) -> Settings:
+def _print_problems(problems: tuple[str, ...]) -> None:
+    click.echo(f"kcl-daemon: invalid configuration ({len(problems)} problem(s)):", err=True)
+    for problem in problems:
+        click.echo(f"  - {problem}", err=True)
+
+
+def _load(path: Path, required: tuple[Requirement, ...] = REQUIRED_FOR_REPLAY) -> Settings:
+    """Load for a command (``required``: what it needs); on any problem print them all and exit 2."""
     try:
-        settings = load_settings(path)
+        settings = load_settings(path, required=required)
     except ConfigError as exc:
-        click.echo(f"kcl-daemon: invalid configuration ({len(exc.problems)} problem(s)):", err=True)
-        for problem in exc.problems:
-            click.echo(f"  - {problem}", err=True)
+        _print_problems(exc.problems)
         sys.exit(EXIT_CONFIG)
     for warning in settings.warnings:
         click.echo(f"kcl-daemon: warning: {warning}", err=True)
@@ -212,3 +225,76 @@ def _report_json(report: ShardReport) -> dict[str, object]:
         "failures": outcome.stats.failure_messages,
         "parkedBecause": outcome.parked_because,
     }
+
+
+_REQUIRED_FOR: dict[str, tuple[Requirement, ...]] = {
+    "run": REQUIRED_FOR_RUN,
+    "leases": REQUIRED_FOR_LEASES,
+    "replay": REQUIRED_FOR_REPLAY,
+}
+
+
+@main.command("check-config")
+@click.option(
+    "--properties",
+    "--properties-file",
+    "properties",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The daemon's .properties (or .yaml) file.",
+)
+@click.option(
+    "--for",
+    "command",
+    type=click.Choice(sorted(_REQUIRED_FOR)),
+    default="run",
+    show_default=True,
+    help="Check the keys this command needs.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the configuration as JSON.")
+def check_config(properties: Path, command: str, as_json: bool) -> None:
+    """Print the effective configuration: every key with its value and where it came from.
+
+    Exits 0 when the file is valid for the command (--for), 2 listing every problem otherwise.
+    Nothing is started and AWS is not contacted.
+    """
+    # boto3 lives under kcl_daemon.aws; imported here so the other commands do not pay for it.
+    from kcl_daemon.aws.clients import boto3_defaults
+
+    try:
+        settings = load_settings(properties, required=_REQUIRED_FOR[command])
+    except ConfigError as exc:
+        if as_json:
+            payload = {"file": str(properties), "for": command, "valid": False, "problems": exc.problems}
+            click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
+        else:
+            _print_problems(exc.problems)
+        sys.exit(EXIT_CONFIG)
+    rows = report.rows(settings, boto3_defaults())
+    derived = report.derived(settings)
+    if as_json:
+        payload = {
+            "file": str(properties),
+            "for": command,
+            "valid": True,
+            "keys": [
+                {"key": r.key, "field": r.field, "value": r.value, "source": r.source, "note": r.note or None}
+                for r in rows
+            ],
+            "derived": derived,
+            "warnings": settings.warnings,
+            "problems": [],
+        }
+        click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
+        return
+    width = max(len(r.key) for r in rows)
+    value_width = min(40, max(len(r.text) for r in rows))
+    click.echo(f"{properties}: valid for {command}")
+    for r in rows:
+        note = f"  ({r.note})" if r.note else ""
+        click.echo(f"  {r.key:<{width}}  {r.text:<{value_width}}  [{r.source}]{note}")
+    click.echo("derived:")
+    for name, value in derived.items():
+        click.echo(f"  {name}: {value}")
+    for warning in settings.warnings:
+        click.echo(f"warning: {warning}")

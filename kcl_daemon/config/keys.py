@@ -2,6 +2,8 @@
 
 Java's names (``failoverTimeMillis``) appear only here; parsed values are seconds as floats. Keys
 marked ``extension`` are kcl-daemon's own (the Java daemon ignores them, so one file can serve both).
+:data:`IGNORED_KEYS` lists the Java keys that are accepted but have no effect, each with the reason;
+:func:`markdown_table` and :func:`markdown_ignored` generate the README's tables from both.
 """
 
 from __future__ import annotations
@@ -19,6 +21,13 @@ class Kind(enum.Enum):
     MILLIS = "milliseconds"  # parsed into float seconds
     SECONDS = "seconds"  # parsed into float seconds
     BOOL = "boolean"
+    CHOICE = "one of"  # case-insensitive, like Java's enum keys; the value is the canonical spelling
+    NAMES = "comma list"  # a comma-separated list of CHOICE values
+    POSITION = "initial position"  # a kcl_daemon.core.sequence.Sentinel
+    EPOCH_SECONDS = "epoch seconds"  # whole seconds since 1970-01-01 UTC -> aware datetime
+    URL = "URL"  # must have a scheme and a host
+    STREAM_ARN = "stream ARN"
+    CREDENTIALS = "credentials provider"  # kcl_daemon.config.providers syntax; kept as the raw string
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,24 +39,74 @@ class Key:
     doc: str
     extension: bool = False
     minimum: float | None = None
+    maximum: float | None = None
+    #: values below the floor are raised to it with a warning (in the key's unit)
+    floor: float | None = None
+    #: other names of the same key (Java aliases, legacy spellings)
+    aliases: tuple[str, ...] = ()
+    #: CHOICE / NAMES / POSITION: the accepted values, canonical spelling
+    choices: tuple[str, ...] = ()
+    #: what an unset key means, for the README when ``default`` is None
+    unset: str = "unset"
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+
+_POLLING = "Setting it selects polling when retrievalMode is DEFAULT."
 
 KEYS: Final[tuple[Key, ...]] = (
+    # --- daemon and identity
     Key(
         "executableName",
         "executable",
         Kind.ARGV,
         None,
-        "The record processor's command line, split on spaces (never run through a shell).",
+        "The record processor's command line, split on spaces (never run through a shell). "
+        "Required by `run` and `replay`.",
+        unset="required",
     ),
     Key(
         "applicationName",
         "application_name",
         Kind.STRING,
         None,
-        "Names the lease table (unless tableName is set) and the metrics namespace.",
+        "Names the lease table (unless tableName is set) and the metrics namespace. Required by `run`.",
+        unset="required",
     ),
-    Key("streamName", "stream_name", Kind.STRING, None, "The Kinesis stream to read."),
+    Key(
+        "streamName",
+        "stream_name",
+        Kind.STRING,
+        None,
+        "The Kinesis stream to read; `run` needs this or streamArn.",
+    ),
+    Key(
+        "streamArn",
+        "stream_arn",
+        Kind.STREAM_ARN,
+        None,
+        "`arn:aws[-partition]:kinesis:REGION:ACCOUNT:stream/NAME`; takes precedence over streamName. "
+        "As in Java only the stream name is used (the account and region are not).",
+    ),
+    Key(
+        "workerId",
+        "worker_id",
+        Kind.STRING,
+        None,
+        "This worker's lease owner id, taken literally.",
+        aliases=("workerIdentifier",),
+        unset="a random UUID per start",
+    ),
+    Key(
+        "tableName",
+        "table_name",
+        Kind.STRING,
+        None,
+        "The lease table.",
+        unset="applicationName",
+    ),
     Key("processingLanguage", "processing_language", Kind.STRING, None, "Only logged."),
     Key(
         "timeoutInSeconds",
@@ -55,8 +114,135 @@ KEYS: Final[tuple[Key, ...]] = (
         Kind.SECONDS,
         None,
         "How long the child may take to send each protocol message before it is stopped and restarted "
-        "(Java: the whole daemon halts). Unset: wait forever.",
+        "(Java: the whole daemon halts).",
         minimum=0.001,
+        unset="wait forever",
+    ),
+    Key(
+        "shutdownGraceMillis",
+        "shutdown_grace_s",
+        Kind.MILLIS,
+        20000,
+        "On SIGTERM/SIGINT: how long children may take to finish (shutdownRequested, checkpoint) "
+        "before they are stopped and the leases released. 0 skips the graceful part (Java's default).",
+        minimum=0,
+    ),
+    Key(
+        "validateSequenceNumberBeforeCheckpointing",
+        "validate_sequence_number_before_checkpointing",
+        Kind.BOOL,
+        True,
+        "Accepted and ignored, as by the Java 2.x/3.x daemon (checkpoints are checked against the "
+        "records delivered instead).",
+    ),
+    # --- AWS clients and credentials
+    Key(
+        "AwsCredentialsProvider",
+        "aws_credentials_provider",
+        Kind.CREDENTIALS,
+        None,
+        "Credentials for Kinesis, and for DynamoDB and CloudWatch unless set for them; "
+        "e.g. `DefaultCredentialsProvider`, `ProfileCredentialsProvider|name`, "
+        "`StsAssumeRoleCredentialsProvider|roleArn|sessionName`. Key name case-insensitive.",
+        aliases=("AWSCredentialsProvider",),
+        unset="boto3's default chain",
+    ),
+    Key(
+        "AwsCredentialsProviderDynamoDB",
+        "aws_credentials_provider_dynamodb",
+        Kind.CREDENTIALS,
+        None,
+        "Credentials for the lease table.",
+        aliases=("AWSCredentialsProviderDynamoDB",),
+        unset="AwsCredentialsProvider",
+    ),
+    Key(
+        "AwsCredentialsProviderCloudWatch",
+        "aws_credentials_provider_cloudwatch",
+        Kind.CREDENTIALS,
+        None,
+        "Credentials for CloudWatch metrics.",
+        aliases=("AWSCredentialsProviderCloudWatch",),
+        unset="AwsCredentialsProvider",
+    ),
+    Key(
+        "regionName",
+        "region_name",
+        Kind.STRING,
+        None,
+        "Region of every AWS client.",
+        unset="boto3's (AWS_DEFAULT_REGION, ~/.aws/config)",
+    ),
+    Key(
+        "kinesisEndpoint",
+        "kinesis_endpoint",
+        Kind.URL,
+        None,
+        "Kinesis endpoint, with scheme (`http://localhost:4567`).",
+        aliases=("kinesisClient.endpointOverride",),
+        unset="boto3's (AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL)",
+    ),
+    Key(
+        "dynamoDBEndpoint",
+        "dynamodb_endpoint",
+        Kind.URL,
+        None,
+        "DynamoDB endpoint, with scheme.",
+        aliases=("dynamoDbClient.endpointOverride",),
+        unset="boto3's (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL)",
+    ),
+    # --- retrieval
+    Key(
+        "retrievalMode",
+        "retrieval_mode",
+        Kind.CHOICE,
+        "DEFAULT",
+        "DEFAULT: polling if any polling key is set, otherwise enhanced fan-out (Java's rule).",
+        choices=("DEFAULT", "POLLING", "FANOUT"),
+    ),
+    Key(
+        "maxRecords",
+        "max_records",
+        Kind.INT,
+        10000,
+        "Records per GetRecords call; also replay's default batch size. " + _POLLING,
+        minimum=1,
+        maximum=10000,
+    ),
+    Key(
+        "idleTimeBetweenReadsInMillis",
+        "idle_time_between_reads_s",
+        Kind.MILLIS,
+        1500,
+        "Minimum time between GetRecords calls on a shard; values below 200 are raised to 200. " + _POLLING,
+        minimum=0,
+        floor=200,
+    ),
+    Key(
+        "millisBehindLatestThresholdForReducedTps",
+        "millis_behind_latest_threshold_for_reduced_tps_s",
+        Kind.MILLIS,
+        0,
+        "When a read is less than this far behind the tip, wait at least this long before the next "
+        "read; 0 disables. " + _POLLING,
+        minimum=0,
+    ),
+    Key(
+        "initialPositionInStream",
+        "initial_position",
+        Kind.POSITION,
+        "LATEST",
+        "Where a shard without a checkpoint starts: LATEST or TRIM_HORIZON.",
+        choices=("LATEST", "TRIM_HORIZON"),
+    ),
+    Key(
+        "initialPositionInStreamExtended",
+        "initial_position_timestamp",
+        Kind.EPOCH_SECONDS,
+        None,
+        "Start shards without a checkpoint at this instant (AT_TIMESTAMP); overrides "
+        "initialPositionInStream.",
+        minimum=0,
     ),
     Key(
         "callProcessRecordsEvenForEmptyRecordList",
@@ -65,40 +251,171 @@ KEYS: Final[tuple[Key, ...]] = (
         False,
         "Send processRecords with an empty list when a read returns no records.",
     ),
+    # --- lease management
     Key(
-        "maxRecords",
-        "max_records",
-        Kind.INT,
+        "failoverTimeMillis",
+        "failover_s",
+        Kind.MILLIS,
         10000,
-        "Records per GetRecords call (1-10000); also replay's default batch size.",
+        "Lease duration: a lease whose counter has not moved for this long may be taken.",
         minimum=1,
+    ),
+    Key(
+        "shardSyncIntervalMillis",
+        "shard_sync_interval_s",
+        Kind.MILLIS,
+        60000,
+        "Time between shard syncs (new shards, resharding).",
+        minimum=1,
+    ),
+    Key(
+        "cleanupLeasesUponShardCompletion",
+        "cleanup_leases_upon_shard_completion",
+        Kind.BOOL,
+        True,
+        "Delete a finished parent's lease once its children have started. `false` is honoured.",
+    ),
+    Key(
+        "ignoreUnexpectedChildShards",
+        "ignore_unexpected_child_shards",
+        Kind.BOOL,
+        False,
+        "Tolerate open children of open parents during shard sync.",
+    ),
+    Key(
+        "maxLeasesForWorker",
+        "max_leases_for_worker",
+        Kind.INT,
+        2**31 - 1,
+        "Most leases this worker holds.",
+        minimum=1,
+    ),
+    Key(
+        "maxLeasesToStealAtOneTime",
+        "max_leases_to_steal_at_one_time",
+        Kind.INT,
+        1,
+        "Most leases taken from other workers per taker run; 0 never steals.",
+        minimum=0,
+    ),
+    Key(
+        "maxLeaseRenewalThreads",
+        "max_lease_renewal_threads",
+        Kind.INT,
+        20,
+        "Threads renewing leases.",
+        minimum=1,
+    ),
+    Key(
+        "listShardsBackoffTimeInMillis",
+        "list_shards_backoff_s",
+        Kind.MILLIS,
+        1500,
+        "Wait between ListShards retries.",
+        minimum=0,
+    ),
+    Key(
+        "maxListShardsRetryAttempts",
+        "max_list_shards_retry_attempts",
+        Kind.INT,
+        50,
+        "ListShards attempts before a shard sync fails.",
+        minimum=1,
+    ),
+    Key(
+        "enablePriorityLeaseAssignment",
+        "enable_priority_lease_assignment",
+        Kind.BOOL,
+        True,
+        "Take leases nobody has renewed for 3 x failoverTimeMillis first.",
+    ),
+    Key(
+        "leaseAssignmentIntervalMillis",
+        "lease_assignment_interval_s",
+        Kind.MILLIS,
+        None,
+        "Lease assignment period.",
+        minimum=1,
+        unset="2 x failoverTimeMillis",
+    ),
+    # --- coordinator, lifecycle, metrics
+    Key(
+        "parentShardPollIntervalMillis",
+        "parent_shard_poll_interval_s",
+        Kind.MILLIS,
+        10000,
+        "How often a child shard checks whether its parents have finished.",
+        minimum=1,
+    ),
+    Key(
+        "skipShardSyncAtWorkerInitializationIfLeasesExist",
+        "skip_shard_sync_at_worker_initialization_if_leases_exist",
+        Kind.BOOL,
+        False,
+        "Skip the start-up shard sync when the lease table has leases.",
+    ),
+    Key(
+        "taskBackoffTimeMillis",
+        "task_backoff_s",
+        Kind.MILLIS,
+        500,
+        "Wait after a failed shard task before retrying it.",
+        minimum=0,
+    ),
+    Key(
+        "metricsLevel",
+        "metrics_level",
+        Kind.CHOICE,
+        "DETAILED",
+        "CloudWatch metrics detail (namespace: applicationName).",
+        choices=("NONE", "SUMMARY", "DETAILED"),
+    ),
+    Key(
+        "metricsEnabledDimensions",
+        "metrics_enabled_dimensions",
+        Kind.NAMES,
+        ("ALL",),
+        "Metric dimensions to publish; Operation is always included.",
+        choices=("ALL", "Operation", "ShardId", "WorkerIdentifier", "StreamId"),
+    ),
+    # --- kcl-daemon's own
+    Key(
+        "leaseClusterSeparator",
+        "lease_cluster_separator",
+        Kind.STRING,
+        "-",
+        "`kcl-daemon leases` groups workers into clusters by the part of the worker id before this.",
+        extension=True,
     ),
     Key(
         "initializeTimeoutInSeconds",
         "initialize_timeout_s",
         Kind.SECONDS,
         None,
-        "Timeout for the answer to initialize; defaults to timeoutInSeconds.",
+        "Timeout for the answer to initialize.",
         extension=True,
         minimum=0.001,
+        unset="timeoutInSeconds",
     ),
     Key(
         "processRecordsTimeoutInSeconds",
         "process_records_timeout_s",
         Kind.SECONDS,
         None,
-        "Timeout for each message while a batch is processed; defaults to timeoutInSeconds.",
+        "Timeout for each message while a batch is processed.",
         extension=True,
         minimum=0.001,
+        unset="timeoutInSeconds",
     ),
     Key(
         "shutdownTimeoutInSeconds",
         "shutdown_timeout_s",
         Kind.SECONDS,
         None,
-        "Timeout for leaseLost, shardEnded and shutdownRequested; defaults to timeoutInSeconds.",
+        "Timeout for leaseLost, shardEnded and shutdownRequested.",
         extension=True,
         minimum=0.001,
+        unset="timeoutInSeconds",
     ),
     Key(
         "childWriteTimeoutMillis",
@@ -156,98 +473,141 @@ KEYS: Final[tuple[Key, ...]] = (
     ),
 )
 
-KEYS_BY_NAME: Final[dict[str, Key]] = {key.name: key for key in KEYS}
+#: every name and alias -> its key (credentials keys are matched case-insensitively: see lookup_key)
+KEYS_BY_NAME: Final[dict[str, Key]] = {name: key for key in KEYS for name in key.names}
+KEYS_BY_FIELD: Final[dict[str, Key]] = {key.field: key for key in KEYS}
 
-#: Java MultiLangDaemon keys accepted now and implemented by the lease and retrieval parts.
-JAVA_KEYS_NOT_YET_USED: Final[frozenset[str]] = frozenset(
-    {
-        "streamArn",
-        "workerId",
-        "workerIdentifier",
-        "tableName",
-        "shutdownGraceMillis",
-        "validateSequenceNumberBeforeCheckpointing",
-        "regionName",
-        "kinesisEndpoint",
-        "dynamoDBEndpoint",
-        "retrievalMode",
-        "idleTimeBetweenReadsInMillis",
-        "millisBehindLatestThresholdForReducedTps",
-        "retryGetRecordsInSeconds",
-        "maxGetRecordsThreadPool",
-        "initialPositionInStream",
-        "initialPositionInStreamExtended",
-        "failoverTimeMillis",
-        "shardSyncIntervalMillis",
-        "cleanupLeasesUponShardCompletion",
-        "ignoreUnexpectedChildShards",
-        "maxLeasesForWorker",
-        "maxLeasesToStealAtOneTime",
+_CREDENTIALS_BY_LOWER: Final[dict[str, Key]] = {
+    key.name.lower(): key for key in KEYS if key.kind is Kind.CREDENTIALS
+}
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoredKey:
+    name: str
+    reason: str
+    #: legacy (KCL 1.x) keys the Java 2.x/3.x daemon does not know either: using one earns a warning
+    warn: bool = False
+
+
+_PRESENCE = "only whether it is set counts: setting it selects polling when retrievalMode is DEFAULT"
+_THREE_X = "KCL 3.x worker-utilization lease assignment is not implemented; leases are balanced by count"
+_METRICS = "metrics buffering is not configurable in kcl-daemon"
+_LEGACY_TABLES = "KCL 3.0-3.4 coordinator and worker-metrics tables are not used"
+
+IGNORED_KEYS: Final[tuple[IgnoredKey, ...]] = (
+    IgnoredKey("maxActiveThreads", "children are asyncio tasks; there is no thread pool to bound"),
+    IgnoredKey("retryGetRecordsInSeconds", _PRESENCE),
+    IgnoredKey("maxGetRecordsThreadPool", _PRESENCE),
+    IgnoredKey(
         "initialLeaseTableReadCapacity",
+        "the lease table is created on-demand (PAY_PER_REQUEST), as by Java multilang",
+    ),
+    IgnoredKey(
         "initialLeaseTableWriteCapacity",
-        "maxLeaseRenewalThreads",
-        "listShardsBackoffTimeInMillis",
-        "maxListShardsRetryAttempts",
-        "enablePriorityLeaseAssignment",
-        "leaseTableDeletionProtectionEnabled",
-        "leaseTablePitrEnabled",
-        "leaseTableScanTotalSegments",
-        "leaseAssignmentIntervalMillis",
-        "parentShardPollIntervalMillis",
-        "skipShardSyncAtWorkerInitializationIfLeasesExist",
-        "schedulerInitializationBackoffTimeMillis",
-        "shardPrioritization",
-        "taskBackoffTimeMillis",
-        "logWarningForTaskAfterMillis",
-        "metricsLevel",
-        "metricsEnabledDimensions",
-        "metricsBufferTimeMillis",
-        "metricsMaxQueueSize",
-        "clientVersionConfig",
-        "migrateAllEntitiesToLeaseTable",
-        "tableMigrationCompleteBakeTimeSeconds",
-        "gracefulLeaseHandoffTimeoutMillis",
-        "isGracefulLeaseHandoffEnabled",
-        "inMemoryWorkerMetricsCaptureFrequencyMillis",
-        "workerMetricsReporterFreqInMillis",
-        "noOfPersistedMetricsPerWorkerMetrics",
-        "disableWorkerMetrics",
-        "maxThroughputPerHostKBps",
-        "dampeningPercentage",
-        "reBalanceThresholdPercentage",
-        "allowThroughputOvershoot",
-        "varianceBalancingFrequency",
-        "workerMetricsEMAAlpha",
-        "staleWorkerMetricsEntryCleanupDuration",
-        "workerMetricsTableName",
-        "workerMetricsBillingMode",
-        "workerMetricsReadCapacity",
-        "workerMetricsWriteCapacity",
-        "workerMetricsPointInTimeRecoveryEnabled",
-        "workerMetricsDeletionProtectionEnabled",
-        "workerMetricsTags",
-        "coordinatorStateTableName",
-        "coordinatorStateBillingMode",
-        "coordinatorStateReadCapacity",
-        "coordinatorStateWriteCapacity",
-        "coordinatorStatePointInTimeRecoveryEnabled",
-        "coordinatorStateDeletionProtectionEnabled",
-        "coordinatorStateTags",
-        "maxActiveThreads",
+        "the lease table is created on-demand (PAY_PER_REQUEST), as by Java multilang",
+    ),
+    IgnoredKey("leaseTableDeletionProtectionEnabled", "set deletion protection on the table yourself"),
+    IgnoredKey("leaseTablePitrEnabled", "set point-in-time recovery on the table yourself"),
+    IgnoredKey("leaseTableScanTotalSegments", "lease table scans are sequential"),
+    IgnoredKey("schedulerInitializationBackoffTimeMillis", "kcl-daemon's start-up does not use it"),
+    IgnoredKey("shardPrioritization", "not settable from a properties file in Java either"),
+    IgnoredKey("logWarningForTaskAfterMillis", "child timeouts (timeoutInSeconds) cover slow tasks"),
+    IgnoredKey("metricsBufferTimeMillis", _METRICS),
+    IgnoredKey("metricsMaxQueueSize", _METRICS),
+    IgnoredKey("clientVersionConfig", _THREE_X),
+    IgnoredKey("migrateAllEntitiesToLeaseTable", _THREE_X),
+    IgnoredKey("tableMigrationCompleteBakeTimeSeconds", _THREE_X),
+    IgnoredKey("gracefulLeaseHandoffTimeoutMillis", _THREE_X),
+    IgnoredKey("isGracefulLeaseHandoffEnabled", _THREE_X),
+    IgnoredKey("inMemoryWorkerMetricsCaptureFrequencyMillis", _THREE_X),
+    IgnoredKey("workerMetricsReporterFreqInMillis", _THREE_X),
+    IgnoredKey("noOfPersistedMetricsPerWorkerMetrics", _THREE_X),
+    IgnoredKey("disableWorkerMetrics", _THREE_X),
+    IgnoredKey("maxThroughputPerHostKBps", _THREE_X),
+    IgnoredKey("dampeningPercentage", _THREE_X),
+    IgnoredKey("reBalanceThresholdPercentage", _THREE_X),
+    IgnoredKey("allowThroughputOvershoot", _THREE_X),
+    IgnoredKey("varianceBalancingFrequency", _THREE_X),
+    IgnoredKey("workerMetricsEMAAlpha", _THREE_X),
+    IgnoredKey("staleWorkerMetricsEntryCleanupDuration", _THREE_X),
+    *(
+        IgnoredKey(f"{table}{suffix}", _LEGACY_TABLES)
+        for table in ("workerMetrics", "coordinatorState")
+        for suffix in (
+            "TableName",
+            "BillingMode",
+            "ReadCapacity",
+            "WriteCapacity",
+            "PointInTimeRecoveryEnabled",
+            "DeletionProtectionEnabled",
+            "Tags",
+        )
+    ),
+    # KCL 1.x keys (spec 2.4): the Java 2.x/3.x daemon drops them silently; we say so.
+    IgnoredKey(
         "timestampAtInitialPositionInStream",
-        "billingMode",
-    }
+        "a KCL 1.x key; use initialPositionInStreamExtended (epoch seconds)",
+        warn=True,
+    ),
+    IgnoredKey("billingMode", "a KCL 1.x key; the lease table is created on-demand", warn=True),
+    IgnoredKey(
+        "skipShardSyncAtStartupIfLeasesExist",
+        "a KCL 1.x key; it is now skipShardSyncAtWorkerInitializationIfLeasesExist",
+        warn=True,
+    ),
+    *(
+        IgnoredKey(name, "a KCL 1.x key with no effect since KCL 2.x", warn=True)
+        for name in (
+            "idleMillisBetweenCalls",
+            "maxCacheByteSize",
+            "maxRecordsCount",
+            "maxPendingProcessRecordsInput",
+            "dataFetchingStrategy",
+            "shardSyncStrategyType",
+            "userAgent",
+            "commonClientConfig",
+            "kinesisClientConfig",
+            "dynamoDBClientConfig",
+            "cloudWatchClientConfig",
+            "leaseCleanupIntervalMillis",
+            "completedLeaseCleanupThresholdMillis",
+            "garbageLeaseCleanupThresholdMillis",
+            "maxInitializationAttempts",
+        )
+    ),
 )
 
+IGNORED_BY_NAME: Final[dict[str, IgnoredKey]] = {key.name: key for key in IGNORED_KEYS}
 
-def is_known_key(name: str) -> bool:
-    lowered = name.lower()
-    return (
-        name in KEYS_BY_NAME
-        or name in JAVA_KEYS_NOT_YET_USED
-        or lowered.startswith("awscredentialsprovider")
-        or "." in name  # nested bean paths (fanoutConfig.*, kinesisClient.*): handled where used
-    )
+
+def lookup_key(name: str) -> Key | None:
+    """The key ``name`` sets, if any. Credentials keys match case-insensitively, as in Java 2.7+."""
+    key = KEYS_BY_NAME.get(name)
+    if key is None:
+        key = _CREDENTIALS_BY_LOWER.get(name.lower())
+    return key
+
+
+def _default_text(key: Key) -> str:
+    if key.default is None:
+        return key.unset
+    if key.kind is Kind.BOOL:
+        return str(key.default).lower()
+    if isinstance(key.default, tuple):
+        return ",".join(str(v) for v in key.default)
+    return str(key.default)
+
+
+def _type_text(key: Key) -> str:
+    if key.kind in (Kind.CHOICE, Kind.NAMES, Kind.POSITION):
+        return f"{key.kind.value} " + ", ".join(key.choices)
+    text: str = key.kind.value
+    if key.minimum is not None and key.maximum is not None:
+        text += f" {key.minimum:g}-{key.maximum:g}"
+    elif key.minimum is not None and key.minimum > 0:
+        text += f" ≥ {key.minimum:g}"
+    return text
 
 
 def markdown_table() -> str:
@@ -255,11 +615,19 @@ def markdown_table() -> str:
     lines = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
     for key in KEYS:
         name = f"`{key.name}`" + (" *(kcl-daemon)*" if key.extension else "")
-        if key.default is None:
-            default = "unset"
-        elif key.kind is Kind.BOOL:
-            default = str(key.default).lower()
-        else:
-            default = str(key.default)
-        lines.append(f"| {name} | {key.kind.value} | {default} | {key.doc} |")
+        if key.aliases:
+            name += " (also " + ", ".join(f"`{a}`" for a in key.aliases) + ")"
+        doc = key.doc.replace("|", "\\|")
+        lines.append(f"| {name} | {_type_text(key)} | {_default_text(key)} | {doc} |")
+    return "\n".join(lines)
+
+
+def markdown_ignored() -> str:
+    """The README's list of accepted-but-ignored Java keys, generated from :data:`IGNORED_KEYS`."""
+    by_reason: dict[tuple[str, bool], list[str]] = {}
+    for key in IGNORED_KEYS:
+        by_reason.setdefault((key.reason, key.warn), []).append(f"`{key.name}`")
+    lines = ["| keys | why they have no effect |", "| --- | --- |"]
+    for (reason, warn), names in by_reason.items():
+        lines.append(f"| {', '.join(names)} | {reason}{'; warns when set' if warn else ''} |")
     return "\n".join(lines)

@@ -1,36 +1,116 @@
 """Load a properties (or YAML) file into typed :class:`Settings`, reporting every problem at once.
 
-Differences from Java, on purpose: an explicit ``false`` or ``0`` is honoured (Java ignores both for
-primitive keys), and a value that does not parse is an error naming the key and line (Java silently
-uses 0). Unknown keys are warnings, never errors, so files written for the Java daemon keep working.
+Differences from Java, on purpose (the README lists them all):
+
+* an explicit ``false`` or ``0`` is honoured (Java ignores both for primitive keys);
+* a value that does not parse, or is out of range, is an error naming the key and line (Java silently
+  uses 0, which then means "the default");
+* leading and trailing whitespace around a value is trimmed, and enum-like values match
+  case-insensitively;
+* unknown keys, legacy KCL 1.x keys and nested bean paths we do not support are warnings (Java is
+  silent), never errors, so files written for the Java daemon keep working;
+* two spellings of one key (``workerId`` and ``workerIdentifier``) with different values are an error.
+
+What a command needs (``run``: executableName, applicationName, streamName or streamArn) is checked by
+:func:`load_settings` ``required=`` together with the parse errors, or afterwards by
+:func:`validate_for_run` / :func:`validate_for_leases`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Final
+from urllib.parse import urlsplit
 
 import yaml
 
-from kcl_daemon.config.keys import KEYS, KEYS_BY_NAME, Key, Kind, is_known_key
+from kcl_daemon.config.keys import IGNORED_BY_NAME, KEYS, Key, Kind, lookup_key
 from kcl_daemon.config.properties import PropertiesSyntaxError, parse_properties
+from kcl_daemon.config.providers import parse_providers
+from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.errors import ConfigError
 
 _TRUE = {"true", "yes", "y", "on", "1"}
 _FALSE = {"false", "no", "n", "off", "0"}
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_JAVA_INT_MAX = 2**31 - 1
+STREAM_ARN_PATTERN: Final = re.compile(
+    r"arn:aws[^:]*:kinesis:(?P<region>[a-z0-9-]+):(?P<account>[0-9]{12}):stream/(?P<name>[a-zA-Z0-9_.-]+)"
+)
+#: keys whose presence makes retrievalMode=DEFAULT choose polling (spec 2.6)
+POLLING_KEYS: Final = (
+    "maxRecords",
+    "idleTimeBetweenReadsInMillis",
+    "millisBehindLatestThresholdForReducedTps",
+    "retryGetRecordsInSeconds",
+    "maxGetRecordsThreadPool",
+)
+
+#: a requirement is a key, or a tuple of keys of which one is enough
+Requirement = str | tuple[str, ...]
+REQUIRED_FOR_REPLAY: Final[tuple[Requirement, ...]] = ("executableName",)
+REQUIRED_FOR_RUN: Final[tuple[Requirement, ...]] = (
+    "executableName",
+    "applicationName",
+    ("streamName", "streamArn"),
+)
+REQUIRED_FOR_LEASES: Final[tuple[Requirement, ...]] = (("applicationName", "tableName"),)
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
+    # daemon and identity
     executable: tuple[str, ...] | None = None
     application_name: str | None = None
     stream_name: str | None = None
+    stream_arn: str | None = None
+    worker_id: str | None = None  # None: generate one at run time
+    table_name: str | None = None
     processing_language: str | None = None
     action_timeout_s: float | None = None
-    call_process_records_even_for_empty_record_list: bool = False
+    shutdown_grace_s: float = 20.0
+    validate_sequence_number_before_checkpointing: bool = True  # accepted, ignored
+    # AWS clients: raw provider values (kcl_daemon.config.providers parses them); None = boto3 defaults
+    aws_credentials_provider: str | None = None
+    aws_credentials_provider_dynamodb: str | None = None
+    aws_credentials_provider_cloudwatch: str | None = None
+    region_name: str | None = None
+    kinesis_endpoint: str | None = None
+    dynamodb_endpoint: str | None = None
+    # retrieval
+    retrieval_mode: str = "DEFAULT"
     max_records: int = 10000
+    idle_time_between_reads_s: float = 1.5
+    millis_behind_latest_threshold_for_reduced_tps_s: float = 0.0
+    initial_position: Sentinel = Sentinel.LATEST
+    initial_position_timestamp: datetime | None = None
+    call_process_records_even_for_empty_record_list: bool = False
+    # lease management
+    failover_s: float = 10.0
+    shard_sync_interval_s: float = 60.0
+    cleanup_leases_upon_shard_completion: bool = True
+    ignore_unexpected_child_shards: bool = False
+    max_leases_for_worker: int = 2**31 - 1
+    max_leases_to_steal_at_one_time: int = 1
+    max_lease_renewal_threads: int = 20
+    list_shards_backoff_s: float = 1.5
+    max_list_shards_retry_attempts: int = 50
+    enable_priority_lease_assignment: bool = True
+    lease_assignment_interval_s: float | None = None  # None: 2 x failover_s
+    # coordinator, lifecycle, metrics
+    parent_shard_poll_interval_s: float = 10.0
+    skip_shard_sync_at_worker_initialization_if_leases_exist: bool = False
+    task_backoff_s: float = 0.5
+    metrics_level: str = "DETAILED"
+    metrics_enabled_dimensions: tuple[str, ...] = ("ALL",)
+    # kcl-daemon's own
+    lease_cluster_separator: str = "-"
     initialize_timeout_s: float | None = None
     process_records_timeout_s: float | None = None
     shutdown_timeout_s: float | None = None
@@ -40,50 +120,167 @@ class Settings:
     child_restart_backoff_s: float = 1.0
     child_restart_max_backoff_s: float = 60.0
     child_max_consecutive_failures: int = 5
-    #: key -> where its value came from ("app.properties:12", "default")
+    #: key -> where its value came from: "app.properties:12", "default", or with the alias used,
+    #: "app.properties:3 (workerIdentifier)"
     sources: Mapping[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    #: accepted-but-ignored Java keys that were set: key -> (raw value, where)
+    ignored: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+    @property
+    def effective_stream_name(self) -> str | None:
+        """The stream to read: the name inside streamArn when it is set (as Java), else streamName."""
+        if self.stream_arn is not None:
+            match = STREAM_ARN_PATTERN.fullmatch(self.stream_arn)
+            if match:
+                return match["name"]
+        return self.stream_name
+
+    @property
+    def lease_table_name(self) -> str | None:
+        return self.table_name or self.application_name
+
+    @property
+    def effective_lease_assignment_interval_s(self) -> float:
+        if self.lease_assignment_interval_s is not None:
+            return self.lease_assignment_interval_s
+        return 2 * self.failover_s
+
+    @property
+    def effective_retrieval_mode(self) -> str:
+        """POLLING or FANOUT. DEFAULT means polling when any polling key is set, else fan-out (Java)."""
+        if self.retrieval_mode != "DEFAULT":
+            return self.retrieval_mode
+        set_keys = {name for name, where in self.sources.items() if where != "default"} | set(self.ignored)
+        return "POLLING" if set_keys.intersection(POLLING_KEYS) else "FANOUT"
 
 
-def _parse_value(key: Key, raw: str) -> object:
+def parse_value(key: Key, raw: str, warnings: list[str] | None = None) -> object:
+    """Parse one value for ``key``; raise :class:`ValueError` saying what is wrong (without the key)."""
     text = raw.strip()
+    if not text:
+        raise ValueError("is empty")
     match key.kind:
         case Kind.STRING:
-            if not text:
-                raise ValueError("is empty")
             return text
         case Kind.ARGV:
-            argv = tuple(part for part in text.split(" ") if part)
-            if not argv:
-                raise ValueError("is empty")
-            return argv
+            return tuple(part for part in text.split(" ") if part)
         case Kind.BOOL:
             if text.lower() in _TRUE:
                 return True
             if text.lower() in _FALSE:
                 return False
             raise ValueError(f"{text!r} is not a boolean (true/false)")
-        case Kind.INT | Kind.BYTES | Kind.MILLIS:
-            try:
-                number = int(text)
-            except ValueError:
+        case Kind.INT | Kind.BYTES | Kind.MILLIS | Kind.EPOCH_SECONDS:
+            if not _INTEGER.fullmatch(text):
                 unit = "" if key.kind is Kind.INT else f" of {key.kind.value}"
-                raise ValueError(f"{text!r} is not a whole number{unit}") from None
-            _check_minimum(key, number)
-            return number / 1000 if key.kind is Kind.MILLIS else number
+                raise ValueError(f"{text!r} is not a whole number{unit}")
+            number = int(text)
+            _check_range(key, number)
+            if key.floor is not None and number < key.floor:
+                if warnings is not None:
+                    warnings.append(f"{number} is below {key.floor:g} and is raised to {key.floor:g}")
+                number = int(key.floor)
+            if key.kind is Kind.MILLIS:
+                return number / 1000
+            if key.kind is Kind.EPOCH_SECONDS:
+                try:
+                    return datetime.fromtimestamp(number, tz=UTC)
+                except (OverflowError, OSError, ValueError):
+                    raise ValueError(f"{number} is out of range for a timestamp") from None
+            return number
         case Kind.SECONDS:
-            try:
-                seconds = float(text)
-            except ValueError:
-                raise ValueError(f"{text!r} is not a number of seconds") from None
-            _check_minimum(key, seconds)
+            if not _DECIMAL.fullmatch(text):
+                raise ValueError(f"{text!r} is not a number of seconds")
+            seconds = float(text)
+            _check_range(key, seconds)
             return seconds
+        case Kind.CHOICE:
+            return _choice(key, text)
+        case Kind.NAMES:
+            names = [part.strip() for part in text.split(",")]
+            if not all(names):
+                raise ValueError(f"{text!r} has an empty element")
+            return tuple(dict.fromkeys(_choice(key, name) for name in names))
+        case Kind.POSITION:
+            if text.upper() == Sentinel.AT_TIMESTAMP:
+                raise ValueError(
+                    "AT_TIMESTAMP needs a timestamp: set initialPositionInStreamExtended (epoch seconds) "
+                    "instead, as with the Java daemon"
+                )
+            return Sentinel(_choice(key, text))
+        case Kind.URL:
+            parts = urlsplit(text)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"{text!r} is not a URL with a scheme and host (e.g. https://host:port)")
+            return text
+        case Kind.STREAM_ARN:
+            if not STREAM_ARN_PATTERN.fullmatch(text):
+                raise ValueError(f"{text!r} is not a stream ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME)")
+            return text
+        case Kind.CREDENTIALS:
+            parsed = parse_providers(text)
+            if warnings is not None:
+                warnings.extend(parsed.notes)
+            return text
     raise AssertionError(key.kind)  # pragma: no cover
 
 
-def _check_minimum(key: Key, value: float) -> None:
+def _choice(key: Key, text: str) -> str:
+    for choice in key.choices:
+        if choice.upper() == text.upper():
+            return choice
+    raise ValueError(f"{text!r} is not one of {', '.join(key.choices)}")
+
+
+def _check_range(key: Key, value: float) -> None:
+    maximum = key.maximum
+    if maximum is None and key.kind is Kind.INT:
+        maximum = _JAVA_INT_MAX
     if key.minimum is not None and value < key.minimum:
-        raise ValueError(f"{value:g} is below the minimum {key.minimum:g}")
+        raise ValueError(f"{_number(value)} is below the minimum {_number(key.minimum)}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{_number(value)} is above the maximum {_number(maximum)}")
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _yaml_lines(text: str) -> dict[str, int]:
+    """Flattened YAML key -> 1-based line number."""
+    lines: dict[str, int] = {}
+
+    def walk(node: yaml.Node, prefix: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                name = f"{prefix}{key_node.value}"
+                lines[name] = key_node.start_mark.line + 1
+                walk(value_node, f"{name}.")
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if root is not None:
+        walk(root, "")
+    return lines
+
+
+def _yaml_scalar(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ",".join(_yaml_scalar(v) for v in value)
+    return str(value)
+
+
+def _flatten(mapping: Mapping[object, object], prefix: str, out: dict[str, str]) -> None:
+    for k, v in mapping.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            _flatten(v, f"{name}.", out)
+        else:
+            out[name] = _yaml_scalar(v)
 
 
 def _read_raw(path: Path) -> dict[str, tuple[str, str]]:
@@ -97,17 +294,16 @@ def _read_raw(path: Path) -> dict[str, tuple[str, str]]:
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
             loaded = yaml.safe_load(text)
+            lines = _yaml_lines(text)
         except yaml.YAMLError as exc:
             raise ConfigError([f"{path}: invalid YAML: {exc}"]) from None
         if loaded is None:
             return {}
         if not isinstance(loaded, dict):
             raise ConfigError([f"{path}: the YAML document must be a mapping of key: value"])
-        raw: dict[str, tuple[str, str]] = {}
-        for k, v in loaded.items():
-            value = ("true" if v else "false") if isinstance(v, bool) else ("" if v is None else str(v))
-            raw[str(k)] = (value, str(path))
-        return raw
+        flat: dict[str, str] = {}
+        _flatten(loaded, "", flat)
+        return {k: (v, f"{path}:{lines[k]}" if k in lines else str(path)) for k, v in flat.items()}
     try:
         entries = parse_properties(text, source=str(path))
     except PropertiesSyntaxError as exc:
@@ -115,28 +311,123 @@ def _read_raw(path: Path) -> dict[str, tuple[str, str]]:
     return {k: (e.value, f"{path}:{e.line}") for k, e in entries.items()}
 
 
-def load_settings(path: Path, *, required: tuple[str, ...] = ("executableName",)) -> Settings:
-    """Read ``path`` and return its settings; raise :class:`ConfigError` listing every problem."""
+def _missing(requirements: Sequence[Requirement], present: set[str]) -> list[str]:
+    problems: list[str] = []
+    for requirement in requirements:
+        names = (requirement,) if isinstance(requirement, str) else requirement
+        if not present.intersection(names):
+            if len(names) == 1:
+                problems.append(f"required key {names[0]} is missing")
+            else:
+                problems.append(f"one of {' or '.join(names)} is required")
+    return problems
+
+
+def _present_fields(settings: Settings) -> set[str]:
+    return {key.name for key in KEYS if getattr(settings, key.field) is not None}
+
+
+def validate_for_run(settings: Settings) -> list[str]:
+    """What ``run`` needs beyond a parseable file; an empty list when nothing is missing."""
+    return _missing(REQUIRED_FOR_RUN, _present_fields(settings))
+
+
+def validate_for_leases(settings: Settings) -> list[str]:
+    """What ``leases`` needs: a lease table name (tableName or applicationName)."""
+    return _missing(REQUIRED_FOR_LEASES, _present_fields(settings))
+
+
+def load_settings(path: Path, *, required: Sequence[Requirement] = REQUIRED_FOR_REPLAY) -> Settings:
+    """Read ``path`` and return its settings; raise :class:`ConfigError` listing every problem.
+
+    ``required``: keys the caller's command needs (:data:`REQUIRED_FOR_RUN`, ...); a tuple inside
+    means "one of these". Missing keys are reported together with every other problem.
+    """
     raw = _read_raw(path)
     problems: list[str] = []
     warnings: list[str] = []
     values: dict[str, object] = {}
+    set_by: dict[str, tuple[str, str, object]] = {}  # field -> (name, where, value)
     sources: dict[str, str] = {key.name: "default" for key in KEYS}
+    ignored: dict[str, tuple[str, str]] = {}
+    present: set[str] = set()
     for name, (value, where) in raw.items():
-        key = KEYS_BY_NAME.get(name)
+        key = lookup_key(name)
         if key is None:
-            if not is_known_key(name):
-                warnings.append(f"{where}: unknown key {name!r} is ignored")
+            _unknown(name, value, where, ignored, warnings)
             continue
+        present.add(key.name)
+        notes: list[str] = []
         try:
-            values[key.field] = _parse_value(key, value)
-            sources[name] = where
+            parsed = parse_value(key, value, notes)
         except ValueError as exc:
             problems.append(f"{where}: {name} {exc}")
-    for name in required:
-        if name not in raw:
-            problems.append(f"{path}: required key {name} is missing")
+            continue
+        warnings.extend(f"{where}: {name}: {note}" for note in notes)
+        earlier = set_by.get(key.field)
+        if earlier is not None and earlier[2] != parsed:
+            problems.append(
+                f"{where}: {name} disagrees with {earlier[0]} ({earlier[1]}); they are one key, keep one"
+            )
+            continue
+        set_by[key.field] = (name, where, parsed)
+        values[key.field] = parsed
+        sources[key.name] = where if name == key.name else f"{where} ({name})"
+    problems.extend(f"{path}: {problem}" for problem in _missing(required, present))
     if problems:
         raise ConfigError(problems)
+    _cross_check(values, sources, warnings)
     settings = Settings(**values)  # type: ignore[arg-type]
-    return dataclasses.replace(settings, sources=sources, warnings=tuple(warnings))
+    return dataclasses.replace(settings, sources=sources, warnings=tuple(warnings), ignored=ignored)
+
+
+def _unknown(
+    name: str, value: str, where: str, ignored: dict[str, tuple[str, str]], warnings: list[str]
+) -> None:
+    known = IGNORED_BY_NAME.get(name)
+    if known is not None:
+        ignored[name] = (value, where)
+        if known.warn:
+            warnings.append(f"{where}: {name} is ignored: {known.reason}")
+    elif name.lower().startswith("awscredentialsprovider"):
+        warnings.append(
+            f"{where}: unknown key {name!r} is ignored "
+            "(AwsCredentialsProvider, AwsCredentialsProviderDynamoDB, AwsCredentialsProviderCloudWatch)"
+        )
+    elif "." in name:
+        warnings.append(
+            f"{where}: nested key {name!r} is ignored (kcl-daemon supports kinesisClient.endpointOverride "
+            "and dynamoDbClient.endpointOverride)"
+        )
+    else:
+        warnings.append(f"{where}: unknown key {name!r} is ignored")
+
+
+def _cross_check(values: dict[str, object], sources: dict[str, str], warnings: list[str]) -> None:
+    """Relations between keys that are worth a warning; also derives initial_position AT_TIMESTAMP."""
+    if values.get("initial_position_timestamp") is not None:
+        if "initial_position" in values:
+            warnings.append(
+                f"{sources['initialPositionInStream']}: initialPositionInStream is overridden by "
+                f"initialPositionInStreamExtended ({sources['initialPositionInStreamExtended']})"
+            )
+        values["initial_position"] = Sentinel.AT_TIMESTAMP
+        sources["initialPositionInStream"] = (
+            f"{sources['initialPositionInStreamExtended']} (initialPositionInStreamExtended)"
+        )
+    arn = values.get("stream_arn")
+    if isinstance(arn, str):
+        match = STREAM_ARN_PATTERN.fullmatch(arn)
+        assert match is not None
+        name = values.get("stream_name")
+        if name is not None and name != match["name"]:
+            warnings.append(
+                f"{sources['streamName']}: streamName {name!r} is ignored: streamArn "
+                f"({sources['streamArn']}) names stream {match['name']!r}"
+            )
+        region = values.get("region_name")
+        if region is not None and region != match["region"]:
+            warnings.append(
+                f"{sources['streamArn']}: streamArn is in {match['region']} but regionName is {region}; "
+                "as with the Java daemon only the stream name is used and the clients use regionName"
+            )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kcl_daemon.config.keys import markdown_table
+from kcl_daemon.config.keys import IGNORED_KEYS, KEYS, markdown_ignored, markdown_table
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 
@@ -15,6 +15,53 @@ def test_key_table_is_generated_from_the_key_table() -> None:
     assert README[start:end] == markdown_table(), (
         "regenerate: python -c 'from kcl_daemon.config.keys import *; print(markdown_table())'"
     )
+
+
+def test_ignored_keys_are_generated_from_the_key_table() -> None:
+    start = README.index("<!-- ignored-keys:start -->\n") + len("<!-- ignored-keys:start -->\n")
+    end = README.index("\n<!-- ignored-keys:end -->")
+    assert README[start:end] == markdown_ignored(), (
+        "regenerate: python -c 'from kcl_daemon.config.keys import *; print(markdown_ignored())'"
+    )
+
+
+def test_every_java_key_of_the_spec_is_either_used_or_ignored() -> None:
+    """Spec 2.2: every multilang key appears in one of the two tables, and never in both."""
+    used = {name for key in KEYS for name in key.names}
+    ignored = {key.name for key in IGNORED_KEYS}
+    assert not used & ignored
+    spec_keys = {
+        "executableName", "processingLanguage", "maxActiveThreads", "applicationName", "streamName",
+        "streamArn", "workerId", "workerIdentifier", "tableName", "shutdownGraceMillis",
+        "timeoutInSeconds", "validateSequenceNumberBeforeCheckpointing", "AwsCredentialsProvider",
+        "AwsCredentialsProviderDynamoDB", "AwsCredentialsProviderCloudWatch", "regionName",
+        "kinesisEndpoint", "dynamoDBEndpoint", "retrievalMode", "maxRecords",
+        "idleTimeBetweenReadsInMillis", "millisBehindLatestThresholdForReducedTps",
+        "retryGetRecordsInSeconds", "maxGetRecordsThreadPool", "initialPositionInStream",
+        "initialPositionInStreamExtended", "callProcessRecordsEvenForEmptyRecordList",
+        "failoverTimeMillis", "shardSyncIntervalMillis", "cleanupLeasesUponShardCompletion",
+        "ignoreUnexpectedChildShards", "maxLeasesForWorker", "maxLeasesToStealAtOneTime",
+        "initialLeaseTableReadCapacity", "initialLeaseTableWriteCapacity", "maxLeaseRenewalThreads",
+        "listShardsBackoffTimeInMillis", "maxListShardsRetryAttempts", "enablePriorityLeaseAssignment",
+        "leaseTableDeletionProtectionEnabled", "leaseTablePitrEnabled", "leaseTableScanTotalSegments",
+        "leaseAssignmentIntervalMillis", "parentShardPollIntervalMillis",
+        "skipShardSyncAtWorkerInitializationIfLeasesExist", "schedulerInitializationBackoffTimeMillis",
+        "shardPrioritization", "taskBackoffTimeMillis", "logWarningForTaskAfterMillis", "metricsLevel",
+        "metricsEnabledDimensions", "metricsBufferTimeMillis", "metricsMaxQueueSize",
+        "clientVersionConfig", "migrateAllEntitiesToLeaseTable", "tableMigrationCompleteBakeTimeSeconds",
+        "gracefulLeaseHandoffTimeoutMillis", "isGracefulLeaseHandoffEnabled",
+        "inMemoryWorkerMetricsCaptureFrequencyMillis", "workerMetricsReporterFreqInMillis",
+        "noOfPersistedMetricsPerWorkerMetrics", "disableWorkerMetrics", "maxThroughputPerHostKBps",
+        "dampeningPercentage", "reBalanceThresholdPercentage", "allowThroughputOvershoot",
+        "varianceBalancingFrequency", "workerMetricsEMAAlpha", "staleWorkerMetricsEntryCleanupDuration",
+        "workerMetricsTableName", "workerMetricsBillingMode", "workerMetricsReadCapacity",
+        "workerMetricsWriteCapacity", "workerMetricsPointInTimeRecoveryEnabled",
+        "workerMetricsDeletionProtectionEnabled", "workerMetricsTags", "coordinatorStateTableName",
+        "coordinatorStateBillingMode", "coordinatorStateReadCapacity", "coordinatorStateWriteCapacity",
+        "coordinatorStatePointInTimeRecoveryEnabled", "coordinatorStateDeletionProtectionEnabled",
+        "coordinatorStateTags",
+    }  # fmt: skip
+    assert spec_keys - used - ignored == set()
 
 
 def test_readme_has_exactly_two_set_up_commands() -> None:

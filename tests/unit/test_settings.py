@@ -62,13 +62,14 @@ def test_unknown_keys_warn_but_java_keys_do_not(tmp_path: Path) -> None:
     settings = load_settings(
         write(
             tmp_path,
-            "executableName=x\nfailoverTimeMillis=10000\nAWSCredentialsProvider=D\n"
-            "fanoutConfig.consumerName=c\nfailovertimemillis=5\n",
+            "executableName=x\nfailoverTimeMillis=10000\nAWSCredentialsProvider=DefaultCredentialsProvider\n"
+            "maxActiveThreads=8\nfailovertimemillis=5\n",
         )
     )
     assert settings.warnings == (
         f"{tmp_path / 'app.properties'}:5: unknown key 'failovertimemillis' is ignored",
     )
+    assert settings.ignored == {"maxActiveThreads": ("8", f"{tmp_path / 'app.properties'}:4")}
 
 
 def test_yaml(tmp_path: Path) -> None:
@@ -102,5 +103,5 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_key_table_matches_settings_fields() -> None:
-    fields = set(Settings.__dataclass_fields__) - {"sources", "warnings"}
+    fields = set(Settings.__dataclass_fields__) - {"sources", "warnings", "ignored"}
     assert {key.field for key in KEYS} == fields
