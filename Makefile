@@ -1,5 +1,5 @@
 # The two set-up commands of the README. Both install what they need first (scripts/bootstrap.sh).
-#   make run    run the sample processor under kcl-daemon, without AWS
+#   make run    run the daemon and the sample processor on an embedded Kinesis + DynamoDB (Ctrl-C stops)
 #   make test   lint, type-check and run the whole test suite (what CI runs)
 SHELL := /bin/bash
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
@@ -9,7 +9,7 @@ bootstrap:
 	@bash scripts/bootstrap.sh
 
 run: bootstrap
-	@cd samples/python && kcl-daemon replay --properties app.properties --records ../records.jsonl
+	@cd samples/python && kcl-daemon run --local --properties app.properties
 
 lint: bootstrap
 	@bash scripts/lint.sh

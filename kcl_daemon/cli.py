@@ -19,7 +19,7 @@ from kcl_daemon.config.settings import (
     load_settings,
 )
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, InvalidSequenceNumber
-from kcl_daemon.errors import ConfigError, RecordsFileError
+from kcl_daemon.errors import ConfigError, KclError, RecordsFileError
 from kcl_daemon.log_setup import configure_logging
 from kcl_daemon.replay import ShardReport, run_replay
 from kcl_daemon.replay_input import InjectedFailure, parse_injected_failure, read_records_file
@@ -50,7 +50,17 @@ def _load(path: Path, required: tuple[Requirement, ...] = REQUIRED_FOR_REPLAY) -
     return settings
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+_PROPERTIES_HELP = "The daemon's .properties (or .yaml) file; executableName names the processor."
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
+@click.option(
+    "--properties",
+    "--properties-file",
+    "properties",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help=f"{_PROPERTIES_HELP} Without a command: run the daemon (like `run`).",
+)
 @click.option(
     "--log-level",
     default="INFO",
@@ -59,9 +69,29 @@ def _load(path: Path, required: tuple[Requirement, ...] = REQUIRED_FOR_REPLAY) -
 )
 @click.option("--log-format", default="text", show_default=True, type=click.Choice(["text", "json"]))
 @click.version_option(package_name="kcl-daemon")
-def main(log_level: str, log_format: str) -> None:
-    """kcl-daemon: run Kinesis record processors written in any language (a MultiLangDaemon replacement)."""
+@click.pass_context
+def main(ctx: click.Context, properties: Path | None, log_level: str, log_format: str) -> None:
+    """kcl-daemon: run Kinesis record processors written in any language (a MultiLangDaemon replacement).
+
+    \b
+    kcl-daemon --properties app.properties        run the daemon (same as `run`)
+    kcl-daemon run --local --properties app.properties
+                                                  run it on an embedded Kinesis + DynamoDB
+    kcl-daemon check-config --properties app.properties
+    kcl-daemon leases --properties app.properties [--json]
+    kcl-daemon replay --properties app.properties --records records.jsonl
+    """
     configure_logging(log_level, log_format)
+    if ctx.invoked_subcommand is not None:
+        if properties is not None:
+            raise click.UsageError(
+                "put --properties after the command name (kcl-daemon run --properties ...)"
+            )
+        return
+    if properties is None:
+        click.echo(ctx.get_help())
+        ctx.exit(EXIT_CONFIG)
+    ctx.invoke(run, properties=properties)
 
 
 def _parse_failures(
@@ -88,7 +118,93 @@ def _parse_checkpoint(_ctx: click.Context, _param: click.Parameter, value: str) 
     "properties",
     required=True,
     type=click.Path(path_type=Path, dir_okay=False),
-    help="The daemon's .properties (or .yaml) file; executableName names the processor.",
+    help=_PROPERTIES_HELP,
+)
+@click.option(
+    "--local",
+    is_flag=True,
+    help="Use an embedded Kinesis + DynamoDB on 127.0.0.1 (moto) with the stream created and a sample "
+    "producer: no AWS account, no network. Endpoints and credentials in the file are ignored.",
+)
+@click.option(
+    "--worker-id", default=None, help="Lease owner id for this process  [default: workerId, or host:random]"
+)
+@click.option(
+    "--status-interval",
+    type=click.FloatRange(min=0.5),
+    default=None,
+    help="Seconds between progress lines  [default: 2 with --local, else 30]",
+)
+def run(properties: Path, local: bool, worker_id: str | None, status_interval: float | None) -> None:
+    """Run the daemon: take leases, read the stream, feed every shard's records to its own child process.
+
+    Stops gracefully on SIGTERM or Ctrl-C: each child gets shutdownRequested and may checkpoint, then
+    the leases are released so other workers take them at once. A second signal stops at once.
+    Exit status: 0 after a graceful stop, 1 if the worker could not start, 2 for a bad configuration.
+    """
+    settings = _load(properties, REQUIRED_FOR_RUN)
+    from kcl_daemon.run import run_from_settings  # imported here: boto3 only for the AWS commands
+
+    interval = status_interval if status_interval is not None else (2.0 if local else 30.0)
+    try:
+        code = run_from_settings(settings, local=local, worker_id=worker_id, status_every_s=interval)
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        sys.exit(EXIT_CONFIG)
+    except KclError as exc:
+        _fail_run(str(exc))
+    sys.exit(code)
+
+
+def _fail_run(message: str) -> None:
+    click.echo(f"kcl-daemon: {message}", err=True)
+    sys.exit(1)
+
+
+@main.command()
+@click.option(
+    "--properties",
+    "--properties-file",
+    "properties",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The daemon's .properties (or .yaml) file: applicationName/tableName, streamName, endpoints.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--check-expiry",
+    is_flag=True,
+    help="Scan twice, failoverTimeMillis apart, to see which owned leases nobody renews (expired).",
+)
+def leases(properties: Path, as_json: bool, check_expiry: bool) -> None:
+    """Show the lease table: every lease with owner, counter, checkpoint and parents, then leases per
+    worker and per cluster (the worker id up to leaseClusterSeparator), unclaimed and expired leases,
+    and shards without a lease."""
+    settings = _load(properties, REQUIRED_FOR_LEASES)
+    from kcl_daemon.leases.report import report_json, report_text
+    from kcl_daemon.run import inspect_leases  # imported here: boto3 only for the AWS commands
+
+    try:
+        result = inspect_leases(settings, check_expiry=check_expiry)
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        sys.exit(EXIT_CONFIG)
+    except KclError as exc:
+        _fail_run(f"cannot read lease table {settings.lease_table_name}: {exc}")
+    if as_json:
+        click.echo(orjson.dumps(report_json(result), option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(report_text(result))
+
+
+@main.command("replay")
+@click.option(
+    "--properties",
+    "--properties-file",
+    "properties",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help=_PROPERTIES_HELP,
 )
 @click.option(
     "--records",

@@ -1,4 +1,4 @@
-"""`kcl-daemon run`: build the worker from the settings and run it until SIGTERM or SIGINT.
+"""`kcl-daemon run` and `leases`: build the worker (or the report) from the settings.
 
 The composition root: settings -> AWS clients -> lease table, Kinesis reader, polling sources, child
 launcher -> :class:`Scheduler`. The first SIGTERM/SIGINT starts the graceful shutdown (final
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -17,11 +18,11 @@ import socket
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from kcl_daemon.aws.clients import AwsClients
+from kcl_daemon.aws.clients import AwsClients, build_clients, client_settings_from
 from kcl_daemon.aws.kinesis import Kinesis
-from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from kcl_daemon.aws.lease_table import DynamoLeaseTable, ScanResult
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.consumer.configure import consumer_settings
@@ -29,6 +30,7 @@ from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.shard_graph import Shard
 from kcl_daemon.errors import DependencyUnavailable, KclError
 from kcl_daemon.leases.coordinator import CoordinatorConfig
+from kcl_daemon.leases.inspect import LeaseTableReport, inspect_lease_table
 from kcl_daemon.leases.shard_sync import ShardSyncConfig
 from kcl_daemon.retrieval.polling import PollingRecordSource
 from kcl_daemon.retrieval.settings import RetrievalSettings
@@ -205,3 +207,62 @@ async def _report(scheduler: Scheduler, on_status: Callable[[Scheduler], None], 
     while True:
         await asyncio.sleep(every_s)
         on_status(scheduler)
+
+
+def run_from_settings(
+    settings: Settings, *, local: bool = False, worker_id: str | None = None, status_every_s: float = 10.0
+) -> int:
+    """Build the AWS clients (or the embedded local backend) and run the worker; returns the exit code."""
+    plan = plan_worker(settings, worker_id=worker_id)
+    if not local:
+        client_settings = replace(
+            client_settings_from(settings), max_pool_connections=threads_calling_aws(plan)
+        )
+        clients = build_clients(client_settings)
+        return asyncio.run(run_worker(plan, clients, on_status=_log_status, status_every_s=status_every_s))
+
+    from kcl_daemon.local import local_stack  # moto is an optional extra: import only when asked
+
+    with local_stack(plan.stream_name) as stack:
+        logger.info(
+            "local mode: embedded Kinesis + DynamoDB on %s, stream %s ready in %.2fs, producing %s",
+            stack.backend.endpoint,
+            plan.stream_name,
+            stack.ready_s,
+            "sample records" if stack.producer else "nothing",
+        )
+
+        def progress(scheduler: Scheduler) -> None:
+            produced = stack.producer.stats.user_records if stack.producer else 0
+            logger.info("progress: %d records produced; %s", produced, scheduler.status().line())
+
+        return asyncio.run(run_worker(plan, stack.clients, on_status=progress, status_every_s=status_every_s))
+
+
+def _log_status(scheduler: Scheduler) -> None:
+    logger.info("status: %s", scheduler.status().line())
+
+
+def inspect_leases(settings: Settings, *, check_expiry: bool = False) -> LeaseTableReport:
+    """The `kcl-daemon leases` report for the configured table (and stream, when one is configured)."""
+    table_name = settings.lease_table_name
+    if table_name is None:
+        raise ValueError("leases needs applicationName or tableName (validate_for_leases)")
+    clients = build_clients(client_settings_from(settings))
+    table = DynamoLeaseTable(clients.dynamodb, table_name)
+    kinesis = Kinesis(clients.kinesis)
+    stream = settings.effective_stream_name
+
+    def scan() -> ScanResult:
+        return table.list_leases(consistent=True)
+
+    return asyncio.run(
+        inspect_lease_table(
+            table_name,
+            scan,
+            list_shards=None if stream is None else functools.partial(kinesis.list_shards, stream),
+            clock=SystemClock(),
+            expiry_wait_s=settings.failover_s if check_expiry else None,
+            cluster_separator=settings.lease_cluster_separator,
+        )
+    )
