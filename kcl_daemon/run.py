@@ -214,6 +214,11 @@ def run_from_settings(
 ) -> int:
     """Build the AWS clients (or the embedded local backend) and run the worker; returns the exit code."""
     plan = plan_worker(settings, worker_id=worker_id)
+    if settings.effective_retrieval_mode == "FANOUT":
+        logger.warning(
+            "retrievalMode resolves to FANOUT (enhanced fan-out), which kcl-daemon does not implement yet: "
+            "reading with GetRecords polling instead (set retrievalMode = POLLING to silence this)"
+        )
     if not local:
         client_settings = replace(
             client_settings_from(settings), max_pool_connections=threads_calling_aws(plan)
