@@ -1,0 +1,45 @@
+"""Smoke test for the benchmarks under bench/: each runs at a tiny size, exits 0 and prints its figures.
+
+No timing is asserted: the figures are for people (bench/README.md), and machines are noisy.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def run_bench(script: str, *args: str) -> str:
+    pytest.importorskip("moto.server", reason="the benchmarks need the local extra (moto)")
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_read_throughput_prints_both_figures_and_the_ratio() -> None:
+    out = run_bench(
+        "read_throughput.py", "--records", "200", "--shards", "2", "--runs", "1", "--deep-records", "0"
+    )
+    assert "200 records in 2 shard(s)" in out
+    assert "baseline (raw boto3" in out and "kcl-daemon, start to all delivered" in out
+    assert "ratio daemon/baseline" in out and "records/s" in out
+
+
+def test_first_record_prints_in_process_and_cli_times() -> None:
+    out = run_bench("first_record.py", "--records", "200", "--shards", "2", "--runs", "1", "--cli-runs", "1")
+    assert "baseline (child's first reply + raw read)" in out
+    assert "kcl-daemon in-process" in out and "ratio daemon/baseline" in out
+    assert "kcl-daemon run --local" in out and "ms" in out
