@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
+from kcl_daemon.core.shard_graph import ChildShard
 from kcl_daemon.process.child import ChildProcess
 from kcl_protocol import Record
 
@@ -30,6 +31,12 @@ class RecordSource(Protocol):
 
         Records come in increasing (sequence number, sub-sequence number) order, as Kinesis returns them.
         """
+
+
+class ShardRecordSource(RecordSource, Protocol):
+    """A RecordSource that knows the shard's children once it has ended (None until then)."""
+
+    child_shards: tuple[ChildShard, ...] | None
 
 
 class CheckpointStore(Protocol):

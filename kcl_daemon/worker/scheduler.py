@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.consumer.ports import ChildLauncher
+from kcl_daemon.consumer.ports import ChildLauncher, ShardRecordSource
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.lifecycle import ShutdownReason
@@ -31,7 +31,7 @@ from kcl_daemon.core.shard_graph import Shard
 from kcl_daemon.leases.cleanup import ChildShardLookup, LeaseCleaner
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from kcl_daemon.leases.shard_sync import ShardSyncConfig, ShardSyncer
-from kcl_daemon.worker.shard_task import ShardRecordSource, ShardTask, ShardTaskContext
+from kcl_daemon.worker.shard_task import ShardTask, ShardTaskContext
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -181,7 +181,11 @@ class Scheduler:
             while True:
                 task = ShardTask(lease, self._context)
                 self.tasks[key] = task
-                outcome = await task.run()
+                try:
+                    outcome = await task.run()
+                except Exception:  # a bug must not end the shard for good: log it and start again
+                    logger.exception("shard %s failed unexpectedly", lease.shard_id)
+                    outcome = None
                 self._count(task)
                 if self._stopping or key not in self.coordinator.held:
                     return

@@ -25,12 +25,11 @@ from random import Random
 from typing import Protocol, TypeVar
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.consumer.ports import ChildLauncher, RecordSource
+from kcl_daemon.consumer.ports import ChildLauncher, ShardRecordSource
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings, ShardConsumer, ShardOutcome
 from kcl_daemon.core.lease import MAX_HASH_KEY, Lease, lease_key_for
 from kcl_daemon.core.lifecycle import ShutdownReason
 from kcl_daemon.core.shard_graph import (
-    ChildShard,
     Shard,
     ShardEndAction,
     child_leases_at_shard_end,
@@ -38,16 +37,11 @@ from kcl_daemon.core.shard_graph import (
 )
 from kcl_daemon.errors import KclError
 from kcl_daemon.log_context import shard_id_var
+from kcl_daemon.retrieval.prefetch import PrefetchingSource
 from kcl_daemon.worker.checkpoint_store import CheckpointWriter, LeaseCheckpointStore
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class ShardRecordSource(RecordSource, Protocol):
-    """A RecordSource that knows the shard's children once it has ended (None until then)."""
-
-    child_shards: tuple[ChildShard, ...] | None
 
 
 class LeaseReads(Protocol):
@@ -97,7 +91,7 @@ class ShardTask:
         self.outcome: ShardOutcome | None = None
         self.waiting_on: tuple[str, ...] = ()
         self._ctx = context
-        self._source: ShardRecordSource | None = None
+        self._source: PrefetchingSource | None = None
         self._store = LeaseCheckpointStore(context.coordinator, lease.lease_key)
         self._stop: asyncio.Event = asyncio.Event()
         self._lost = False
@@ -161,7 +155,8 @@ class ShardTask:
                 self._ctx.enqueue_cleanup(self.key)
                 return None
             # The factory may ask ListShards for the shard (its ending sequence number), so off the loop.
-            self._source = await self._call(functools.partial(self._ctx.make_source, shard_of(self.lease)))
+            made = await self._call(functools.partial(self._ctx.make_source, shard_of(self.lease)))
+            self._source = PrefetchingSource(made)
             self.consumer = ShardConsumer(
                 self.lease.shard_id,
                 self._source,
@@ -179,6 +174,9 @@ class ShardTask:
         except KclError as exc:
             logger.error("shard %s stopped: %s", self.lease.shard_id, exc)  # noqa: TRY400 - expected failure
             return None
+        finally:
+            if self._source is not None:
+                await self._source.aclose()
         if self.outcome.reason is ShutdownReason.SHARD_END:
             self._ctx.enqueue_cleanup(self.key)
         return self.outcome
