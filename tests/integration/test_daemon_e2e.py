@@ -209,17 +209,21 @@ def test_sigkill_one_daemon_and_the_other_continues_from_the_checkpoints(
 
     a.stop(signal.SIGKILL)
     killed_at = time.monotonic()
+    fleet.wait(lambda: owners(lease_table) == {"daemon-b": 4}, 30, "daemon-b takes the dead daemon's leases")
+    took = time.monotonic() - killed_at
     put(aws_clients, fleet.stream, range(400, 800))
-    took = fleet.wait(
-        lambda: owners(lease_table) == {"daemon-b": 4}, 30, "daemon-b takes the dead daemon's leases"
-    )
     fleet.wait(lambda: data_of(fleet.recorded()) >= {f"record-{n}" for n in range(800)}, 60, "800 records")
+    # KCL 2.x expiry is a local observation: the first scan after the kill still sees the last
+    # renewal's counter change, so the lease counts as expired one scan later. A kill is therefore
+    # noticed after one to two taker intervals: failover + one interval when the kill falls early in
+    # the survivor's taker cycle, failover + two at worst. The exact bound is checked in simulated
+    # time (test_lease_fleet.py); here a loaded CI machine gets a few seconds of slack.
     bound = FAILOVER_S + TAKE_EVERY_S
     FIGURES[f"SIGKILL takeover on {backend.name}"] = (
-        f"{took:.1f}s (failover + one taker interval = {bound:.1f}s)"
+        f"{took:.1f}s after the kill (failover + one taker interval = {bound:.1f}s, + two = "
+        f"{bound + TAKE_EVERY_S:.1f}s)"
     )
-    assert time.monotonic() - killed_at < 60
-    assert took <= bound + TAKE_EVERY_S, f"takeover took {took:.1f}s"
+    assert took <= bound + TAKE_EVERY_S + 5.0, f"takeover took {took:.1f}s"
     # From the checkpoints: daemon-b re-read nothing before the dead daemon's last checkpoints.
     after_kill = [
         row for row in fleet.recorded() if row["worker"] == "daemon-b" and row["shard"] in held_by_a
