@@ -29,6 +29,7 @@ from kcl_daemon.leases.shard_sync import (
     ShardSyncConfig,
     ShardSyncer,
 )
+from tests.fake_clock import FakeClock
 
 HALF = (MAX_HASH_KEY + 1) // 2
 
@@ -37,19 +38,6 @@ HALF = (MAX_HASH_KEY + 1) // 2
 class Scan:
     leases: list[Lease]
     skipped: list[str] = field(default_factory=list)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 class FakeKinesis:
@@ -222,12 +210,11 @@ async def test_the_loop_keeps_syncing_after_a_failure(caplog: pytest.LogCaptureF
     table = FakeTable()
     sync, clock = syncer(FlakyKinesis(SPLIT), table, interval_s=30.0)
 
-    async def stop_at_the_third_sleep(seconds: float) -> None:
-        clock.sleeps.append(seconds)
+    def stop_at_the_third_sleep() -> None:
         if len(clock.sleeps) == 3:
             raise _Stop
 
-    clock.sleep = stop_at_the_third_sleep  # type: ignore[method-assign]
+    clock.on_sleep.append(stop_at_the_third_sleep)
     with caplog.at_level(logging.WARNING), pytest.raises(_Stop):
         await sync.run()
     assert clock.sleeps == [0.0, 30.0, 30.0] and set(table.items) == {"B", "C"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -17,23 +16,9 @@ from kcl_daemon.core.shard_graph import ChildShard, Shard
 from kcl_daemon.errors import CheckpointRefused, LeaseConflict, Throttled, TransientNetwork
 from kcl_daemon.worker.checkpoint_store import LeaseCheckpointStore
 from kcl_daemon.worker.shard_task import ShardTask, ShardTaskContext
+from tests.fake_clock import FakeClock
 
 HALF = (MAX_HASH_KEY + 1) // 2
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.on_sleep: list[object] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += seconds
-        for hook in self.on_sleep:
-            hook()  # type: ignore[operator]
-        await asyncio.sleep(0)
 
 
 class FakeTable:

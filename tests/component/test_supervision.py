@@ -27,6 +27,7 @@ from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts
 from kcl_daemon.replay import InMemoryCheckpointStore, ListRecordSource
 from kcl_protocol import Record
+from tests.fake_clock import FakeClock
 
 FAULTY = str(Path(__file__).resolve().parents[1] / "fixtures" / "children" / "faulty_child.py")
 RECORDS = 30
@@ -46,22 +47,6 @@ def make_records(poison: bool) -> list[Record]:
     ]
 
 
-class FakeSleep:
-    """A clock whose sleeps are recorded and return at once."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    async def sleep(self, delay: float) -> None:
-        self.delays.append(delay)
-        self.now += delay
-        await asyncio.sleep(0)
-
-
 def settings(**timeouts: float) -> ConsumerSettings:
     return ConsumerSettings(
         timeouts=ActionTimeouts(default_s=timeouts.get("action", 10.0), write_s=timeouts.get("write", 10.0)),
@@ -73,8 +58,8 @@ def settings(**timeouts: float) -> ConsumerSettings:
 
 async def run_pair(
     tmp_path: Path, fault: str, times: str = "1", **timeouts: float
-) -> tuple[ShardOutcome, ShardOutcome, FakeSleep, dict[str, Counter[str]]]:
-    sleep = FakeSleep()
+) -> tuple[ShardOutcome, ShardOutcome, FakeClock, dict[str, Counter[str]]]:
+    sleep = FakeClock()
     outcomes = []
     consumers = []
     for shard, child_fault, poison in (("shard-A", fault, True), ("shard-B", "none", False)):
@@ -130,7 +115,7 @@ async def test_a_failed_child_is_restarted_from_its_checkpoint(
     assert faulty.stats.child_failures == 1 and faulty.stats.child_starts == 2
     assert faulty.stats.failure_messages[0].startswith("[Child")
     assert __import__("re").search(message, faulty.stats.failure_messages[0]), faulty.stats.failure_messages
-    assert sleep.delays == [1.0]  # one backoff, through the injected clock
+    assert sleep.sleeps == [1.0]  # one backoff, through the injected clock
     # at least once: every record reached a child; re-delivery only after the last checkpoint
     assert len(delivered["shard-A"]) == RECORDS
     assert max(delivered["shard-A"].values()) <= 2
@@ -142,7 +127,7 @@ async def test_a_child_failing_every_time_is_parked_not_crash_looped(tmp_path: P
 
     assert faulty.state is ShardState.PARKED
     assert faulty.stats.child_starts == 3 and faulty.stats.child_failures == 3
-    assert sleep.delays == [1.0, 2.0]  # exponential backoff, then parked
+    assert sleep.sleeps == [1.0, 2.0]  # exponential backoff, then parked
     assert faulty.parked_because is not None and "failed 3 times in a row" in faulty.parked_because
     assert faulty.checkpoint.sequence_number == str(100 + 9)  # the last batch before the poison one
     assert_healthy_shard_unaffected(healthy, delivered["shard-B"])
@@ -151,12 +136,12 @@ async def test_a_child_failing_every_time_is_parked_not_crash_looped(tmp_path: P
 async def test_noisy_child_is_not_a_failure(tmp_path: Path) -> None:
     noisy, healthy, sleep, delivered = await run_pair(tmp_path, "noisy")
     assert noisy.checkpoint == SHARD_END and noisy.stats.child_failures == 0
-    assert sleep.delays == []
+    assert sleep.sleeps == []
     assert_healthy_shard_unaffected(healthy, delivered["shard-B"])
 
 
 async def test_missing_executable_parks_with_a_clear_error(tmp_path: Path) -> None:
-    sleep = FakeSleep()
+    sleep = FakeClock()
     launch = make_child_launcher(("/nonexistent/processor", "--x"), line_limit_bytes=1 << 20)
     consumer = ShardConsumer(
         "s",

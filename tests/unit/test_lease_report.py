@@ -12,23 +12,13 @@ from kcl_daemon.core.shard_graph import Shard
 from kcl_daemon.errors import DependencyUnavailable
 from kcl_daemon.leases.inspect import inspect_lease_table
 from kcl_daemon.leases.report import report_json, report_text
+from tests.fake_clock import FakeClock
 
 
 @dataclass
 class Scan:
     leases: list[Lease]
     skipped: list[str] = field(default_factory=list)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 SEQ = ExtendedSequenceNumber("49590338271490256608559692538361571095921575989136588898", 2)

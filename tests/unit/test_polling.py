@@ -26,25 +26,12 @@ from kcl_daemon.errors import (
 from kcl_daemon.retrieval.polling import PollingRecordSource
 from kcl_daemon.retrieval.settings import RetrievalSettings
 from kcl_daemon.retry import RetryPolicy
+from tests.fake_clock import FakeClock
 
 SHARD_ID = "shardId-000000000000"
 HALF = 2**127
 LEFT = ChildShard("shardId-000000000001", (SHARD_ID,), 0, HALF - 1)
 RIGHT = ChildShard("shardId-000000000002", (SHARD_ID,), HALF, 2**128 - 1)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)
 
 
 class FakeKinesis:
@@ -141,7 +128,7 @@ def executor() -> Iterator[ThreadPoolExecutor]:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(start=1000.0)
 
 
 def source(
