@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NoReturn, TypeVar
 
 import click
 import orjson
@@ -24,12 +26,15 @@ from kcl_daemon.log_setup import configure_logging
 from kcl_daemon.replay import ShardReport, run_replay
 from kcl_daemon.replay_input import InjectedFailure, parse_injected_failure, read_records_file
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_FAILED = 1
 EXIT_CONFIG = 2
 
 
-def _fail(message: str) -> None:
+def _fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:
     click.echo(f"kcl-daemon: {message}", err=True)
-    sys.exit(EXIT_CONFIG)
+    sys.exit(code)
 
 
 def _print_problems(problems: tuple[str, ...]) -> None:
@@ -53,14 +58,20 @@ def _load(path: Path, required: tuple[Requirement, ...] = REQUIRED_FOR_REPLAY) -
 _PROPERTIES_HELP = "The daemon's .properties (or .yaml) file; executableName names the processor."
 
 
+def _properties_option(help_text: str, *, required: bool = True) -> Callable[[F], F]:
+    """``--properties FILE``, also spelled ``--properties-file`` as the Java daemon does."""
+    return click.option(
+        "--properties",
+        "--properties-file",
+        "properties",
+        required=required,
+        type=click.Path(path_type=Path, dir_okay=False),
+        help=help_text,
+    )
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
-@click.option(
-    "--properties",
-    "--properties-file",
-    "properties",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help=f"{_PROPERTIES_HELP} Without a command: run the daemon (like `run`).",
-)
+@_properties_option(f"{_PROPERTIES_HELP} Without a command: run the daemon (like `run`).", required=False)
 @click.option(
     "--log-level",
     default="INFO",
@@ -112,14 +123,7 @@ def _parse_checkpoint(_ctx: click.Context, _param: click.Parameter, value: str) 
 
 
 @main.command()
-@click.option(
-    "--properties",
-    "--properties-file",
-    "properties",
-    required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
-    help=_PROPERTIES_HELP,
-)
+@_properties_option(_PROPERTIES_HELP)
 @click.option(
     "--local",
     is_flag=True,
@@ -152,23 +156,13 @@ def run(properties: Path, local: bool, worker_id: str | None, status_interval: f
         _print_problems(exc.problems)
         sys.exit(EXIT_CONFIG)
     except KclError as exc:
-        _fail_run(str(exc))
+        _fail(str(exc), EXIT_FAILED)
     sys.exit(code)
 
 
-def _fail_run(message: str) -> None:
-    click.echo(f"kcl-daemon: {message}", err=True)
-    sys.exit(1)
-
-
 @main.command()
-@click.option(
-    "--properties",
-    "--properties-file",
-    "properties",
-    required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="The daemon's .properties (or .yaml) file: applicationName/tableName, streamName, endpoints.",
+@_properties_option(
+    "The daemon's .properties (or .yaml) file: applicationName/tableName, streamName, endpoints."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
@@ -190,7 +184,7 @@ def leases(properties: Path, as_json: bool, check_expiry: bool) -> None:
         _print_problems(exc.problems)
         sys.exit(EXIT_CONFIG)
     except KclError as exc:
-        _fail_run(f"cannot read lease table {settings.lease_table_name}: {exc}")
+        _fail(f"cannot read lease table {settings.lease_table_name}: {exc}", EXIT_FAILED)
     if as_json:
         click.echo(orjson.dumps(report_json(result), option=orjson.OPT_INDENT_2).decode())
     else:
@@ -198,14 +192,7 @@ def leases(properties: Path, as_json: bool, check_expiry: bool) -> None:
 
 
 @main.command("replay")
-@click.option(
-    "--properties",
-    "--properties-file",
-    "properties",
-    required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
-    help=_PROPERTIES_HELP,
-)
+@_properties_option(_PROPERTIES_HELP)
 @click.option(
     "--records",
     required=True,
@@ -351,14 +338,7 @@ _REQUIRED_FOR: dict[str, tuple[Requirement, ...]] = {
 
 
 @main.command("check-config")
-@click.option(
-    "--properties",
-    "--properties-file",
-    "properties",
-    required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="The daemon's .properties (or .yaml) file.",
-)
+@_properties_option("The daemon's .properties (or .yaml) file.")
 @click.option(
     "--for",
     "command",
