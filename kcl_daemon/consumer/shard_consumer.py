@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from kcl_daemon.clock import Clock, SystemClock
+from kcl_daemon.clock import Clock, SystemClock, sleep_unless_set
 from kcl_daemon.consumer.ports import Batch, CheckpointStore, ChildLauncher, RecordSource
 from kcl_daemon.core.checkpoint_rules import (
     AlreadyCheckpointed,
@@ -304,13 +304,7 @@ class ShardConsumer:
             decision.consecutive_failures,
             self._settings.restart.max_consecutive_failures,
         )
-        sleeper = asyncio.ensure_future(self._clock.sleep(decision.delay_s))
-        wake = asyncio.ensure_future(self._wake.wait())
-        try:
-            await asyncio.wait({sleeper, wake}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleeper.cancel()
-            wake.cancel()
+        await sleep_unless_set(self._clock, decision.delay_s, self._wake)
         if self._signal is None:
             self._feed(ShardEvent.RESTART_DUE)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Protocol, TypeVar
 
-from kcl_daemon.clock import Clock
+from kcl_daemon.clock import Clock, sleep_unless_set
 from kcl_daemon.consumer.ports import ChildLauncher, ShardRecordSource
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings, ShardConsumer, ShardOutcome
 from kcl_daemon.core.lease import MAX_HASH_KEY, Lease, lease_key_for
@@ -117,17 +117,6 @@ class ShardTask:
     async def _read(self, lease_key: str) -> Lease | None:
         return await self._call(functools.partial(self._ctx.table.get_lease, lease_key, consistent=True))
 
-    async def _sleep_unless_stopped(self, seconds: float) -> bool:
-        """Sleep; True if a signal arrived meanwhile."""
-        sleeper = asyncio.ensure_future(self._ctx.clock.sleep(seconds))
-        stopper = asyncio.ensure_future(self._stop.wait())
-        try:
-            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleeper.cancel()
-            stopper.cancel()
-        return self._stop.is_set()
-
     async def _wait_for_parents(self) -> bool:
         """True once no parent blocks; False if a signal came first."""
         while not self._stop.is_set():
@@ -139,7 +128,7 @@ class ShardTask:
             if not block.blocked:
                 return True
             logger.info("shard %s waits: %s", self.lease.shard_id, block.reason)
-            if await self._sleep_unless_stopped(self._ctx.parent_poll_s):
+            if await sleep_unless_set(self._ctx.clock, self._ctx.parent_poll_s, self._stop):
                 break
         return False
 
@@ -202,7 +191,7 @@ class ShardTask:
                 self._ctx.coordinator.drop(self.key, decision.reason)
                 return False
             logger.info("shard %s: %s", self.lease.shard_id, decision.reason)
-            if await self._sleep_unless_stopped(self._ctx.task_backoff_s):
+            if await sleep_unless_set(self._ctx.clock, self._ctx.task_backoff_s, self._stop):
                 return True  # a signal: the consumer takes it next
         table = self._ctx.table
         for lease in decision.leases_to_create:
