@@ -106,7 +106,7 @@ def plan_worker(
 
 def threads_calling_aws(plan: WorkerPlan) -> int:
     """botocore's connection pool must be at least this large, or calls queue for a connection."""
-    return plan.scheduler.max_lease_renewal_threads + READ_THREADS + 4 + 1 + 2
+    return plan.scheduler.threads_calling_aws + READ_THREADS
 
 
 def build_scheduler(

@@ -30,10 +30,6 @@ class PrefetchingSource:
     def child_shards(self) -> tuple[ChildShard, ...] | None:
         return self._inner.child_shards
 
-    @property
-    def inner(self) -> ShardRecordSource:
-        return self._inner
-
     async def start(self, after: ExtendedSequenceNumber) -> None:
         await self._drop_ahead()
         await self._inner.start(after)

@@ -26,7 +26,7 @@ from kcl_daemon.clock import Clock
 from kcl_daemon.consumer.ports import ChildLauncher, ShardRecordSource
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings
 from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.lifecycle import ShutdownReason
+from kcl_daemon.core.lifecycle import ShardState, ShutdownReason
 from kcl_daemon.core.shard_graph import Shard
 from kcl_daemon.leases.cleanup import ChildShardLookup, LeaseCleaner
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
@@ -35,6 +35,11 @@ from kcl_daemon.worker.shard_task import ShardTask, ShardTaskContext
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+
+#: Lease-table reads, takes and creates of the taker, the shard tasks and cleanup.
+IO_THREADS = 4
+#: ListShards for the periodic shard sync.
+SYNC_THREADS = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,11 @@ class SchedulerConfig:
     shutdown_grace_s: float = 30.0
     max_lease_renewal_threads: int = 20
     status_interval_s: float = 30.0
+
+    @property
+    def threads_calling_aws(self) -> int:
+        """The scheduler's own threads that call AWS (the record readers come on top)."""
+        return self.max_lease_renewal_threads + IO_THREADS + SYNC_THREADS
 
 
 @dataclass(slots=True)
@@ -87,7 +97,7 @@ class Scheduler:
         self.config = config
         self._clock = clock
         self._table = table
-        self._io_pool = ThreadPoolExecutor(4, thread_name_prefix="lease-io")
+        self._io_pool = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="lease-io")
         self.coordinator = LeaseCoordinator(
             table,
             config.coordinator,
@@ -100,7 +110,7 @@ class Scheduler:
             table,
             config.shard_sync,
             clock,
-            pool=ThreadPoolExecutor(1, thread_name_prefix="shard-sync"),
+            pool=ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="shard-sync"),
         )
         self.cleaner = LeaseCleaner(
             table,
@@ -155,12 +165,6 @@ class Scheduler:
         self._loop("lease-cleanup", self.cleaner.run())
         self._loop("status", self._report_status())
 
-    async def run_until(self, stop: asyncio.Event) -> None:
-        """Start, run until ``stop`` is set, then shut down gracefully."""
-        await self.start()
-        await stop.wait()
-        await self.shutdown()
-
     # -- leases come and go ----------------------------------------------------------------------
 
     def _on_taken(self, lease: Lease) -> None:
@@ -186,6 +190,7 @@ class Scheduler:
                 except Exception:  # a bug must not end the shard for good: log it and start again
                     logger.exception("shard %s failed unexpectedly", lease.shard_id)
                     outcome = None
+                self.tasks.pop(key, None)  # counted once, below, not also as a live task
                 self._count(task)
                 if self._stopping or key not in self.coordinator.held:
                     return
@@ -234,7 +239,7 @@ class Scheduler:
             status.records_delivered += consumer.stats.records_delivered
             status.checkpoints_written += consumer.stats.checkpoints_written
             status.child_restarts += max(consumer.stats.child_starts - 1, 0)
-            if consumer.state.value == "parked":
+            if consumer.state is ShardState.PARKED:
                 status.parked.append(key)
         return status
 
