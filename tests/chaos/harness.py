@@ -51,6 +51,7 @@ class ChaosConfig:
     daemons: int = 3
     failover_s: float = 3.0
     kills: int = 1
+    fault_windows: int = 1
     fault_window_s: float = 8.0
     settle_limit_s: float = 60.0
 
@@ -297,8 +298,12 @@ def run_chaos(
             duration = config.records / config.rate_per_s
             plan: list[tuple[float, str]] = [
                 (rng.uniform(0.10, 0.25) * duration, "split"),
-                (rng.uniform(0.25, 0.45) * duration, "faults-on"),
                 (rng.uniform(0.65, 0.85) * duration, "merge"),
+            ]
+            span = 0.7 / config.fault_windows
+            plan += [
+                (rng.uniform(0.2 + i * span, 0.2 + (i + 0.5) * span) * duration, "faults-on")
+                for i in range(config.fault_windows)
             ]
             plan += [(rng.uniform(0.35, 0.6) * duration, "kill") for _ in range(config.kills)]
             plan.sort()

@@ -12,7 +12,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from random import Random
 
 import pytest
@@ -285,7 +284,3 @@ async def test_a_deleted_lease_table_loses_the_leases_then_fails_the_renewer_aft
     assert {key for key, _ in lost} == {KEY, OTHER}
     assert all(at <= deleted_at + 9.0 + 1e-6 for _, at in lost), "children stopped before failover"
     assert clock.now - deleted_at >= 10.0
-
-
-def test_fixture_leases_are_unchanged() -> None:
-    assert replace(shards(1)[0]).lease_counter == 0
