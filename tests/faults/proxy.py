@@ -139,6 +139,7 @@ class FaultProxy:
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._handlers: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
 
     # -- control (any thread) ----------------------------------------------------------------------
 
@@ -200,9 +201,13 @@ class FaultProxy:
     async def _shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._handlers):
-            task.cancel()
-        await asyncio.gather(*self._handlers, return_exceptions=True)
+        for writer in list(self._writers):
+            writer.close()  # the handler sees the end of its input and returns
+        if self._handlers:
+            _, stuck = await asyncio.wait(list(self._handlers), timeout=2)
+            for task in stuck:
+                task.cancel()
+            await asyncio.gather(*stuck, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -226,6 +231,7 @@ class FaultProxy:
         task = asyncio.current_task()
         if task is not None:
             self._handlers.add(task)
+        self._writers.add(writer)
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         try:
             while True:
@@ -267,6 +273,7 @@ class FaultProxy:
         finally:
             if task is not None:
                 self._handlers.discard(task)
+            self._writers.discard(writer)
             if upstream is not None:
                 upstream[1].close()
                 with contextlib.suppress(BaseException):

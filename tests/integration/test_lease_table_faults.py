@@ -156,3 +156,50 @@ async def test_a_lease_table_deleted_while_running_stops_the_worker_with_exit_co
         "shardId-000000000000",
         "shardId-000000000001",
     }, "every child heard leaseLost before the worker stopped"
+
+
+def test_a_lease_created_before_its_reply_was_lost_is_reported_created(
+    faulty_table: DynamoLeaseTable, proxy: FaultProxy
+) -> None:
+    child = Lease("shardId-child", TRIM_HORIZON, parent_shard_ids=frozenset({KEY}))
+    proxy.set_rules(rule(Fault.ERROR_500, phase=Phase.AFTER, ops={"PutItem"}, limit=1))
+    assert faulty_table.create_lease(child)  # the re-read finds it: created, not an error
+    stored = faulty_table.get_lease("shardId-child", consistent=True)
+    assert stored is not None and stored.parent_shard_ids == {KEY} and stored.lease_owner is None
+    assert proxy.total_injected() == 1
+
+
+def test_start_up_gives_up_with_a_clear_error_once_its_retries_are_used(
+    proxy: FaultProxy, backend: Backend
+) -> None:
+    from kcl_daemon.errors import TransientNetwork
+    from kcl_daemon.retry import RetryPolicy
+
+    clients = clients_through(proxy, backend)
+    quick = RetryPolicy("startup", max_attempts=3, deadline_s=5.0, initial_backoff_s=0.01, max_backoff_s=0.05)
+    table = DynamoLeaseTable(clients.dynamodb, f"leases-{uuid.uuid4().hex[:12]}", setup_retry=quick)
+    proxy.set_rules(rule(Fault.ERROR_500, ops={"DescribeTable"}))
+    with pytest.raises(TransientNetwork, match=r"describe lease table .*InternalServerError"):
+        table.create_table_if_missing(wait_s=5, poll_s=0.05)
+    assert proxy.calls["DescribeTable"] == 3
+
+
+async def test_a_corrupt_attribute_on_a_held_lease_gives_up_that_lease_only(
+    faulty_table: DynamoLeaseTable, aws_clients: AwsClients, caplog: pytest.LogCaptureFixture
+) -> None:
+    faulty_table.create_lease(Lease("shardId-000000000001", TRIM_HORIZON))
+    coordinator, lost = coordinator_on(faulty_table)
+    await coordinator.take_once()
+    assert set(coordinator.held) == {KEY, "shardId-000000000001"}
+    aws_clients.dynamodb.update_item(
+        TableName=faulty_table.table_name,
+        Key={"leaseKey": {"S": KEY}},
+        UpdateExpression="SET throughputKBps = :s",
+        ExpressionAttributeValues={":s": {"S": "fast"}},
+    )
+    with caplog.at_level(logging.WARNING):
+        await coordinator.renew_once()  # today: CorruptLeaseItem escapes and the renewer task dies
+        await coordinator.renew_once()
+    assert lost == [KEY] and set(coordinator.held) == {"shardId-000000000001"}
+    assert "throughputKBps" in caplog.text
+    assert await coordinator.take_once() is not None  # the taker skips the item and carries on
