@@ -168,12 +168,14 @@ class LeaseCoordinator:
         remaining = deadline - self._clock.monotonic()
         if remaining <= 0:
             raise TransientNetwork(f"lease {lease_key}: no time left before its deadline")
-        try:
-            await asyncio.wait_for(lock.acquire(), remaining)
-        except TimeoutError:
+        acquire = asyncio.ensure_future(lock.acquire())
+        await asyncio.wait({acquire}, timeout=remaining)
+        if acquire.cancel():  # still waiting (Lock.acquire gives nothing away when cancelled)
+            with contextlib.suppress(asyncio.CancelledError):
+                await acquire
             raise TransientNetwork(
                 f"lease {lease_key}: another write held it until the deadline ({remaining:.1f}s)"
-            ) from None
+            )
         try:
             yield
         finally:
