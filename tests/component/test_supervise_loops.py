@@ -8,6 +8,7 @@ import logging
 
 import pytest
 
+from kcl_daemon.clock import SystemClock
 from kcl_daemon.core.loop_restart import LoopPolicy
 from kcl_daemon.errors import LeaseTableGone
 from kcl_daemon.supervise import supervise
@@ -72,3 +73,56 @@ async def test_a_fatal_error_escalates_at_once() -> None:
         fatal=(LeaseTableGone,),
     )
     assert fatal == [("lease-renewer", "[LeaseTableGone] the lease table has been missing for 10.0s")]
+
+
+class BrokenTable:
+    """A lease table whose scans hit a bug (not an AWS error): the taker and shard sync keep failing."""
+
+    table_name = "broken"
+
+    def create_table_if_missing(self) -> bool:
+        return False
+
+    def list_leases(self) -> object:
+        raise RuntimeError("a bug in the scan")
+
+
+class NoShards:
+    def list_shards(self, stream_name: str, shard_filter: object = None) -> list[object]:
+        return []
+
+
+async def test_a_scheduler_loop_that_keeps_failing_stops_the_worker_instead_of_running_headless() -> None:
+    from kcl_daemon.consumer.shard_consumer import ConsumerSettings
+    from kcl_daemon.leases.coordinator import CoordinatorConfig
+    from kcl_daemon.leases.shard_sync import ShardSyncConfig
+    from kcl_daemon.worker.scheduler import Scheduler, SchedulerConfig
+
+    async def no_child() -> object:
+        raise AssertionError("no child may start")
+
+    config = SchedulerConfig(
+        coordinator=CoordinatorConfig(worker_id="me"),
+        shard_sync=ShardSyncConfig(stream_name="s"),
+        consumer=ConsumerSettings(),
+        loop_policy=LoopPolicy(
+            "quick", initial_backoff_s=0.01, max_backoff_s=0.05, max_failures=3, window_s=60
+        ),
+    )
+    scheduler = Scheduler(
+        config,
+        BrokenTable(),
+        NoShards(),
+        make_source=lambda shard: None,  # type: ignore[arg-type,return-value]
+        launch_child=no_child,  # type: ignore[arg-type]
+        clock=SystemClock(),
+    )
+    await scheduler.start()
+    try:
+        await asyncio.wait_for(scheduler.failed.wait(), 10)
+    finally:
+        await scheduler.close()
+    assert scheduler.failure is not None and "failed 4 times within 60s" in scheduler.failure
+    assert (
+        scheduler.failure.startswith("lease-taker") and "RuntimeError: a bug in the scan" in scheduler.failure
+    )
