@@ -283,7 +283,9 @@ def inspect_leases(settings: Settings, *, check_expiry: bool = False) -> LeaseTa
         inspect_lease_table(
             table_name,
             scan,
-            list_shards=None if stream is None else functools.partial(kinesis.list_shards, stream),
+            list_shards=None
+            if stream is None
+            else functools.partial(KINESIS.call, kinesis.list_shards, stream),
             clock=SystemClock(),
             expiry_wait_s=settings.failover_s if check_expiry else None,
             cluster_separator=settings.lease_cluster_separator,
