@@ -15,9 +15,11 @@
     │   └── ChildNotReading          the child stopped reading stdin (write timed out or pipe broke)
     └── AwsError                 an AWS call failed in a way no subclass describes
         ├── LeaseConflict            a conditional write failed: another writer got there first
+        │   └── LeaseUnreadable          the lease item cannot be decoded: treated as not ours
         ├── Throttled                throttled or over a rate limit                           (retriable)
         ├── DependencyUnavailable    the lease table or the stream does not exist (fatal at startup)
-        │   └── ShardNotFound            GetShardIterator/GetRecords: shard or stream gone = shard end
+        │   ├── ShardNotFound            GetShardIterator/GetRecords: shard or stream gone = shard end
+        │   └── LeaseTableGone           the lease table vanished while running, for the failover time
         ├── TransientNetwork         connection failure, timeout, or a 5xx from the service   (retriable)
         ├── IteratorExpired          a shard iterator expired; get a new one, then read again (retriable)
         └── InconsistentResponse     a response that breaks the API contract; read again     (retriable)
@@ -100,6 +102,14 @@ class LeaseConflict(AwsError):
     """A conditional write failed: the lease changed since we read it (lost, taken, or already there)."""
 
 
+class LeaseUnreadable(LeaseConflict):
+    """A lease item this worker wrote or re-read cannot be decoded (a corrupt attribute).
+
+    Only that lease is affected: it is given up (its child hears ``leaseLost``) and left to whoever
+    repairs the item; takers skip it meanwhile.
+    """
+
+
 class Throttled(AwsError):
     """The service throttled the call or a rate limit was hit; back off and retry."""
 
@@ -128,6 +138,14 @@ class IteratorExpired(AwsError):
 
 class ShardNotFound(DependencyUnavailable):
     """GetShardIterator/GetRecords found no such shard or stream: the shard ended with no children (6.6)."""
+
+
+class LeaseTableGone(DependencyUnavailable):
+    """The lease table was deleted while the worker ran and stayed missing for the failover time.
+
+    Fatal: recreating it would start every shard again from the initial position, silently reprocessing
+    or skipping data; the worker stops and exits non-zero instead.
+    """
 
 
 class InconsistentResponse(AwsError):

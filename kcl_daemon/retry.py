@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, ParamSpec, TypeVar
 
 from tenacity import (
@@ -60,6 +60,10 @@ class RetryPolicy:
     initial_backoff_s: float
     max_backoff_s: float
 
+    def within(self, deadline_s: float) -> RetryPolicy:
+        """This policy with its total deadline cut to ``deadline_s`` (a lease's remaining time, say)."""
+        return replace(self, deadline_s=max(min(self.deadline_s, deadline_s), 0.0))
+
     def _log_retry(self, state: RetryCallState) -> None:
         outcome = state.outcome
         exc = outcome.exception() if outcome is not None else None
@@ -68,9 +72,11 @@ class RetryPolicy:
             "%s: attempt %d failed (%s); retrying in %.2fs", self.name, state.attempt_number, exc, wait
         )
 
-    def _options(self, monotonic: Callable[[], float]) -> dict[str, Any]:
+    def _options(
+        self, monotonic: Callable[[], float], retry_if: Callable[[BaseException], bool] = is_retriable
+    ) -> dict[str, Any]:
         return {
-            "retry": retry_if_exception(is_retriable),
+            "retry": retry_if_exception(retry_if),
             "wait": wait_random_exponential(multiplier=self.initial_backoff_s, max=self.max_backoff_s),
             "stop": stop_after_attempt(self.max_attempts) | _StopAtDeadline(self.deadline_s, monotonic),
             "before_sleep": self._log_retry,
@@ -90,12 +96,14 @@ class RetryPolicy:
         *,
         sleep: Callable[[float], Awaitable[None]],
         monotonic: Callable[[], float],
+        retry_if: Callable[[BaseException], bool] = is_retriable,
     ) -> AsyncRetrying:
         """The asyncio twin of :meth:`retrying`: ``async for attempt in ...: with attempt: ...``.
 
         Pass a :class:`~kcl_daemon.clock.Clock`'s ``sleep`` and ``monotonic``, so tests never wait.
+        ``retry_if`` replaces the default "the error says it is retriable".
         """
-        return AsyncRetrying(sleep=sleep, **self._options(monotonic))
+        return AsyncRetrying(sleep=sleep, **self._options(monotonic, retry_if))
 
     def call(
         self,
@@ -112,6 +120,17 @@ class RetryPolicy:
 # for longer than that has lost the lease anyway.
 LEASE_IO: Final = RetryPolicy(
     "lease_io", max_attempts=5, deadline_s=4.0, initial_backoff_s=0.05, max_backoff_s=1.0
+)
+# Start-up calls (DescribeTable, CreateTable, the first shard sync): nothing runs yet, so wait longer for a
+# throttled or briefly unavailable endpoint before giving up with exit code 1.
+STARTUP: Final = RetryPolicy(
+    "startup", max_attempts=10, deadline_s=60.0, initial_backoff_s=0.2, max_backoff_s=5.0
+)
+# A lease-table write at shard end (child leases, childShardIds, the SHARD_END checkpoint) is retried in
+# place, whatever the error, for as long as the lease is held: the child must not be restarted (and the
+# shard's last batch sent again) for a fault of the lease table.
+SHARD_END: Final = RetryPolicy(
+    "shard_end", max_attempts=10_000, deadline_s=3600.0, initial_backoff_s=0.2, max_backoff_s=5.0
 )
 # Kinesis control-plane and read calls (ListShards is limited to 100 TPS per stream).
 KINESIS: Final = RetryPolicy(

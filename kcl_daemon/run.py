@@ -3,7 +3,9 @@
 The composition root: settings -> AWS clients -> lease table, Kinesis reader, polling sources, child
 launcher -> :class:`Scheduler`. The first SIGTERM/SIGINT starts the graceful shutdown (final
 checkpoints, leases released); a second one stops at once. Exit codes: 0 after a graceful shutdown,
-1 when the worker cannot start (the lease table cannot be created or reached).
+1 when the worker cannot start (the lease table cannot be created or reached, after the ``STARTUP``
+retries) or cannot go on (a background loop kept failing, or the lease table was deleted while running:
+then the worker shuts down as on SIGTERM first).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from kcl_daemon.leases.inspect import LeaseTableReport, inspect_lease_table
 from kcl_daemon.leases.shard_sync import ShardSyncConfig
 from kcl_daemon.retrieval.polling import PollingRecordSource
 from kcl_daemon.retrieval.settings import RetrievalSettings
+from kcl_daemon.retry import KINESIS
 from kcl_daemon.worker.scheduler import Scheduler, SchedulerConfig
 
 logger = logging.getLogger(__name__)
@@ -121,7 +124,7 @@ def build_scheduler(
         ends, which ends closed shards on emulators that never send ChildShards."""
         shard = from_lease
         try:
-            listed = {s.shard_id: s for s in kinesis.list_shards(plan.stream_name)}
+            listed = {s.shard_id: s for s in KINESIS.call(kinesis.list_shards, plan.stream_name)}
             shard = listed.get(from_lease.shard_id, from_lease)
         except KclError as exc:
             logger.warning("shard %s: ListShards failed, reading without it: %s", from_lease.shard_id, exc)
@@ -130,7 +133,7 @@ def build_scheduler(
     def child_shards_of(shard_id: str) -> Sequence[str] | None:
         """For cleanup: the children ListShards knows; None if the shard or the stream is gone."""
         try:
-            shards = kinesis.list_shards(plan.stream_name)
+            shards = KINESIS.call(kinesis.list_shards, plan.stream_name)
         except DependencyUnavailable:
             return None
         if not any(shard.shard_id == shard_id for shard in shards):
@@ -188,8 +191,12 @@ async def run_worker(
         return EXIT_FAILED
     reporter = asyncio.create_task(_report(scheduler, on_status, status_every_s)) if on_status else None
     try:
-        await stop.wait()
+        failed = await _first_of(stop, scheduler.failed)
+        if failed:
+            logger.error("the worker cannot go on: %s; shutting down", scheduler.failure)
         await scheduler.shutdown()
+        if failed:
+            return EXIT_FAILED
     except asyncio.CancelledError:
         await scheduler.close()
         return EXIT_FAILED
@@ -201,6 +208,17 @@ async def run_worker(
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
     return EXIT_OK
+
+
+async def _first_of(stop: asyncio.Event, failed: asyncio.Event) -> bool:
+    """Wait for a stop request or a fatal failure; True if it was the failure."""
+    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(failed.wait())]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    return failed.is_set() and not stop.is_set()
 
 
 async def _report(scheduler: Scheduler, on_status: Callable[[Scheduler], None], every_s: float) -> None:
@@ -265,7 +283,9 @@ def inspect_leases(settings: Settings, *, check_expiry: bool = False) -> LeaseTa
         inspect_lease_table(
             table_name,
             scan,
-            list_shards=None if stream is None else functools.partial(kinesis.list_shards, stream),
+            list_shards=None
+            if stream is None
+            else functools.partial(KINESIS.call, kinesis.list_shards, stream),
             clock=SystemClock(),
             expiry_wait_s=settings.failover_s if check_expiry else None,
             cluster_separator=settings.lease_cluster_separator,

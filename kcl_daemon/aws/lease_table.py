@@ -6,11 +6,17 @@ owner-side write is fenced on ``leaseCounter = :counter`` and bumps the counter;
 raises :class:`LeaseConflict` and changes nothing. Writes return the item as DynamoDB stored it
 (``ReturnValues=ALL_NEW``), decoded, so callers always hold the authoritative lease.
 
+Reads, creates, deletes and the meta updates are idempotent and retried here under the named policies
+of :mod:`kcl_daemon.retry` (``STARTUP`` for the table itself, ``LEASE_IO`` for items); the counter-fenced
+writes are tried once, because only the caller can judge an unknown outcome (see
+:mod:`kcl_daemon.core.reconcile`). A create whose outcome is unknown is reconciled here, by reading.
+
 Synchronous by design: the lease coordinator calls it on its own bounded thread pool.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -38,11 +44,15 @@ from kcl_daemon.core.lease_codec import (
     lease_from_item,
     new_lease_item,
 )
+from kcl_daemon.core.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.errors import DependencyUnavailable, LeaseConflict
+from kcl_daemon.errors import DependencyUnavailable, KclError, LeaseConflict
+from kcl_daemon.retry import LEASE_IO, STARTUP, RetryPolicy
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+logger = logging.getLogger(__name__)
 
 LEASE_OWNER_INDEX: Final = "LeaseOwnerToLeaseKeyIndex"
 CHECKPOINT_OWNER: Final = "checkpointOwner"
@@ -122,9 +132,18 @@ class _Expression:
 class DynamoLeaseTable:
     """Lease-table operations of spec 4.2 on one table. Thread-safe (the boto3 client is)."""
 
-    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        *,
+        item_retry: RetryPolicy = LEASE_IO,
+        setup_retry: RetryPolicy = STARTUP,
+    ) -> None:
         self._client = client
         self.table_name = table_name
+        self._item_retry = item_retry
+        self._setup_retry = setup_retry
 
     # -- table -----------------------------------------------------------------------------------
 
@@ -136,13 +155,13 @@ class DynamoLeaseTable:
         """
         created = False
         try:
-            self._describe_table()
+            self._setup_retry.call(self._describe_table)
         except DependencyUnavailable:
-            created = self._create_table()
+            created = self._setup_retry.call(self._create_table)
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                if self._is_active(self._describe_table()):
+                if self._is_active(self._setup_retry.call(self._describe_table)):
                     return created
             except DependencyUnavailable:
                 pass  # just created: some backends answer ResourceNotFound for a moment
@@ -194,6 +213,9 @@ class DynamoLeaseTable:
     def list_leases(self, *, consistent: bool = False, page_size: int | None = None) -> ScanResult:
         """Every lease in the table (paginated Scan). Non-lease items are skipped silently (spec 3.4);
         corrupt lease items are skipped and their :class:`CorruptLeaseItem` messages returned."""
+        return self._item_retry.call(self._list_leases, consistent, page_size)
+
+    def _list_leases(self, consistent: bool, page_size: int | None) -> ScanResult:
         leases: list[Lease] = []
         skipped: list[str] = []
         args: dict[str, Any] = {"TableName": self.table_name, "ConsistentRead": consistent}
@@ -219,6 +241,9 @@ class DynamoLeaseTable:
 
         Raises :class:`CorruptLeaseItem` if the item is a lease that cannot be read.
         """
+        return self._item_retry.call(self._get_lease, lease_key, consistent)
+
+    def _get_lease(self, lease_key: str, consistent: bool) -> Lease | None:
         with map_aws_errors(f"get lease {lease_key}"):
             response = self._client.get_item(
                 TableName=self.table_name, Key={LEASE_KEY: _s(lease_key)}, ConsistentRead=consistent
@@ -231,7 +256,28 @@ class DynamoLeaseTable:
     # -- writes ----------------------------------------------------------------------------------
 
     def create_lease(self, lease: Lease) -> bool:
-        """PutItem the new lease unless its key exists. False if it already existed (not an error)."""
+        """PutItem the new lease unless its key exists. False if it already existed (not an error).
+
+        A create whose outcome is unknown (a 5xx, a dropped connection) is reconciled by a consistent
+        read: if the lease is there now, it is reported created (by this call or another worker's, which
+        is the same lease: the key says which shard it is for); if not, the put is sent again.
+        """
+        for attempt in self._item_retry.retrying():
+            with attempt:
+                try:
+                    return self._create_lease_once(lease)
+                except KclError as exc:
+                    if not exc.retriable:
+                        raise
+                    seen = self._get_lease(lease.lease_key, True)
+                    verdict = reconcile(LeaseWrite(WriteKind.CREATE, lease, ""), seen)
+                    logger.warning("create lease %s: %s; %s", lease.lease_key, exc, verdict.reason)
+                    if verdict.verdict is Verdict.APPLIED:
+                        return True
+                    raise
+        raise AssertionError("unreachable: the retry policy re-raises the last error")  # pragma: no cover
+
+    def _create_lease_once(self, lease: Lease) -> bool:
         try:
             with map_aws_errors(f"create lease {lease.lease_key}"):
                 self._client.put_item(
@@ -257,12 +303,10 @@ class DynamoLeaseTable:
             return self._update(lease.lease_key, expr, "renew")
         except LeaseConflict:
             current = self.get_lease(lease.lease_key, consistent=True)
-            if (
-                current is not None
-                and lease.lease_owner is not None
-                and current.lease_owner == lease.lease_owner
-                and current.lease_counter == lease.lease_counter + 1
-            ):
+            if lease.lease_owner is None:
+                raise
+            verdict = reconcile(LeaseWrite(WriteKind.RENEW, lease, lease.lease_owner), current)
+            if verdict.verdict is Verdict.APPLIED and current is not None:
                 return current
             raise
 
@@ -320,7 +364,7 @@ class DynamoLeaseTable:
         expr = _Expression()
         expr.require_exists(LEASE_KEY)
         expr.set(CHILD_SHARD_IDS, {"SS": children})
-        return self._meta_update(lease_key, expr, "set child shard ids")
+        return self._item_retry.call(self._meta_update, lease_key, expr, "set child shard ids")
 
     def update_hash_range(self, lease_key: str, starting_hash_key: int, ending_hash_key: int) -> bool:
         """Meta update (no counter change) if the lease exists; False if it does not."""
@@ -328,7 +372,7 @@ class DynamoLeaseTable:
         expr.require_exists(LEASE_KEY)
         expr.set(STARTING_HASH_KEY, _s(str(starting_hash_key)))
         expr.set(ENDING_HASH_KEY, _s(str(ending_hash_key)))
-        return self._meta_update(lease_key, expr, "set hash range")
+        return self._item_retry.call(self._meta_update, lease_key, expr, "set hash range")
 
     def evict(self, lease: Lease) -> Lease:
         """2.x evict (tools): conditioned on the owner we saw; removes the owner and bumps the counter.
@@ -355,6 +399,9 @@ class DynamoLeaseTable:
 
     def delete(self, lease_key: str) -> None:
         """Delete the item unconditionally (cleanup of finished parents, tests)."""
+        self._item_retry.call(self._delete, lease_key)
+
+    def _delete(self, lease_key: str) -> None:
         with map_aws_errors(f"delete lease {lease_key}"):
             self._client.delete_item(TableName=self.table_name, Key={LEASE_KEY: _s(lease_key)})
 

@@ -96,3 +96,24 @@ class LeaseObservations:
         if observed is None:
             return True
         return now - multiplier * failover_s > observed.changed_at
+
+
+#: The share of the failover time by which a held lease counts as lost *before* the others may see it
+#: expire, so that its child is told (and no checkpoint is accepted) before anyone can take it over.
+LOCAL_EXPIRY_MARGIN_SHARE: Final = 0.1
+LOCAL_EXPIRY_MARGIN_MAX_S: Final = 1.0
+
+
+def local_expiry_margin_s(failover_s: float) -> float:
+    return min(failover_s * LOCAL_EXPIRY_MARGIN_SHARE, LOCAL_EXPIRY_MARGIN_MAX_S)
+
+
+def held_lease_deadline(last_write_sent_at: float, failover_s: float) -> float:
+    """When a lease we hold is lost by our own clock (monotonic seconds).
+
+    Another worker starts timing a counter when it first *sees* it, which is after our write was applied
+    and so after we *sent* it: ``sent + failover`` is the earliest moment anyone may consider the lease
+    expired. We give it up a margin before that (``min(10 % of failover, 1 s)``), so the child is stopped
+    before another worker can have taken the lease.
+    """
+    return last_write_sent_at + failover_s - local_expiry_margin_s(failover_s)

@@ -3,7 +3,8 @@
 The shell around :func:`kcl_daemon.core.cleanup.parent_lease_deletable`. A worker enqueues a lease when
 it finishes the shard (or takes a lease that is already at SHARD_END); every ``interval_s`` each queued
 lease is re-read with its children and parents and deleted if the decision says so, otherwise it stays
-queued. When the lease does not know its children, ``child_shard_lookup`` asks the service and the
+queued; a lease (or a related one) that cannot be decoded is dropped from the queue with a warning.
+When the lease does not know its children, ``child_shard_lookup`` asks the service and the
 answer is stored on the lease; a lookup that says the shard no longer exists deletes the lease
 unconditionally (the garbage path). Failures keep the entry queued; nothing here raises.
 """
@@ -20,6 +21,7 @@ from typing import Protocol, TypeVar
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.cleanup import CleanupDecision, CleanupOutcome, parent_lease_deletable
 from kcl_daemon.core.lease import Lease, lease_key_for
+from kcl_daemon.core.lease_codec import CorruptLeaseItem
 from kcl_daemon.errors import KclError
 
 logger = logging.getLogger(__name__)
@@ -108,6 +110,9 @@ class LeaseCleaner:
                 decisions[lease_key] = await self._clean(lease_key)
             except KclError as exc:
                 logger.warning("cleaning up lease %s failed, will retry: %s", lease_key, exc)
+            except CorruptLeaseItem as exc:
+                self.queue.pop(lease_key, None)
+                logger.warning("not cleaning up lease %s: %s", lease_key, exc)
         return decisions
 
     async def run(self) -> None:

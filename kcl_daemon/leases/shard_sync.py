@@ -36,6 +36,7 @@ from kcl_daemon.core.shard_graph import (
 )
 from kcl_daemon.errors import KclError
 from kcl_daemon.leases.coordinator import ScanResultLike
+from kcl_daemon.retry import KINESIS
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -114,7 +115,7 @@ class ShardSyncer:
 
     async def _list(self, shard_filter: ShardFilter | None) -> list[Shard]:
         name = self.config.stream_name
-        return await self._call(lambda: self._kinesis.list_shards(name, shard_filter))
+        return await self._call(lambda: KINESIS.call(self._kinesis.list_shards, name, shard_filter))
 
     async def _initial_shards(self) -> list[Shard]:
         """Spec 6.2 steps 1-2: the shards at the initial position, once they cover the hash range."""

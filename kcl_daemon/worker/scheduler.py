@@ -6,6 +6,11 @@ the cleanup loops. The coordinator's listeners start a :class:`ShardTask` for ev
 signal ``leaseLost`` to the task of every lease lost. A task that stops while its lease is still held
 (a read that kept failing, say) is started again after ``task_backoff_s``, from the stored checkpoint.
 
+Every background loop runs under :func:`kcl_daemon.supervise.supervise`: an unexpected exception is
+logged with its traceback and the loop restarts with backoff; a loop that keeps failing, or a lease
+table that stays missing (:class:`LeaseTableGone`), sets :attr:`Scheduler.failed` with the reason, and
+the caller stops the worker and exits non-zero.
+
 Graceful shutdown (:meth:`Scheduler.shutdown`): stop taking leases, ask every child to shut down
 (``shutdownRequested``: the processor checkpoints), wait at most ``shutdown_grace_s``, stop what is
 still running, then release every held lease so the other workers take them at once, without waiting
@@ -17,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -27,10 +32,13 @@ from kcl_daemon.consumer.ports import ChildLauncher, ShardRecordSource
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.lifecycle import ShardState, ShutdownReason
+from kcl_daemon.core.loop_restart import WORKER_LOOP, LoopPolicy
 from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.errors import LeaseTableGone
 from kcl_daemon.leases.cleanup import ChildShardLookup, LeaseCleaner
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from kcl_daemon.leases.shard_sync import ShardSyncConfig, ShardSyncer
+from kcl_daemon.supervise import LoopFactory, supervise
 from kcl_daemon.worker.shard_task import ShardTask, ShardTaskContext
 
 logger = logging.getLogger(__name__)
@@ -54,6 +62,7 @@ class SchedulerConfig:
     shutdown_grace_s: float = 30.0
     max_lease_renewal_threads: int = 20
     status_interval_s: float = 30.0
+    loop_policy: LoopPolicy = WORKER_LOOP
 
     @property
     def threads_calling_aws(self) -> int:
@@ -138,6 +147,9 @@ class Scheduler:
         self._renewer: asyncio.Task[None] | None = None
         self._stopping = False
         self._totals = WorkerStatus()
+        #: Set when a background loop failed for good; ``failure`` says which and why.
+        self.failed = asyncio.Event()
+        self.failure: str | None = None
         self.coordinator.listeners.taken.append(self._on_taken)
         self.coordinator.listeners.lost.append(self._on_lost)
 
@@ -146,8 +158,24 @@ class Scheduler:
     async def _call(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._io_pool, fn)
 
-    def _loop(self, name: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.create_task(coro, name=name)
+    def _on_fatal(self, name: str, why: str) -> None:
+        if self.failure is None:
+            self.failure = f"{name}: {why}"
+        self.failed.set()
+
+    def _supervised(self, name: str, factory: LoopFactory) -> asyncio.Task[None]:
+        coro = supervise(
+            name,
+            factory,
+            self.config.loop_policy,
+            clock=self._clock,
+            on_fatal=self._on_fatal,
+            fatal=(LeaseTableGone,),
+        )
+        return asyncio.create_task(coro, name=name)
+
+    def _loop(self, name: str, factory: LoopFactory) -> asyncio.Task[None]:
+        task = self._supervised(name, factory)
         self._loops.append(task)
         return task
 
@@ -159,11 +187,12 @@ class Scheduler:
             await self.syncer.sync_once()
         except Exception as exc:  # noqa: BLE001 - logged; the periodic sync retries
             logger.warning("initial shard sync failed, the periodic sync retries: %s", exc)
-        self._renewer = asyncio.create_task(self.coordinator.run_renewer(), name="lease-renewer")
-        self._loop("lease-taker", self.coordinator.run_taker())
-        self._loop("shard-sync", self.syncer.run(first_delay_s=self.config.shard_sync.interval_s))
-        self._loop("lease-cleanup", self.cleaner.run())
-        self._loop("status", self._report_status())
+        self._renewer = self._supervised("lease-renewer", self.coordinator.run_renewer)
+        self._loop("lease-taker", self.coordinator.run_taker)
+        sync_delay = self.config.shard_sync.interval_s
+        self._loop("shard-sync", lambda: self.syncer.run(first_delay_s=sync_delay))
+        self._loop("lease-cleanup", self.cleaner.run)
+        self._loop("status", self._report_status)
 
     # -- leases come and go ----------------------------------------------------------------------
 

@@ -35,10 +35,11 @@ from kcl_daemon.core.shard_graph import (
     child_leases_at_shard_end,
     parents_block,
 )
-from kcl_daemon.errors import KclError
+from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.log_context import shard_id_var
 from kcl_daemon.retrieval.prefetch import PrefetchingSource
-from kcl_daemon.worker.checkpoint_store import CheckpointWriter, LeaseCheckpointStore
+from kcl_daemon.retry import SHARD_END
+from kcl_daemon.worker.checkpoint_store import CheckpointWriter, LeaseCheckpointStore, retry_in_place
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -84,6 +85,10 @@ def shard_of(lease: Lease) -> Shard:
     )
 
 
+class _Interrupted(Exception):
+    """A shard-end write stopped retrying: the lease is gone or a signal came."""
+
+
 class ShardTask:
     def __init__(self, lease: Lease, context: ShardTaskContext) -> None:
         self.lease = lease
@@ -92,7 +97,7 @@ class ShardTask:
         self.waiting_on: tuple[str, ...] = ()
         self._ctx = context
         self._source: PrefetchingSource | None = None
-        self._store = LeaseCheckpointStore(context.coordinator, lease.lease_key)
+        self._store = LeaseCheckpointStore(context.coordinator, lease.lease_key, clock=context.clock)
         self._stop: asyncio.Event = asyncio.Event()
         self._lost = False
 
@@ -170,8 +175,35 @@ class ShardTask:
             self._ctx.enqueue_cleanup(self.key)
         return self.outcome
 
+    async def _in_place(self, what: str, fn: Callable[[], T]) -> T:
+        """A lease-table call at shard end, retried in place (``SHARD_END``) on any lease-table error
+        while the lease is held and no signal came; the child is never restarted for it."""
+        retrying = SHARD_END.async_retrying(
+            sleep=self._ctx.clock.sleep, monotonic=self._ctx.clock.monotonic, retry_if=retry_in_place
+        )
+        async for attempt in retrying:
+            with attempt:
+                if self._ctx.coordinator.held_lease(self.key) is None or self._stop.is_set():
+                    raise _Interrupted(what)
+                try:
+                    return await self._call(fn)
+                except LeaseConflict:
+                    raise
+                except KclError as exc:
+                    logger.warning(
+                        "shard %s: %s failed, retrying in place: %s", self.lease.shard_id, what, exc
+                    )
+                    raise
+        raise AssertionError("unreachable: the retry policy re-raises the last error")  # pragma: no cover
+
     async def before_shard_end(self) -> bool:
         """Spec 6.4 step 1: create the child leases and record ``childShardIds``; False = give up."""
+        try:
+            return await self._before_shard_end()
+        except _Interrupted:
+            return self._ctx.coordinator.held_lease(self.key) is not None  # a signal: the consumer takes it
+
+    async def _before_shard_end(self) -> bool:
         assert self._source is not None
         children = self._source.child_shards or ()
         while True:
@@ -180,7 +212,11 @@ class ShardTask:
                 return False
             keys = {lease_key_for(child.shard_id, held.stream) for child in children}
             keys |= {lease_key_for(p, held.stream) for child in children for p in child.parent_shard_ids}
-            existing = {key for key in keys if await self._read(key) is not None}
+            existing = set()
+            for key in sorted(keys):
+                read = functools.partial(self._ctx.table.get_lease, key, consistent=True)
+                if await self._in_place(f"reading lease {key}", read) is not None:
+                    existing.add(key)
             decision = child_leases_at_shard_end(
                 held, children, existing_lease_keys=existing, rng=self._ctx.rng
             )
@@ -195,10 +231,12 @@ class ShardTask:
                 return True  # a signal: the consumer takes it next
         table = self._ctx.table
         for lease in decision.leases_to_create:
-            if await self._call(functools.partial(table.create_lease, lease)):
+            create = functools.partial(table.create_lease, lease)
+            if await self._in_place(f"creating child lease {lease.lease_key}", create):
                 logger.info("shard %s ended: created lease %s", self.lease.shard_id, lease.lease_key)
         child_ids = sorted(decision.child_shard_ids)
         if child_ids:
-            await self._call(functools.partial(table.update_child_shard_ids, self.key, child_ids))
+            update = functools.partial(table.update_child_shard_ids, self.key, child_ids)
+            await self._in_place("recording childShardIds", update)
         self._store.child_shard_ids = tuple(child_ids)
         return True

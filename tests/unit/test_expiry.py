@@ -116,3 +116,13 @@ def test_expiry_matches_the_definition(scans: list[tuple[float, int]], extra: fl
         previous = counter
     now = scans[-1][0] + extra
     assert obs.is_expired("a", now, L) is (now - last_change > L)
+
+
+def test_a_held_lease_is_lost_by_our_clock_a_margin_before_anyone_may_see_it_expire() -> None:
+    from kcl_daemon.core.expiry import held_lease_deadline, local_expiry_margin_s
+
+    assert held_lease_deadline(100.0, 10.0) == pytest.approx(109.0)
+    assert held_lease_deadline(100.0, 3.0) == pytest.approx(102.7)
+    assert held_lease_deadline(0.0, 60.0) == pytest.approx(59.0)
+    for failover in (0.5, 3.0, 10.0, 600.0):
+        assert 0 < local_expiry_margin_s(failover) < failover
