@@ -139,7 +139,30 @@ def _parse_checkpoint(_ctx: click.Context, _param: click.Parameter, value: str) 
     default=None,
     help="Seconds between progress lines  [default: 2 with --local, else 30]",
 )
-def run(properties: Path, local: bool, worker_id: str | None, status_interval: float | None) -> None:
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics on this port (0: any free port; the URL is logged).",
+)
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True, help="Address the metrics endpoint binds."
+)
+@click.option(
+    "--otlp-endpoint",
+    default=None,
+    metavar="URL",
+    help="Push OpenTelemetry metrics over OTLP/HTTP here (e.g. http://127.0.0.1:4318; extra `otel`).",
+)
+def run(
+    properties: Path,
+    local: bool,
+    worker_id: str | None,
+    status_interval: float | None,
+    metrics_port: int | None,
+    metrics_host: str,
+    otlp_endpoint: str | None,
+) -> None:
     """Run the daemon: take leases, read the stream, feed every shard's records to its own child process.
 
     Stops gracefully on SIGTERM or Ctrl-C: each child gets shutdownRequested and may checkpoint, then
@@ -147,11 +170,15 @@ def run(properties: Path, local: bool, worker_id: str | None, status_interval: f
     Exit status: 0 after a graceful stop, 1 if the worker could not start, 2 for a bad configuration.
     """
     settings = _load(properties, REQUIRED_FOR_RUN)
+    from kcl_daemon.metrics.runtime import MetricsOptions
     from kcl_daemon.run import run_from_settings  # imported here: boto3 only for the AWS commands
 
     interval = status_interval if status_interval is not None else (2.0 if local else 30.0)
+    options = MetricsOptions(metrics_port, metrics_host, otlp_endpoint)
     try:
-        code = run_from_settings(settings, local=local, worker_id=worker_id, status_every_s=interval)
+        code = run_from_settings(
+            settings, local=local, worker_id=worker_id, status_every_s=interval, metrics_options=options
+        )
     except ConfigError as exc:
         _print_problems(exc.problems)
         sys.exit(EXIT_CONFIG)

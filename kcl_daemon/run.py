@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from kcl_daemon.aws.clients import AwsClients, build_clients, client_settings_from
+from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients, client_settings_from
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable, ScanResult
 from kcl_daemon.clock import Clock, SystemClock
@@ -34,6 +34,8 @@ from kcl_daemon.errors import DependencyUnavailable, KclError
 from kcl_daemon.leases.coordinator import CoordinatorConfig
 from kcl_daemon.leases.inspect import LeaseTableReport, inspect_lease_table
 from kcl_daemon.leases.shard_sync import ShardSyncConfig
+from kcl_daemon.metrics.registry import DaemonMetrics
+from kcl_daemon.metrics.runtime import MetricsOptions, MetricsRuntime, build_metrics
 from kcl_daemon.retrieval.polling import PollingRecordSource
 from kcl_daemon.retrieval.settings import RetrievalSettings
 from kcl_daemon.retry import KINESIS
@@ -113,7 +115,12 @@ def threads_calling_aws(plan: WorkerPlan) -> int:
 
 
 def build_scheduler(
-    plan: WorkerPlan, clients: AwsClients, *, clock: Clock, cwd: str | None = None
+    plan: WorkerPlan,
+    clients: AwsClients,
+    *,
+    clock: Clock,
+    cwd: str | None = None,
+    metrics: DaemonMetrics | None = None,
 ) -> Scheduler:
     table = DynamoLeaseTable(clients.dynamodb, plan.table_name)
     kinesis = Kinesis(clients.kinesis)
@@ -142,7 +149,14 @@ def build_scheduler(
 
     launch = make_child_launcher(plan.executable, line_limit_bytes=plan.child_max_line_bytes, cwd=cwd)
     return Scheduler(
-        plan.scheduler, table, kinesis, make_source, launch, clock, child_shard_lookup=child_shards_of
+        plan.scheduler,
+        table,
+        kinesis,
+        make_source,
+        launch,
+        clock,
+        child_shard_lookup=child_shards_of,
+        metrics=metrics,
     )
 
 
@@ -153,9 +167,11 @@ async def run_worker(
     clock: Clock | None = None,
     on_status: Callable[[Scheduler], None] | None = None,
     status_every_s: float = 2.0,
+    metrics: MetricsRuntime | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code."""
-    scheduler = build_scheduler(plan, clients, clock=clock or SystemClock())
+    clock = clock or SystemClock()
+    scheduler = build_scheduler(plan, clients, clock=clock, metrics=metrics.metrics if metrics else None)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals_seen = 0
@@ -188,7 +204,11 @@ async def run_worker(
     except KclError as exc:
         logger.error("cannot start the worker: %s", exc)  # noqa: TRY400 - the message is the whole story
         await scheduler.close()
+        if metrics is not None:
+            await metrics.close()
         return EXIT_FAILED
+    if metrics is not None:
+        metrics.start(clock)
     reporter = asyncio.create_task(_report(scheduler, on_status, status_every_s)) if on_status else None
     try:
         failed = await _first_of(stop, scheduler.failed)
@@ -207,6 +227,8 @@ async def run_worker(
                 await reporter
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+        if metrics is not None:
+            await metrics.close()
     return EXIT_OK
 
 
@@ -228,10 +250,29 @@ async def _report(scheduler: Scheduler, on_status: Callable[[Scheduler], None], 
 
 
 def run_from_settings(
-    settings: Settings, *, local: bool = False, worker_id: str | None = None, status_every_s: float = 10.0
+    settings: Settings,
+    *,
+    local: bool = False,
+    worker_id: str | None = None,
+    status_every_s: float = 10.0,
+    metrics_options: MetricsOptions | None = None,
 ) -> int:
     """Build the AWS clients (or the embedded local backend) and run the worker; returns the exit code."""
     plan = plan_worker(settings, worker_id=worker_id)
+    options = metrics_options or MetricsOptions()
+
+    def with_metrics(clients: AwsClients, client_settings: ClientSettings | None) -> MetricsRuntime:
+        return build_metrics(
+            settings,
+            options,
+            clients,
+            client_settings,
+            worker_id=plan.worker_id,
+            stream=plan.stream_name,
+            clock=SystemClock(),
+            local=local,
+        )
+
     if settings.effective_retrieval_mode == "FANOUT":
         logger.warning(
             "retrievalMode resolves to FANOUT (enhanced fan-out), which kcl-daemon does not implement yet: "
@@ -242,7 +283,10 @@ def run_from_settings(
             client_settings_from(settings), max_pool_connections=threads_calling_aws(plan)
         )
         clients = build_clients(client_settings)
-        return asyncio.run(run_worker(plan, clients, on_status=_log_status, status_every_s=status_every_s))
+        runtime = with_metrics(clients, client_settings)
+        return asyncio.run(
+            run_worker(plan, clients, on_status=_log_status, status_every_s=status_every_s, metrics=runtime)
+        )
 
     from kcl_daemon.local import local_stack  # moto is an optional extra: import only when asked
 
@@ -259,7 +303,12 @@ def run_from_settings(
             produced = stack.producer.stats.user_records if stack.producer else 0
             logger.info("progress: %d records produced; %s", produced, scheduler.status().line())
 
-        return asyncio.run(run_worker(plan, stack.clients, on_status=progress, status_every_s=status_every_s))
+        runtime = with_metrics(stack.clients, None)
+        return asyncio.run(
+            run_worker(
+                plan, stack.clients, on_status=progress, status_every_s=status_every_s, metrics=runtime
+            )
+        )
 
 
 def _log_status(scheduler: Scheduler) -> None:
