@@ -74,7 +74,9 @@ def datums_from(
             remembered[key] = (sample.value, sample.count)
             before = previous.get(key, (0.0, 0.0))
             value, count = sample.value - before[0], sample.count - before[1]
-        dims = _dimensions(spec.operation, sample.labels, plan)
+        order = {label: i for i, label in enumerate(spec.labels)}
+        labels = tuple(sorted(sample.labels, key=lambda item: order.get(item[0], len(order))))
+        dims = _dimensions(spec.operation, labels, plan)
         slot = merged.setdefault((spec.name, dims), [0.0, 0.0, 0.0])
         kinds[spec.name] = spec.kind
         if spec.kind is Kind.GAUGE:
