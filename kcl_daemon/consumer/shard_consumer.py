@@ -264,7 +264,8 @@ class ShardConsumer:
     def _report_batch(self, records: tuple[Record, ...], millis_behind_latest: int | None) -> None:
         """One observer call per batch (never per record)."""
         age_ms = time.time() * 1000 - records[-1].approximate_arrival_timestamp if records else 0.0
-        self._observer.batch(len(records), sum(len(r.data) for r in records), millis_behind_latest, age_ms)
+        payload_bytes = sum(len(record.data) for record in records)
+        self._observer.batch(len(records), payload_bytes, millis_behind_latest, age_ms)
 
     def _after_checkpoint(self, records: tuple[Record, ...]) -> tuple[Record, ...]:
         """Drop records at or before the checkpoint (Java's rule). Batches are ordered, so only a prefix

@@ -43,3 +43,8 @@ def test_first_record_prints_in_process_and_cli_times() -> None:
     assert "baseline (child's first reply + raw read)" in out
     assert "kcl-daemon in-process" in out and "ratio daemon/baseline" in out
     assert "kcl-daemon run --local" in out and "ms" in out
+
+
+def test_metrics_overhead_prints_on_off_and_the_ratio() -> None:
+    out = run_bench("metrics_overhead.py", "--batches", "20", "--records", "50", "--runs", "1")
+    assert "metrics off (baseline)" in out and "metrics on" in out and "ratio on/off" in out
