@@ -39,10 +39,12 @@ from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import CheckpointRefused, ChildFault, ChildProtocolViolation
 from kcl_daemon.log_context import shard_id_var
 from kcl_daemon.metrics.observer import NULL_SHARD_OBSERVER, ShardObserver
+from kcl_daemon.process.channel_sink import ChannelSink
 from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts, ChildSession
 from kcl_protocol import (
     ActionMessage,
+    ChannelOffer,
     CheckpointErrorName,
     CheckpointRequest,
     Initialize,
@@ -68,6 +70,8 @@ class ConsumerSettings:
     call_process_records_even_for_empty_record_list: bool = False
     #: Stop the consumer once parked (replay) instead of waiting for a shutdown or lease loss.
     return_when_parked: bool = False
+    #: Offer the log/metric channel in initialize (kcl_protocol.extensions; key childChannel).
+    child_channel: bool = False
 
 
 @dataclass(slots=True)
@@ -231,9 +235,17 @@ class ShardConsumer:
         self.stats.child_starts += 1
         if self.stats.child_starts > 1:
             self._observer.child_restart()
-        self._session = ChildSession(child, self._settings.timeouts)
+        channel = self._settings.child_channel
+        sink = ChannelSink(self._observer, self._clock) if channel else None
+        self._session = ChildSession(child, self._settings.timeouts, on_channel=sink)
+        checkpoint = self._checkpoint
         await self._send(
-            Initialize(self.shard_id, self._checkpoint.sequence_number, self._checkpoint.sub_sequence_number)
+            Initialize(
+                self.shard_id,
+                checkpoint.sequence_number,
+                checkpoint.sub_sequence_number,
+                channel=ChannelOffer() if channel else None,
+            )
         )()
 
     async def _process_next(self) -> None:

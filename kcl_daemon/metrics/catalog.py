@@ -18,6 +18,7 @@ class Kind(enum.Enum):
     COUNTER = "counter"
     GAUGE = "gauge"
     HISTOGRAM = "histogram"
+    SUMMARY = "summary"  # count and sum only: the child's own metrics
 
 
 class Level(enum.IntEnum):
@@ -38,7 +39,12 @@ ATTRIBUTE_OF_LABEL: Final = {
     "service": "rpc.service",
     "operation": "rpc.method",
     "reason": "error.type",
+    "name": "aws.kinesis.child.metric.name",
+    "unit": "aws.kinesis.child.metric.unit",
+    "dimensions": "aws.kinesis.child.metric.dimensions",
 }
+#: The family of the child's own metrics: published under the child's names (see cloudwatch_data).
+CHILD_METRIC: Final = "kcl_child_metric"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +104,14 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
        SHARD, "ChildRestarts", "Count", "ProcessTask", S, P + "child.restarts"),
     _m("kcl_shard_parks", C, "Shards parked after the child failed too often",
        SHARD, "ShardsParked", "Count", "ProcessTask", S, P + "shards.parked"),
+    # --- the child's log/metric channel
+    _m("kcl_child_log_lines", C, "Log lines children sent on the channel, by level",
+       ("level",), "ChildLogLines", "Count", "Child", S, P + "child.log.lines"),
+    _m("kcl_child_channel_dropped", C, "Channel lines dropped: invalid, rate_limited or cardinality",
+       ("reason",), "ChildChannelDropped", "Count", "Child", S, P + "child.channel.dropped"),
+    _m("kcl_child_metric", Kind.SUMMARY, "Metrics children sent (dimensions as k=v,k=v)",
+       ("name", "unit", "dimensions"), "(the child's name)", "(the child's unit)", "Child", S,
+       P + "child.metric"),
     # --- per worker
     _m("kcl_worker_leases", G, "Leases this worker holds",
        (), "CurrentLeases", "Count", "Worker", S, P + "leases.held"),

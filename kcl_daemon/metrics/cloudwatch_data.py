@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from kcl_daemon.metrics.catalog import BY_NAME, DIMENSION_OF_LABEL, Kind, Level
+from kcl_daemon.metrics.catalog import BY_NAME, CHILD_METRIC, DIMENSION_OF_LABEL, Kind, Level
 from kcl_daemon.metrics.registry import Sample
 
 ALL_DIMENSIONS = frozenset({"Operation", "ShardId", "WorkerIdentifier", "StreamId"})
@@ -61,11 +61,17 @@ def datums_from(
 ) -> tuple[list[Datum], dict[SeriesKey, tuple[float, float]]]:
     """The data points to publish now, and the new ``previous``."""
     remembered: dict[SeriesKey, tuple[float, float]] = {}
+    datums: list[Datum] = []
     merged: dict[tuple[str, tuple[tuple[str, str], ...]], list[float]] = {}
     kinds: dict[str, Kind] = {}
     for sample in samples:
         spec = BY_NAME.get(sample.family)
         if spec is None or spec.level > plan.level:
+            continue
+        if spec.name == CHILD_METRIC:
+            datum = _child_datum(sample, previous, remembered, plan, now)
+            if datum is not None:
+                datums.append(datum)
             continue
         key: SeriesKey = (sample.family, sample.labels)
         if spec.kind is Kind.GAUGE:
@@ -85,7 +91,6 @@ def datums_from(
             slot[0] += value
             slot[1] += count
         slot[2] += 1
-    datums: list[Datum] = []
     for (name, dims), (value, count, _n) in merged.items():
         spec = BY_NAME[name]
         if kinds[name] is Kind.HISTOGRAM:
@@ -94,6 +99,33 @@ def datums_from(
             value = value / count
         datums.append(Datum(spec.cloudwatch, spec.unit, value * spec.scale, dims, now))
     return datums, remembered
+
+
+def _child_datum(
+    sample: Sample,
+    previous: Previous,
+    remembered: dict[SeriesKey, tuple[float, float]],
+    plan: CloudWatchPlan,
+    now: datetime,
+) -> Datum | None:
+    """A child's metric under its own name and unit: Count metrics as the sum since the last snapshot,
+    the others as the average; its dimensions plus Operation=Child (and the enabled worker/stream ones)."""
+    key: SeriesKey = (sample.family, sample.labels)
+    remembered[key] = (sample.value, sample.count)
+    before = previous.get(key, (0.0, 0.0))
+    total, count = sample.value - before[0], sample.count - before[1]
+    if count <= 0:
+        return None
+    labels = dict(sample.labels)
+    dims = dict(pair.split("=", 1) for pair in labels["dimensions"].split(",") if "=" in pair)
+    if "WorkerIdentifier" in plan.dimensions:
+        dims.setdefault("WorkerIdentifier", plan.worker_id)
+    if "StreamId" in plan.dimensions:
+        dims.setdefault("StreamId", plan.stream)
+    dims["Operation"] = "Child"
+    unit = labels["unit"]
+    value = total if unit == "Count" else total / count
+    return Datum(labels["name"], unit, value, tuple(sorted(dims.items())), now)
 
 
 def _dimensions(

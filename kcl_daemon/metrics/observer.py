@@ -11,6 +11,9 @@ from typing import Protocol
 
 from kcl_daemon.core.lease import Lease
 
+#: A metric's dimensions: (name, value) pairs.
+Dims = tuple[tuple[str, str], ...]
+
 
 class ShardObserver(Protocol):
     """One shard's consumer."""
@@ -28,6 +31,17 @@ class ShardObserver(Protocol):
     def child_restart(self) -> None: ...
 
     def parked(self) -> None: ...
+
+    def child_log(self, level_name: str) -> None:
+        """The child logged a line on its channel (the line itself is logged, not counted here)."""
+
+    def child_metric(
+        self, name: str, value: float, unit: str, dimensions: tuple[tuple[str, str], ...]
+    ) -> None:
+        """The child sent a valid metric."""
+
+    def channel_dropped(self, reason: str) -> None:
+        """A channel line was dropped: invalid, rate_limited or cardinality."""
 
     def closed(self) -> None:
         """The consumer stopped: per-shard gauges of this worker go away."""
@@ -70,6 +84,17 @@ class NullShardObserver:
         pass
 
     def parked(self) -> None:
+        pass
+
+    def child_log(self, level_name: str) -> None:
+        pass
+
+    def child_metric(
+        self, name: str, value: float, unit: str, dimensions: tuple[tuple[str, str], ...]
+    ) -> None:
+        pass
+
+    def channel_dropped(self, reason: str) -> None:
         pass
 
     def closed(self) -> None:

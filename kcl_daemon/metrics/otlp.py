@@ -59,7 +59,7 @@ class OtlpExporter:
                 meter.create_observable_gauge(spec.otel, [self._callback(spec)], unit=spec.otel_unit)
             elif spec.kind is Kind.COUNTER:
                 meter.create_observable_counter(spec.otel, [self._callback(spec)], unit=spec.otel_unit)
-            else:
+            else:  # histograms and summaries: sum and count
                 sums = self._callback(spec, part="sum")
                 counts = self._callback(spec, part="count")
                 meter.create_observable_counter(spec.otel + ".sum", [sums], unit=spec.otel_unit)

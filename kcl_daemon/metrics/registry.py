@@ -12,17 +12,24 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.process_collector import ProcessCollector
 
 from kcl_daemon.core.distribution import cluster_of
 from kcl_daemon.core.fleet_figures import FleetFigures, fleet_figures
 from kcl_daemon.core.lease import Lease
-from kcl_daemon.metrics.catalog import METRICS, Kind
+from kcl_daemon.metrics.catalog import CHILD_METRIC, METRICS, Kind
+
+#: A metric's dimensions: (name, value) pairs.
+Dims = tuple[tuple[str, str], ...]
 
 #: Child-latency buckets (seconds): a no-op child answers in well under a millisecond.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+#: Distinct child metric series (name, unit, dimensions) one daemon keeps, over all its children.
+MAX_CHILD_SERIES = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +60,8 @@ class DaemonMetrics:
                 self._m[spec.name] = Counter(registry=self.registry, **common)  # type: ignore[arg-type]
             elif spec.kind is Kind.GAUGE:
                 self._m[spec.name] = Gauge(registry=self.registry, **common)  # type: ignore[arg-type]
+            elif spec.kind is Kind.SUMMARY:
+                self._m[spec.name] = Summary(registry=self.registry, **common)  # type: ignore[arg-type]
             else:
                 self._m[spec.name] = Histogram(
                     registry=self.registry,
@@ -64,6 +73,7 @@ class DaemonMetrics:
         self._fleet_zones: set[str] = set()
         self.fleet: FleetFigures | None = None
         self._total_shards: int | None = None
+        self._child_series: set[tuple[str, str, str]] = set()
         self.worker = WorkerMetrics(self)
 
     def counter(self, name: str) -> Counter:
@@ -95,6 +105,21 @@ class DaemonMetrics:
             self.counter("kcl_aws_errors").labels(service, operation).inc()
         if throttled:
             self.counter("kcl_aws_throttles").labels(service, operation).inc()
+
+    def child_metric(
+        self, name: str, value: float, unit: str, dimensions: tuple[tuple[str, str], ...]
+    ) -> bool:
+        """One metric a child sent; False (dropped) beyond :data:`MAX_CHILD_SERIES` series in this daemon."""
+        labels = (name, unit, ",".join(f"{k}={v}" for k, v in dimensions))
+        with self._lock:
+            if labels not in self._child_series:
+                if len(self._child_series) >= MAX_CHILD_SERIES:
+                    return False
+                self._child_series.add(labels)
+        summary = self._m[CHILD_METRIC]
+        assert isinstance(summary, Summary)
+        summary.labels(*labels).observe(value)
+        return True
 
     # -- fleet -----------------------------------------------------------------------------------------
 
@@ -135,7 +160,7 @@ class DaemonMetrics:
         for family in self.registry.collect():
             if family.name not in self._m:
                 continue
-            if family.type == "histogram":
+            if family.type in ("histogram", "summary"):
                 sums: dict[tuple[tuple[str, str], ...], list[float]] = {}
                 for s in family.samples:
                     labels = tuple(sorted((k, v) for k, v in s.labels.items() if k != "le"))
@@ -209,6 +234,18 @@ class ShardMetrics:
 
     def parked(self) -> None:
         self._parks.inc()
+
+    def child_log(self, level_name: str) -> None:
+        self._metrics.counter("kcl_child_log_lines").labels(level_name.lower()).inc()
+
+    def child_metric(
+        self, name: str, value: float, unit: str, dimensions: tuple[tuple[str, str], ...]
+    ) -> None:
+        if not self._metrics.child_metric(name, value, unit, dimensions):
+            self.channel_dropped("cardinality")
+
+    def channel_dropped(self, reason: str) -> None:
+        self._metrics.counter("kcl_child_channel_dropped").labels(reason).inc()
 
     def closed(self) -> None:
         """Gauges of a shard this worker no longer reads would freeze at their last value: drop them."""

@@ -8,6 +8,7 @@ only moves bytes. Rules it adds:
 * Every checkpoint request is answered at once, before anything else is sent (kclpy blocks on it).
 * Actions without a checkpointer (``initialize``, ``leaseLost``) answer ``InvalidStateException``.
 * Noise on stdout is logged (blank lines silently) and skipped.
+* Log/metric lines of the channel extension go to ``on_channel`` (ignored without one); no answer.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from kcl_daemon.process.child import ChildProcess
 from kcl_protocol import (
     ActionCompleted,
     ActionMessage,
+    ChannelMessage,
+    ChannelReceived,
     CheckpointErrorName,
     CheckpointRequest,
     CheckpointRequested,
@@ -33,6 +36,8 @@ logger = logging.getLogger(__name__)
 
 #: Serves one checkpoint request; returns None on success or the Java error name for the reply.
 CheckpointHandler = Callable[[CheckpointRequest], Awaitable[str | None]]
+#: Takes one log/metric line of the channel extension (never blocks; the child gets no answer).
+ChannelHandler = Callable[[ChannelMessage], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +55,13 @@ class ActionTimeouts:
 class ChildSession:
     """Drives one child through a sequence of actions. One caller at a time."""
 
-    def __init__(self, child: ChildProcess, timeouts: ActionTimeouts) -> None:
+    def __init__(
+        self, child: ChildProcess, timeouts: ActionTimeouts, *, on_channel: ChannelHandler | None = None
+    ) -> None:
         self.child = child
         self._timeouts = timeouts
+        self._on_channel = on_channel
+        self.channel_lines = 0
         self._conversation = Conversation()
         self.noise_lines = 0
 
@@ -79,6 +88,10 @@ class ChildSession:
                     else:
                         error = await on_checkpoint(request)
                     await self.child.write(self._conversation.reply_checkpoint(error), self._timeouts.write_s)
+                case ChannelReceived(message=channel_message):
+                    self.channel_lines += 1
+                    if self._on_channel is not None:
+                        self._on_channel(channel_message)
                 case NoiseSkipped(noise=noise):
                     if not noise.is_blank:
                         self.noise_lines += 1
