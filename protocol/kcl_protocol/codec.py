@@ -87,7 +87,7 @@ def _daemon_dict(message: DaemonMessage) -> dict[str, object]:
                 "subSequenceNumber": sub,
             }
             if offer is not None:
-                initialize[CHANNEL_KEY] = offer.as_dict()
+                initialize[CHANNEL_KEY] = offer.as_json()
             return initialize
         case ProcessRecords(records=records, millis_behind_latest=behind):
             return {

@@ -3,7 +3,11 @@
 The daemon offers it in ``initialize`` with one extra field, which the Java daemon never sends and old
 children (amazon_kclpy, aws-kcl, ours before the channel) ignore::
 
-    {"action":"initialize", ..., "channel":{"version":1,"actions":["log","metric"]}}
+    {"action":"initialize", ..., "channel":["log","metric"]}
+
+The value is a list of the actions offered (a new kind of line gets a new name, so the list is the
+version), never an object: amazon_kclpy decodes every JSON object of a daemon line as a message and
+fails on one without an ``action`` key.
 
 A child that saw the offer may write, at any time while an action is outstanding (before its status)::
 
@@ -21,27 +25,22 @@ from dataclasses import dataclass
 from typing import ClassVar, Final
 
 CHANNEL_KEY: Final = "channel"
-CHANNEL_VERSION: Final = 1
 CHANNEL_ACTIONS: Final = ("log", "metric")
 
 
 @dataclass(frozen=True, slots=True)
 class ChannelOffer:
-    version: int = CHANNEL_VERSION
     actions: tuple[str, ...] = CHANNEL_ACTIONS
 
-    def as_dict(self) -> dict[str, object]:
-        return {"version": self.version, "actions": list(self.actions)}
+    def as_json(self) -> list[str]:
+        return list(self.actions)
 
 
 def parse_offer(value: object) -> ChannelOffer | None:
     """The offer in an ``initialize`` (None when absent or not understood: then the channel is off)."""
-    if not isinstance(value, dict):
+    if not isinstance(value, list):
         return None
-    version, actions = value.get("version"), value.get("actions")
-    if not isinstance(version, int) or isinstance(version, bool) or not isinstance(actions, list):
-        return None
-    return ChannelOffer(version, tuple(a for a in actions if isinstance(a, str)))
+    return ChannelOffer(tuple(a for a in value if isinstance(a, str)))
 
 
 @dataclass(frozen=True, slots=True)
