@@ -197,11 +197,68 @@ def run(
     is_flag=True,
     help="Scan twice, failoverTimeMillis apart, to see which owned leases nobody renews (expired).",
 )
-def leases(properties: Path, as_json: bool, check_expiry: bool) -> None:
+@click.option(
+    "--watch", is_flag=True, help="Redraw the table and the per-worker/per-zone spread until Ctrl-C."
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.2),
+    default=2.0,
+    show_default=True,
+    help="Seconds between redraws with --watch.",
+)
+@click.option(
+    "--html",
+    "--plot",
+    "html",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="With --watch: keep FILE up to date with a plot of leases per worker over time.",
+)
+@click.option(
+    "--metrics-url",
+    default=None,
+    metavar="URL",
+    help="With --watch: read the fleet figures from a daemon's metrics endpoint instead of the table.",
+)
+@click.option("--refreshes", type=click.IntRange(min=1), default=None, hidden=True)
+def leases(
+    properties: Path,
+    as_json: bool,
+    check_expiry: bool,
+    watch: bool,
+    interval: float,
+    html: Path | None,
+    metrics_url: str | None,
+    refreshes: int | None,
+) -> None:
     """Show the lease table: every lease with owner, counter, checkpoint and parents, then leases per
     worker and per cluster (the worker id up to leaseClusterSeparator), unclaimed and expired leases,
-    and shards without a lease."""
+    and shards without a lease. --watch redraws it (and --html plots it over time) to watch a rebalance."""
     settings = _load(properties, REQUIRED_FOR_LEASES)
+    if (html is not None or metrics_url is not None) and not watch:
+        _fail("--html and --metrics-url go with --watch", EXIT_CONFIG)
+    if watch:
+        from kcl_daemon.leases.watch import watch_leases
+
+        try:
+            watch_leases(
+                settings,
+                sys.stdout,
+                every_s=interval,
+                html=html,
+                metrics_url=metrics_url,
+                refreshes=refreshes,
+                clear=sys.stdout.isatty(),
+            )
+        except KeyboardInterrupt:
+            pass
+        except ConfigError as exc:
+            _print_problems(exc.problems)
+            sys.exit(EXIT_CONFIG)
+        except KclError as exc:
+            _fail(f"cannot watch {metrics_url or settings.lease_table_name}: {exc}", EXIT_FAILED)
+        return
     from kcl_daemon.leases.report import report_json, report_text
     from kcl_daemon.run import inspect_leases  # imported here: boto3 only for the AWS commands
 
