@@ -178,3 +178,24 @@ def test_readme_metric_list_is_generated_from_the_catalog() -> None:
     start = README.index("<!-- metrics:start -->\n") + len("<!-- metrics:start -->\n")
     end = README.index("\n<!-- metrics:end -->")
     assert README[start:end] == markdown_metrics(), "regenerate with markdown_metrics()"
+
+
+# --- live view rendering ------------------------------------------------------------------------------
+
+
+def test_screen_shows_figures_and_bars_most_loaded_first() -> None:
+    from kcl_daemon.leases.watch import Snapshot, render_screen
+
+    figures = fleet_figures([lease("s0", "a-1"), lease("s1", "b-1"), lease("s2", "b-1")], total_shards=3)
+    screen = render_screen(Snapshot("lease table t", figures), at="12:00:00", every_s=2)
+    assert "leases 3, shards 3, workers 2, unclaimed 0, expired 0, finished 0, skew 1" in screen
+    assert screen.index("b-1  " + "#" * 40 + " 2") < screen.index("a-1  " + "#" * 20 + " 1")
+
+
+def test_plot_draws_a_step_line_per_worker_and_unclaimed() -> None:
+    from kcl_daemon.leases.plot import Frame, render_html
+
+    frames = [Frame(0, {"w1": 2}, 2), Frame(10, {"w1": 2, "w<2>": 2}, 0)]
+    page = render_html(frames)
+    assert page.count("<polyline") == 3 and "w&lt;2&gt;" in page and "unclaimed" in page
+    assert render_html([]).startswith("<!doctype html>")
