@@ -98,6 +98,12 @@ def assert_healthy_shard_unaffected(outcome: ShardOutcome, delivered: Counter[st
     [
         ("crash", {}, "stdout closed while waiting for processRecords: child pid \\d+ exited with status 3"),
         ("exit-early", {}, "stdout closed while waiting for processRecords: .*exited with status 0"),
+        (
+            "orphan-stdout",
+            {},
+            "exited while waiting for processRecords, but a process it started still holds its stdout "
+            "open: child pid \\d+ exited with status 3",
+        ),
         ("hang", {"action": 0.5}, "no answer to processRecords within 0.5s"),
         ("wrong-status", {}, "child answered 'processRecords' with a status for 'initialize'"),
         ("long-line", {}, "longer than the 1048576 byte limit"),
