@@ -38,6 +38,17 @@ _STDERR_TAIL_LINES = 20
 _EXIT_GRACE_S = 0.5
 
 
+def signal_name(number: int) -> str:
+    """``SIGTERM`` for 15; real-time and unknown signals by number (``signal 40 (SIGRTMIN+6)``)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        low, high = signal.SIGRTMIN, signal.SIGRTMAX
+        if low <= number <= high:
+            return f"{number} (SIGRTMIN+{number - low})"
+        return str(number)
+
+
 class _WatchedProtocol(asyncio.subprocess.SubprocessStreamProtocol):
     """The standard stream protocol plus an event set as soon as the process itself exits.
 
@@ -128,7 +139,7 @@ class ChildProcess:
         if code is None:
             status = "is still running"
         elif code < 0:
-            status = f"was killed by signal {signal.Signals(-code).name}"
+            status = f"was killed by signal {signal_name(-code)}"
         else:
             status = f"exited with status {code}"
         tail = " | ".join(self.stderr_tail) if code != 0 else ""

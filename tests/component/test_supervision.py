@@ -99,6 +99,11 @@ def assert_healthy_shard_unaffected(outcome: ShardOutcome, delivered: Counter[st
         ("crash", {}, "stdout closed while waiting for processRecords: child pid \\d+ exited with status 3"),
         ("exit-early", {}, "stdout closed while waiting for processRecords: .*exited with status 0"),
         (
+            "rt-signal",
+            {},
+            "stdout closed while waiting for processRecords: .*killed by signal \\d+ \\(SIGRTMIN\\+6\\)",
+        ),
+        (
             "orphan-stdout",
             {},
             "exited while waiting for processRecords, but a process it started still holds its stdout "
