@@ -6,6 +6,8 @@ only moves bytes. Rules it adds:
 * The read timeout applies to each line read (Java's ``timeoutInSeconds`` semantics), so a child that
   checkpoints regularly during a long batch never times out; the checkpoint write itself is not timed.
 * Every checkpoint request is answered at once, before anything else is sent (kclpy blocks on it).
+* A checkpoint request whose fields cannot be used (``malformed``) is answered
+  ``IllegalArgumentException`` at once; it is never skipped, which would leave the child waiting.
 * Actions without a checkpointer (``initialize``, ``leaseLost``) answer ``InvalidStateException``.
 * Noise on stdout is logged (blank lines silently) and skipped.
 """
@@ -71,11 +73,16 @@ class ChildSession:
                 case ActionCompleted():
                     return
                 case CheckpointRequested(request=request):
-                    if on_checkpoint is None:
+                    if request.malformed is not None:
+                        logger.warning(
+                            "child sent a checkpoint request that cannot be used: %s", request.malformed
+                        )
+                        error: str | None = CheckpointErrorName.ILLEGAL_ARGUMENT
+                    elif on_checkpoint is None:
                         logger.warning(
                             "child asked to checkpoint during %s, which has no checkpointer", action
                         )
-                        error: str | None = CheckpointErrorName.INVALID_STATE
+                        error = CheckpointErrorName.INVALID_STATE
                     else:
                         error = await on_checkpoint(request)
                     await self.child.write(self._conversation.reply_checkpoint(error), self._timeouts.write_s)

@@ -8,6 +8,7 @@ test waits for a backoff; only the fault detection timeouts (a fraction of a sec
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -217,3 +218,18 @@ async def test_records_at_or_before_the_checkpoint_are_never_delivered(tmp_path:
     delivered = (tmp_path / "delivered.log").read_text().split()
     assert delivered == ["500/2", "500/3", "501/0"]
     assert outcome.checkpoint == SHARD_END
+
+
+async def test_a_checkpoint_request_the_codec_cannot_use_is_answered_not_skipped(tmp_path: Path) -> None:
+    faulty, healthy, sleep, delivered = await run_pair(tmp_path, "bad-checkpoint", action=10.0)
+    replies = [json.loads(line) for line in (tmp_path / "shard-A" / "replies.log").read_text().splitlines()]
+    # 0.0 is coerced to 0 as Java does (a valid checkpoint at the batch's last record)
+    assert [r["error"] for r in replies] == [
+        None,
+        "IllegalArgumentException",
+        "IllegalArgumentException",
+    ]
+    assert replies[0]["subSequenceNumber"] == 0
+    assert faulty.state is ShardState.SHUTDOWN_COMPLETE and faulty.stats.child_failures == 0
+    assert faulty.checkpoint == SHARD_END and sleep.sleeps == []
+    assert_healthy_shard_unaffected(healthy, delivered["shard-B"])
