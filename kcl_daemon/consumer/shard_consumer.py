@@ -121,6 +121,11 @@ class ShardConsumer:
         self._in_flight_up_to: ExtendedSequenceNumber | None = None
         self._last_record_of_shard: ExtendedSequenceNumber | None = None
 
+    @property
+    def stalled(self) -> str | None:
+        """The action the child is stalled on (see ``childStallWarningMillis``), or None."""
+        return None if self._session is None else self._session.stalled
+
     # -- signals from the scheduler ------------------------------------------------------------------
 
     def lease_lost(self) -> None:

@@ -84,9 +84,11 @@ class WorkerStatus:
     child_restarts: int = 0
     parked: list[str] = field(default_factory=list)
     shard_failures: int = 0
+    stalled: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         parked = f", parked: {' '.join(self.parked)}" if self.parked else ""
+        parked += f", stalled: {' '.join(self.stalled)}" if self.stalled else ""
         failures = f", {self.shard_failures} shard failures" if self.shard_failures else ""
         return (
             f"{self.held} lease(s), {self.processing} shard(s) processing, {self.waiting_on_parents} waiting "
@@ -323,6 +325,8 @@ class Scheduler:
             status.child_restarts += max(consumer.stats.child_starts - 1, 0)
             if consumer.state is ShardState.PARKED:
                 status.parked.append(key)
+            if consumer.stalled is not None:
+                status.stalled.append(key)
         return status
 
     async def _report_status(self) -> None:

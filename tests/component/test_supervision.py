@@ -8,6 +8,7 @@ test waits for a backoff; only the fault detection timeouts (a fraction of a sec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from collections import Counter
@@ -233,3 +234,38 @@ async def test_a_checkpoint_request_the_codec_cannot_use_is_answered_not_skipped
     assert faulty.state is ShardState.SHUTDOWN_COMPLETE and faulty.stats.child_failures == 0
     assert faulty.checkpoint == SHARD_END and sleep.sleeps == []
     assert_healthy_shard_unaffected(healthy, delivered["shard-B"])
+
+
+async def test_a_silent_child_is_reported_stalled_once_per_stall(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    state = tmp_path / "s"
+    state.mkdir()
+    launch = make_child_launcher((sys.executable, FAULTY, "hang", str(state)), line_limit_bytes=1 << 20)
+    consumer_settings = ConsumerSettings(
+        timeouts=ActionTimeouts(default_s=None, write_s=10.0, stall_warning_s=0.3),
+        stop=StopTimeouts(after_eof_s=1.0, after_sigterm_s=1.0),
+        return_when_parked=True,
+    )
+    consumer = ShardConsumer(
+        "s",
+        ListRecordSource(make_records(True), 10),
+        InMemoryCheckpointStore(TRIM_HORIZON),
+        launch,
+        consumer_settings,
+    )
+    task = asyncio.create_task(consumer.run())
+    for _ in range(200):
+        if consumer.stalled is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert consumer.stalled == "processRecords"
+    await asyncio.sleep(0.8)  # still stalled: no second warning
+    consumer.request_shutdown()
+    consumer.lease_lost()  # the hanging child never answers; lease loss stops it
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    warnings = [r.getMessage() for r in caplog.records if "has not answered" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "has not answered processRecords for 0.3s (no timeoutInSeconds is set" in warnings[0]

@@ -56,3 +56,11 @@ def test_unusable_checkpoints_are_named(checkpoint: ExtendedSequenceNumber, prob
     found = unusable_checkpoint(checkpoint)
     assert found == problem if problem is None else (found is not None and problem in found)
     assert found is None or len(found) < 200, "a huge value is shortened"
+
+
+def test_the_status_line_counts_failures_and_names_parked_and_stalled_shards() -> None:
+    from kcl_daemon.worker.scheduler import WorkerStatus
+
+    line = WorkerStatus(held=2, shard_failures=3, parked=["a"], stalled=["b"]).line()
+    assert line.endswith("0 child restarts, 3 shard failures, parked: a, stalled: b")
+    assert "failures" not in WorkerStatus().line() and "stalled" not in WorkerStatus().line()
