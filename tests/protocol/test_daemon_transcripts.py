@@ -58,6 +58,6 @@ async def test_daemon_side(transcript: Transcript) -> None:
     assert replies == []
     assert await child.stop() == 0, list(child.stderr_tail)
     if transcript.name == "noise":
-        assert session.noise_lines == 6
+        assert session.noise_lines == 5
     if transcript.name == "channel":
         assert session.channel_lines == 2
