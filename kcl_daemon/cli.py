@@ -154,6 +154,20 @@ def _parse_checkpoint(_ctx: click.Context, _param: click.Parameter, value: str) 
     metavar="URL",
     help="Push OpenTelemetry metrics over OTLP/HTTP here (e.g. http://127.0.0.1:4318; extra `otel`).",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 16),
+    default=None,
+    help="With --local: run a fleet of N daemons on the embedded backend and show the live lease view.",
+)
+@click.option(
+    "--kill-after",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="With --workers: SIGKILL one worker after this many seconds to watch a takeover (0: never).",
+)
+@click.option("--refreshes", type=click.IntRange(min=1), default=None, hidden=True)
 def run(
     properties: Path,
     local: bool,
@@ -162,6 +176,9 @@ def run(
     metrics_port: int | None,
     metrics_host: str,
     otlp_endpoint: str | None,
+    workers: int | None,
+    kill_after: float,
+    refreshes: int | None,
 ) -> None:
     """Run the daemon: take leases, read the stream, feed every shard's records to its own child process.
 
@@ -170,6 +187,28 @@ def run(
     Exit status: 0 after a graceful stop, 1 if the worker could not start, 2 for a bad configuration.
     """
     settings = _load(properties, REQUIRED_FOR_RUN)
+    if workers is not None:
+        if not local:
+            _fail("--workers goes with --local (a fleet on the embedded backend)", EXIT_CONFIG)
+        from kcl_daemon.local.fleet import run_local_fleet
+
+        try:
+            code = run_local_fleet(
+                settings,
+                properties,
+                workers,
+                sys.stdout,
+                every_s=status_interval or 2.0,
+                kill_after_s=kill_after or None,
+                refreshes=refreshes,
+                clear=sys.stdout.isatty(),
+            )
+        except ConfigError as exc:
+            _print_problems(exc.problems)
+            sys.exit(EXIT_CONFIG)
+        except KclError as exc:
+            _fail(str(exc), EXIT_FAILED)
+        sys.exit(code)
     from kcl_daemon.metrics.runtime import MetricsOptions
     from kcl_daemon.run import run_from_settings  # imported here: boto3 only for the AWS commands
 
