@@ -3,7 +3,8 @@
 It logs one summary per batch to stderr (record count, bytes, the first record's partition key and
 sequence number; never the payload: that is your data), sends the batch size as a metric on kcl-daemon's
 channel (exported with the daemon's metrics; nothing under the Java daemon), checkpoints at the end of
-a batch at most every 10 seconds, and checkpoints properly when the shard ends or the worker shuts down. Throttled checkpoints are retried with a backoff.
+a batch at most every 10 seconds, and checkpoints properly when the shard ends or the worker shuts
+down. Throttled checkpoints are retried with a backoff.
 
 Run it under the daemon with ``kcl-daemon run --properties app.properties`` (from this directory), or
 without AWS: ``kcl-daemon replay --properties app.properties --records ../records.jsonl``.
