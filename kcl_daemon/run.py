@@ -303,11 +303,11 @@ def run_from_settings(
             produced = stack.producer.stats.user_records if stack.producer else 0
             logger.info("progress: %d records produced; %s", produced, scheduler.status().line())
 
-        runtime = with_metrics(stack.clients, None)
+        # The daemon's own clients: the sample producer's PutRecords calls are not the daemon's to count.
+        clients = stack.backend.build_clients()
+        runtime = with_metrics(clients, None)
         return asyncio.run(
-            run_worker(
-                plan, stack.clients, on_status=progress, status_every_s=status_every_s, metrics=runtime
-            )
+            run_worker(plan, clients, on_status=progress, status_every_s=status_every_s, metrics=runtime)
         )
 
 
