@@ -6,7 +6,10 @@ Prints CPU-seconds per 10,000 records (``time.process_time`` of this process acr
 and the top functions by own time and by cumulative time.
 
     .venv/bin/python bench/profile_retrieval.py [--records 40000] [--shards 4] [--size 100] [--top 25]
-                                                [--no-profile]
+                                                [--no-profile] [--botocore-parse]
+
+``--botocore-parse`` turns the raw GetRecords path off (botocore parses and decodes every record, as
+before it existed), for a before/after comparison in one run.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from _emulators import running_emulators
 from _local import create_stream, put_records, quiet_logs, run_daemon, worker_plan
 
 from kcl_daemon.aws import kinesis as kinesis_module
+from kcl_daemon.aws import records_page
 
 _THREAD_PROFILES: list[cProfile.Profile] = []
 _LOCAL = threading.local()
@@ -55,7 +59,10 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--no-profile", action="store_true", help="CPU-seconds only (no profiler overhead)")
+    parser.add_argument("--botocore-parse", action="store_true", help="without the raw GetRecords path")
     args = parser.parse_args()
+    if args.botocore_parse:
+        records_page.install = lambda client: None  # type: ignore[assignment]
     quiet_logs()
     with running_emulators() as emulators:
         clients = emulators.clients()

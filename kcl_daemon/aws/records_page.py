@@ -126,9 +126,9 @@ def parse_page(body: bytes) -> RecordsPage:
         data, key, sequence = r["Data"], r["PartitionKey"], r["SequenceNumber"]
         if type(data) is not str or type(key) is not str or type(sequence) is not str:
             raise TypeError("Data, PartitionKey and SequenceNumber must be strings")
-        records.append(
-            EncodedRawRecord(data, key, sequence, epoch_millis_of(r.get("ApproximateArrivalTimestamp")))
-        )
+        arrival = r.get("ApproximateArrivalTimestamp")
+        millis = round(arrival * 1_000_000) // 1000 if type(arrival) is float else epoch_millis_of(arrival)
+        records.append(EncodedRawRecord(data, key, sequence, millis))
     behind = obj.get("MillisBehindLatest")
     return RecordsPage(
         records=tuple(records),
