@@ -199,7 +199,9 @@ def h2c_proxy(target: str) -> Iterator[str]:
         process.wait(timeout=5)
 
 
-def summary(name: str, runs: list[Figures], base: list[Figures] | None, base_name: str) -> None:
+def summary(
+    name: str, runs: list[Figures], base: list[Figures] | None, base_name: str, *, ratios_only: bool = False
+) -> None:
     def spread(values: list[float], fmt: str) -> str:
         return "/".join(format(v, fmt) for v in (min(values), statistics.median(values), max(values)))
 
@@ -209,7 +211,8 @@ def summary(name: str, runs: list[Figures], base: list[Figures] | None, base_nam
     rss = [r.peak_rss_mb for r in runs if r.peak_rss_mb is not None]
     if rss:
         line += f"  peak RSS MB {spread(rss, '.0f')}"
-    print(line)
+    if not ratios_only:
+        print(line)
     if base:
         ratio = [r.records_per_s / b.records_per_s for r, b in zip(runs, base, strict=True)]
         cpu_ratio = [r.cpu_per_10k / b.cpu_per_10k for r, b in zip(runs, base, strict=True)]
@@ -290,8 +293,9 @@ def scenario(
     summary("raw loop", raw, None, "")
     if java:
         summary("java", java, None, "")
-        summary("kcl-daemon", ours, java, "java")
     summary("kcl-daemon", ours, raw, "raw loop")
+    if java:
+        summary("kcl-daemon", ours, java, "java", ratios_only=True)
 
 
 @contextmanager
