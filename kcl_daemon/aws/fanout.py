@@ -18,6 +18,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+import urllib3.exceptions
+
 from kcl_daemon.aws.errors import map_aws_errors
 from kcl_daemon.aws.kinesis import (
     RawRecord,
@@ -27,7 +29,7 @@ from kcl_daemon.aws.kinesis import (
 )
 from kcl_daemon.core.shard_graph import ChildShard
 from kcl_daemon.core.shard_iterator import IteratorPosition
-from kcl_daemon.errors import AwsError, DependencyUnavailable, ShardNotFound
+from kcl_daemon.errors import AwsError, DependencyUnavailable, ShardNotFound, TransientNetwork
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
@@ -151,7 +153,11 @@ class Fanout:
         return Subscription(what, response["EventStream"])
 
 
-_SUBSCRIBE_ERRORS: Final = {_NOT_FOUND: ShardNotFound, _IN_USE: ConsumerInUse}
+_SUBSCRIBE_ERRORS: Final[dict[str, type[AwsError]]] = {
+    _NOT_FOUND: ShardNotFound,
+    _IN_USE: ConsumerInUse,
+    "InternalFailureException": TransientNetwork,  # the event stream's modeled name for a 500
+}
 
 
 class Subscription:
@@ -166,8 +172,11 @@ class Subscription:
         events: Iterator[Mapping[str, Any]] = iter(self._stream)
         try:
             while True:
-                with map_aws_errors(self._what, _SUBSCRIBE_ERRORS):
-                    event = next(events, None)
+                try:
+                    with map_aws_errors(self._what, _SUBSCRIBE_ERRORS):
+                        event = next(events, None)
+                except (urllib3.exceptions.HTTPError, OSError) as exc:  # the stream broke mid-read
+                    raise TransientNetwork(f"{self._what}: the event stream broke: {exc!r}") from exc
                 if event is None:
                     return
                 body = event.get("SubscribeToShardEvent")

@@ -49,6 +49,8 @@ logger = logging.getLogger(__name__)
 #: Kinesis ends every subscription after 5 minutes; the pump does not hold one longer.
 RESUBSCRIBE_S: Final = 300.0
 QUEUE_SIZE: Final = 2
+#: Pause before subscribing again after a subscription that delivered events failed.
+RESUBSCRIBE_PAUSE_S: Final = 0.2
 
 
 class Subscriber(Protocol):
@@ -94,6 +96,7 @@ class _Pump:
         self._continuation: str | None = None
         self._subscription: Subscription | None = None
         self._lock = threading.Lock()
+        self.delivered = 0  # events handed to the queue
 
     def stop(self) -> None:
         self.stopped.set()
@@ -103,23 +106,41 @@ class _Pump:
             subscription.close()
 
     def run(self, put: Callable[[_Item], bool]) -> None:
+        """Subscribe until the shard ends or the pump is stopped. Failures before any event are retried
+        under ``settings.retry``; a subscription that delivered events starts the policy afresh."""
         source = self._source
-        retrying = source.settings.retry.retrying(sleep=self._sleep, monotonic=source.clock.monotonic)
         try:
-            for attempt in retrying:
-                with attempt:
-                    if self.stopped.is_set():
-                        return
-                    try:
-                        done = self._one_subscription(put)
-                    except ShardNotFound as exc:  # gone: never worth retrying
-                        put(_Gone(str(exc)))
-                        return
-                    if done:
-                        return
+            while not self.stopped.is_set():
+                outcome = "again"
+                retrying = source.settings.retry.retrying(sleep=self._sleep, monotonic=source.clock.monotonic)
+                for attempt in retrying:
+                    with attempt:
+                        outcome = self._attempt(put)
+                if outcome == "done":
+                    return
+                if outcome == "failed-after-progress":
+                    self._sleep(RESUBSCRIBE_PAUSE_S)
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which decides
             if not self.stopped.is_set():
                 put(_Failed(exc))
+
+    def _attempt(self, put: Callable[[_Item], bool]) -> str:
+        """One subscription: "done" (shard end, gone or stopped), "again" (it ended: subscribe again) or
+        "failed-after-progress"; a failure before any event is raised for the retry policy."""
+        delivered = self.delivered
+        try:
+            return "done" if self._one_subscription(put) else "again"
+        except ShardNotFound as exc:  # gone: never worth retrying
+            put(_Gone(str(exc)))
+            return "done"
+        except KclError as exc:
+            if self.stopped.is_set():
+                return "done"
+            self._source.stats.resubscribes_after_error += 1
+            if self.delivered > delivered and exc.retriable:
+                logger.info("shard %s: %s; subscribing again", self._source.shard_id, exc)
+                return "failed-after-progress"
+            raise
 
     def _sleep(self, seconds: float) -> None:
         self.stopped.wait(seconds)
@@ -146,16 +167,12 @@ class _Pump:
                     )
                 if not put(event):
                     return True
+                self.delivered += 1
                 if event.continuation_sequence_number is None:
                     return True  # shard end: the consumer has the children
                 self._continuation = event.continuation_sequence_number
                 if source.clock.monotonic() - opened >= source.resubscribe_s:
                     break
-        except KclError:
-            if self.stopped.is_set():
-                return True
-            source.stats.resubscribes_after_error += 1
-            raise
         finally:
             subscription.close()
             with self._lock:

@@ -208,7 +208,7 @@ class FanoutServer:
                 self._count(shard_id)
                 sent += 1
                 if self.fail_every_events and sent % self.fail_every_events == 0:
-                    send(exception_event("InternalFailure", "injected by the test server"))
+                    send(exception_event("InternalFailureException", "injected by the test server"))
                     return
             else:
                 time.sleep(self.poll_s)
@@ -274,7 +274,7 @@ class FanoutServer:
                     pass  # the client closed the subscription
                 except Exception as exc:  # noqa: BLE001 - reported to the client as an exception event
                     try:
-                        send(exception_event("InternalFailure", repr(exc)))
+                        send(exception_event("InternalFailureException", repr(exc)))
                         self.wfile.write(b"0\r\n\r\n")
                     except OSError:
                         pass
