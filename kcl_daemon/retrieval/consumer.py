@@ -3,7 +3,8 @@
 The first shard that needs it (on a worker thread) resolves it under the ``KINESIS`` retry policy: a
 configured ``fanoutConfig.consumerArn`` is checked to be ACTIVE; otherwise the consumer named
 ``fanoutConfig.consumerName`` (default: the application name) is reused or registered. Later shards
-get the cached ARN. Nothing here ever deregisters (``kcl-daemon deregister-consumer`` does, on request).
+get the cached ARN. The worker never deregisters: :func:`deregister_consumer` (``kcl-daemon
+deregister-consumer``) does, only on request.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 
+from kcl_daemon.aws.clients import build_clients, client_settings_from
 from kcl_daemon.aws.fanout import Fanout
+from kcl_daemon.config.settings import Settings
+from kcl_daemon.errors import ConfigError
 from kcl_daemon.retry import KINESIS
 
 logger = logging.getLogger(__name__)
@@ -42,3 +46,25 @@ class ConsumerResolver:
         arn = KINESIS.call(self._fanout.ensure_consumer, stream_arn, self._name)
         logger.info("enhanced fan-out through consumer %s (%s)", self._name, arn)
         return arn
+
+
+def deregister_consumer(settings: Settings) -> tuple[str, bool]:
+    """``kcl-daemon deregister-consumer``: deregister the configured consumer (``fanoutConfig.consumerArn``,
+    else ``fanoutConfig.consumerName`` or the application name on the stream). Returns (what, whether one
+    existed). Raises :class:`ConfigError` when the configuration does not name one."""
+    clients = build_clients(client_settings_from(settings))
+    fanout = Fanout(clients.kinesis)
+    if settings.fanout_consumer_arn:
+        arn = settings.fanout_consumer_arn
+        return arn, KINESIS.call(fanout.deregister_consumer, None, None, arn)
+    name = settings.fanout_consumer_name or settings.application_name
+    stream = settings.effective_stream_name
+    if name is None or stream is None:
+        raise ConfigError(
+            [
+                "deregister-consumer needs fanoutConfig.consumerArn, or streamName/streamArn with "
+                "fanoutConfig.consumerName or applicationName"
+            ]
+        )
+    stream_arn = settings.stream_arn or KINESIS.call(fanout.stream_arn, stream)
+    return f"{name} of {stream}", KINESIS.call(fanout.deregister_consumer, stream_arn, name)

@@ -235,3 +235,14 @@ def test_daemon_with_fanout_delivers_every_record_once_across_resubscribes_a_spl
             ]
         )["Consumers"]
         assert [c["ConsumerName"] for c in consumers] == [app]  # registered once, never deregistered
+        for expected in ("deregistered stream consumer", "no stream consumer"):
+            done = subprocess.run(
+                [sys.executable, "-m", "kcl_daemon", "deregister-consumer", "--properties", str(properties)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.startswith(expected), done.stdout
+        assert not server.consumers
