@@ -145,6 +145,5 @@ def test_aclose_stops_a_pump_blocked_on_a_full_queue_and_start_resumes_after_the
             return [r.sequence_number for r in batch.records]
 
     assert asyncio.run(run()) == ["11"]
-    assert (
-        subscriber.positions[-1] == START
-    )  # a new start: from the checkpoint's position, records <= 10 dropped
+    # a new start subscribes at the checkpoint (records at or before it are dropped), not after the old pump
+    assert subscriber.positions[-1] == IteratorPosition(IteratorType.AT_SEQUENCE_NUMBER, sequence_number="10")
