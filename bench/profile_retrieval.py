@@ -5,7 +5,8 @@ CPU-seconds are the daemon's alone; the no-op children are separate processes to
 Prints CPU-seconds per 10,000 records (``time.process_time`` of this process across the timed part)
 and the top functions by own time and by cumulative time.
 
-    .venv/bin/python bench/profile_retrieval.py [--records 40000] [--shards 4] [--size 100] [--top 25] [--max-records 10000]
+    .venv/bin/python bench/profile_retrieval.py [--records 40000] [--shards 4] [--size 100] [--top 25]
+                                                [--max-records 10000]
                                                 [--no-profile] [--botocore-parse]
 
 ``--botocore-parse`` turns the raw GetRecords path off (botocore parses and decodes every record, as
