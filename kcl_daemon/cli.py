@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ from kcl_daemon.config.settings import (
     Settings,
     load_settings,
 )
+from kcl_daemon.config.validate import executable_warnings
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, InvalidSequenceNumber
 from kcl_daemon.errors import ConfigError, KclError, RecordsFileError
 from kcl_daemon.log_setup import configure_logging
@@ -38,10 +40,17 @@ def _fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:
     sys.exit(code)
 
 
-def _print_problems(problems: tuple[str, ...]) -> None:
+def _print_problems(problems: tuple[str, ...], warnings: tuple[str, ...] = ()) -> None:
     click.echo(f"kcl-daemon: invalid configuration ({len(problems)} problem(s)):", err=True)
     for problem in problems:
         click.echo(f"  - {problem}", err=True)
+    for warning in warnings:
+        click.echo(f"kcl-daemon: warning: {warning}", err=True)
+
+
+def _path_warnings(settings: Settings) -> list[str]:
+    where = settings.sources.get("executableName", "executableName")
+    return executable_warnings(settings.executable, where)
 
 
 def _load(path: Path, required: tuple[Requirement, ...] = REQUIRED_FOR_REPLAY) -> Settings:
@@ -49,9 +58,9 @@ def _load(path: Path, required: tuple[Requirement, ...] = REQUIRED_FOR_REPLAY) -
     try:
         settings = load_settings(path, required=required)
     except ConfigError as exc:
-        _print_problems(exc.problems)
+        _print_problems(exc.problems, exc.warnings)
         sys.exit(EXIT_CONFIG)
-    for warning in settings.warnings:
+    for warning in (*settings.warnings, *_path_warnings(settings)):
         click.echo(f"kcl-daemon: warning: {warning}", err=True)
     return settings
 
@@ -367,11 +376,19 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
         settings = load_settings(properties, required=_REQUIRED_FOR[command])
     except ConfigError as exc:
         if as_json:
-            payload = {"file": str(properties), "for": command, "valid": False, "problems": exc.problems}
+            payload = {
+                "file": str(properties),
+                "for": command,
+                "valid": False,
+                "problems": exc.problems,
+                "warnings": exc.warnings,
+            }
             click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
         else:
-            _print_problems(exc.problems)
+            _print_problems(exc.problems, exc.warnings)
         sys.exit(EXIT_CONFIG)
+    if command != "leases":
+        settings = dataclasses.replace(settings, warnings=(*settings.warnings, *_path_warnings(settings)))
     rows = report.rows(settings, boto3_defaults())
     derived = report.derived(settings)
     if as_json:
