@@ -1,11 +1,12 @@
 """`kcl-daemon run` and `leases`: build the worker (or the report) from the settings.
 
 The composition root: settings -> AWS clients -> lease table, Kinesis reader, polling sources, child
-launcher -> :class:`Scheduler`. The first SIGTERM/SIGINT starts the graceful shutdown (final
-checkpoints, leases released); a second one stops at once. Exit codes: 0 after a graceful shutdown,
-1 when the worker cannot start (the lease table cannot be created or reached, after the ``STARTUP``
-retries) or cannot go on (a background loop kept failing, or the lease table was deleted while running:
-then the worker shuts down as on SIGTERM first).
+launcher -> :class:`Scheduler`. The first SIGTERM/SIGINT/SIGHUP starts the graceful shutdown (final
+checkpoints, leases released; during start-up the start is abandoned at once); a second one kills the
+children and stops at once (``kcl_daemon.stopping``). Exit codes: 0 after a graceful shutdown, 130 after
+a second signal, 1 when the worker cannot start (the lease table cannot be created or reached, after the
+``STARTUP`` retries) or cannot go on (a background loop kept failing, or the lease table was deleted
+while running: then the worker shuts down as on SIGTERM first).
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ import contextlib
 import functools
 import logging
 import os
-import signal
 import socket
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Any
 
 from kcl_daemon.aws.clients import AwsClients, build_clients, client_settings_from
 from kcl_daemon.aws.kinesis import Kinesis
@@ -37,12 +38,11 @@ from kcl_daemon.leases.shard_sync import ShardSyncConfig
 from kcl_daemon.retrieval.polling import PollingRecordSource
 from kcl_daemon.retrieval.settings import RetrievalSettings
 from kcl_daemon.retry import KINESIS
+from kcl_daemon.stopping import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StopSignals
 from kcl_daemon.worker.scheduler import Scheduler, SchedulerConfig
 
 logger = logging.getLogger(__name__)
 
-EXIT_OK = 0
-EXIT_FAILED = 1
 #: GetRecords calls in flight at once, across all shards of this worker.
 READ_THREADS = 16
 
@@ -156,25 +156,21 @@ async def run_worker(
 ) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code."""
     scheduler = build_scheduler(plan, clients, clock=clock or SystemClock())
-    loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    signals_seen = 0
     main = asyncio.current_task()
+    signals = StopSignals(on_first=stop.set, on_second=main.cancel if main is not None else stop.set)
+    with signals:
+        return await _run_until_stopped(plan, scheduler, stop, signals, on_status, status_every_s)
 
-    def on_signal(signum: int) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        if signals_seen == 1:
-            logger.info(
-                "%s received: shutting down gracefully (again to stop at once)", signal.Signals(signum).name
-            )
-            stop.set()
-        elif main is not None:
-            logger.warning("second signal: stopping at once")
-            main.cancel()
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal, signum)
+async def _run_until_stopped(
+    plan: WorkerPlan,
+    scheduler: Scheduler,
+    stop: asyncio.Event,
+    signals: StopSignals,
+    on_status: Callable[[Scheduler], None] | None,
+    status_every_s: float,
+) -> int:
     logger.info(
         "worker %s (pid %d) starting: stream %s, lease table %s, processor %s",
         plan.worker_id,
@@ -184,14 +180,26 @@ async def run_worker(
         " ".join(plan.executable),
     )
     try:
-        await scheduler.start()
+        starting = asyncio.ensure_future(scheduler.start())
+        if await _first_of(stop, starting):  # a signal during start-up: do not wait for it to finish
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, KclError):
+                await starting
+            logger.info("stopped during start-up: no lease was taken")
+            await scheduler.close()
+            return EXIT_OK
+        starting.result()
     except KclError as exc:
         logger.error("cannot start the worker: %s", exc)  # noqa: TRY400 - the message is the whole story
         await scheduler.close()
         return EXIT_FAILED
+    except asyncio.CancelledError:
+        await scheduler.close()
+        return EXIT_INTERRUPTED if signals.immediate else EXIT_FAILED
     reporter = asyncio.create_task(_report(scheduler, on_status, status_every_s)) if on_status else None
     try:
-        failed = await _first_of(stop, scheduler.failed)
+        failed_waiter = asyncio.ensure_future(scheduler.failed.wait())
+        failed = not await _first_of(stop, failed_waiter) and scheduler.failed.is_set()
         if failed:
             logger.error("the worker cannot go on: %s; shutting down", scheduler.failure)
         await scheduler.shutdown()
@@ -199,26 +207,27 @@ async def run_worker(
             return EXIT_FAILED
     except asyncio.CancelledError:
         await scheduler.close()
-        return EXIT_FAILED
+        return EXIT_INTERRUPTED if signals.immediate else EXIT_FAILED
     finally:
         if reporter is not None:
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reporter
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
     return EXIT_OK
 
 
-async def _first_of(stop: asyncio.Event, failed: asyncio.Event) -> bool:
-    """Wait for a stop request or a fatal failure; True if it was the failure."""
-    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(failed.wait())]
+async def _first_of(stop: asyncio.Event, other: asyncio.Future[Any]) -> bool:
+    """Wait for a stop request or ``other`` to finish; True if the stop request came first."""
+    stopping = asyncio.ensure_future(stop.wait())
     try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([stopping, other], return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for waiter in waiters:
-            waiter.cancel()
-    return failed.is_set() and not stop.is_set()
+        stopping.cancel()
+    if stop.is_set():
+        if not other.done():
+            other.cancel()
+        return True
+    return False
 
 
 async def _report(scheduler: Scheduler, on_status: Callable[[Scheduler], None], every_s: float) -> None:

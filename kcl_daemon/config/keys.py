@@ -305,6 +305,7 @@ KEYS: Final[tuple[Key, ...]] = (
         20,
         "Threads renewing leases.",
         minimum=1,
+        maximum=1000,  # each is a thread and an HTTP connection; 2147483647 hangs the start
     ),
     Key(
         "listShardsBackoffTimeInMillis",
