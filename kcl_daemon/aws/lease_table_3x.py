@@ -108,8 +108,8 @@ class LeaseTable3x(DynamoLeaseTable):
         expr = self._fenced(lease)
         expr.set(LEASE_COUNTER, _n(lease.lease_counter + 1))
         expr.remove(LEASE_OWNER)
-        if lease.checkpoint_owner is not None:
-            expr.remove(CHECKPOINT_OWNER)
+        # Always: our copy may predate the leader's hand-off mark (the counter does not change for it).
+        expr.remove(CHECKPOINT_OWNER)
         return self._update(lease.lease_key, expr, "release")
 
     def _extend_renew(self, lease: Lease, expr: _Expression) -> None:

@@ -123,12 +123,14 @@ class AssignmentLoop:
         stuck_after = self.config.handoff_timeout_s + self.config.failover_s
         for lease in leases:
             expired = self._observations.is_expired(lease.lease_key, now, self.config.failover_s)
-            if lease.checkpoint_owner is not None:
+            if lease.checkpoint_owner is not None and lease.lease_owner is not None:
                 first = self._handoff_seen.setdefault(lease.lease_key, now)
                 if now - first <= stuck_after:
                     frozen.add(lease.lease_key)
                 else:
                     expired = True  # a stuck hand-off: reassign with a plain assign
+            elif lease.checkpoint_owner is not None:
+                expired = True  # a hand-off mark without an owner (not written by KCL): clear it
             views.append(
                 LeaseView(
                     lease.lease_key,

@@ -72,13 +72,13 @@ class HandoffWatcher:
 
     async def _hand_off(self, key: str) -> None:
         try:
-            await self._hand_off_inner(key)
+            await self.hand_off_now(key)
         except Exception:
             logger.exception("hand-off of lease %s failed unexpectedly", key)
         finally:
             self._running.pop(key, None)
 
-    async def _hand_off_inner(self, key: str) -> None:
+    async def hand_off_now(self, key: str) -> None:
         lease = self._coordinator.held_lease(key)
         if lease is None or lease.lease_owner is None:
             return
