@@ -120,6 +120,7 @@ class Settings:
     child_restart_backoff_s: float = 1.0
     child_restart_max_backoff_s: float = 60.0
     child_max_consecutive_failures: int = 5
+    child_stall_warning_s: float = 60.0
     # KCL 3.x lease assignment
     client_version_config: str = "CLIENT_VERSION_CONFIG_3X"
     lease_assignment_strategy: str = "VARIANCE"
