@@ -24,17 +24,25 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kcl_daemon.aws.clients import AwsClients, build_clients, client_settings_from
+from kcl_daemon.aws.coordinator_state import locate
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable, ScanResult
+from kcl_daemon.aws.lease_table_3x import LeaseTable3x
+from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.consumer.configure import consumer_settings
 from kcl_daemon.consumer.shard_consumer import make_child_launcher
+from kcl_daemon.core.assignment import DeciderConfig
+from kcl_daemon.core.client_version import ClientVersionConfig
 from kcl_daemon.core.shard_graph import Shard
 from kcl_daemon.errors import DependencyUnavailable, KclError
+from kcl_daemon.leases.assignment_loop import AssignmentConfig
 from kcl_daemon.leases.coordinator import CoordinatorConfig
 from kcl_daemon.leases.inspect import LeaseTableReport, inspect_lease_table
+from kcl_daemon.leases.leader_mode import LeaderMode, LeaderModeConfig
 from kcl_daemon.leases.shard_sync import ShardSyncConfig
+from kcl_daemon.leases.worker_metrics import WorkerMetricsConfig
 from kcl_daemon.retrieval.polling import PollingRecordSource
 from kcl_daemon.retrieval.settings import RetrievalSettings
 from kcl_daemon.retry import KINESIS
@@ -63,6 +71,10 @@ class WorkerPlan:
     retrieval: RetrievalSettings
     executable: tuple[str, ...]
     child_max_line_bytes: int
+    #: KCL 3.x-aware lease assignment (None: the plain 2.x taker, as in tests that build plans by hand)
+    lease_mode: LeaderModeConfig | None = None
+    coordinator_table: str | None = None
+    worker_metrics_table: str | None = None
 
 
 def plan_worker(
@@ -102,8 +114,54 @@ def plan_worker(
         reduced_tps_threshold_s=settings.millis_behind_latest_threshold_for_reduced_tps_s,
         at_timestamp=settings.initial_position_timestamp,
     )
+    app = settings.application_name or table
     return WorkerPlan(
-        worker, stream, table, scheduler, retrieval, settings.executable, settings.child_max_line_bytes
+        worker,
+        stream,
+        table,
+        scheduler,
+        retrieval,
+        settings.executable,
+        settings.child_max_line_bytes,
+        lease_mode=leader_mode_config(settings, worker),
+        coordinator_table=settings.coordinator_state_table_name or f"{app}-CoordinatorState",
+        worker_metrics_table=settings.worker_metrics_table_name or f"{app}-WorkerMetricStats",
+    )
+
+
+def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
+    """The KCL 3.x settings (spec 4.3 timings: assignment every 2 x failover, discovery at half that)."""
+    interval = settings.effective_lease_assignment_interval_s
+    return LeaderModeConfig(
+        worker_id=worker_id,
+        client_version=ClientVersionConfig(settings.client_version_config),
+        strategy=settings.lease_assignment_strategy,
+        assignment=AssignmentConfig(
+            interval_s=interval,
+            failover_s=settings.failover_s,
+            handoff_timeout_s=settings.graceful_lease_handoff_timeout_s,
+            graceful_handoff=settings.graceful_lease_handoff,
+            reporter_period_s=settings.worker_metrics_report_s,
+            decider=DeciderConfig(
+                failover_s=settings.failover_s,
+                max_leases_for_worker=settings.max_leases_for_worker,
+                rebalance_threshold_percent=settings.rebalance_threshold_percent,
+                dampening_percent=settings.dampening_percent,
+                allow_throughput_overshoot=settings.allow_throughput_overshoot,
+                graceful_handoff=settings.graceful_lease_handoff,
+            ),
+        ),
+        metrics=WorkerMetricsConfig(
+            worker_id,
+            capture_s=settings.worker_metrics_capture_s,
+            report_s=settings.worker_metrics_report_s,
+            history=settings.worker_metrics_history,
+            disabled=settings.disable_worker_metrics,
+        ),
+        discovery_s=max(interval / 2 - 0.025, 0.1),
+        lock_duration_s=settings.failover_s,
+        handoff_timeout_s=settings.graceful_lease_handoff_timeout_s,
+        balancing_frequency=settings.variance_balancing_frequency,
     )
 
 
@@ -115,7 +173,7 @@ def threads_calling_aws(plan: WorkerPlan) -> int:
 def build_scheduler(
     plan: WorkerPlan, clients: AwsClients, *, clock: Clock, cwd: str | None = None
 ) -> Scheduler:
-    table = DynamoLeaseTable(clients.dynamodb, plan.table_name)
+    table = LeaseTable3x(clients.dynamodb, plan.table_name)
     kinesis = Kinesis(clients.kinesis)
     read_pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="kinesis-read")
 
@@ -141,8 +199,26 @@ def build_scheduler(
         return [shard.shard_id for shard in shards if shard_id in shard.parent_shard_ids]
 
     launch = make_child_launcher(plan.executable, line_limit_bytes=plan.child_max_line_bytes, cwd=cwd)
+    lease_mode = None
+    if plan.lease_mode is not None:
+        coordinator_table = plan.coordinator_table or f"{plan.table_name}-CoordinatorState"
+        metrics_table = plan.worker_metrics_table or f"{plan.table_name}-WorkerMetricStats"
+        lease_mode = LeaderMode(
+            plan.lease_mode,
+            table,
+            functools.partial(locate, clients.dynamodb, coordinator_table, plan.table_name),
+            WorkerMetricsTable(clients.dynamodb, metrics_table),
+            clock,
+        )
     return Scheduler(
-        plan.scheduler, table, kinesis, make_source, launch, clock, child_shard_lookup=child_shards_of
+        plan.scheduler,
+        table,
+        kinesis,
+        make_source,
+        launch,
+        clock,
+        child_shard_lookup=child_shards_of,
+        lease_mode=lease_mode,
     )
 
 

@@ -124,6 +124,21 @@ class Settings:
     child_restart_max_backoff_s: float = 60.0
     child_max_consecutive_failures: int = 5
     child_stall_warning_s: float = 60.0
+    # KCL 3.x lease assignment
+    client_version_config: str = "CLIENT_VERSION_CONFIG_3X"
+    lease_assignment_strategy: str = "VARIANCE"
+    graceful_lease_handoff_timeout_s: float = 30.0
+    graceful_lease_handoff: bool = True
+    worker_metrics_capture_s: float = 1.0
+    worker_metrics_report_s: float = 30.0
+    worker_metrics_history: int = 10
+    disable_worker_metrics: bool = False
+    dampening_percent: int = 60
+    rebalance_threshold_percent: int = 10
+    allow_throughput_overshoot: bool = True
+    variance_balancing_frequency: int = 3
+    worker_metrics_table_name: str | None = None
+    coordinator_state_table_name: str | None = None
     #: key -> where its value came from: "app.properties:12", "default", or with the alias used,
     #: "app.properties:3 (workerIdentifier)"
     sources: Mapping[str, str] = field(default_factory=dict)
