@@ -29,21 +29,27 @@ ECS_METADATA_ENV: Final = "ECS_CONTAINER_METADATA_URI_V4"
 TIMEOUT_S: Final = 1.0
 
 
-def _fetch(request: urllib.request.Request, timeout_s: float) -> str | None:
+def _fetch(
+    url: str, timeout_s: float, method: str = "GET", headers: Mapping[str, str] | None = None
+) -> str | None:
+    """The body of an HTTP(S) answer with status 2xx; None on any failure (logged at debug level)."""
+    if not url.startswith(("http://", "https://")):
+        return None
+    request = urllib.request.Request(url, method=method, headers=dict(headers or {}))  # noqa: S310 - http(s) only
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - fixed http URLs
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - http(s) only
             body: bytes = response.read(65536)
             return body.decode("utf-8", "replace")
     except (OSError, urllib.error.URLError, ValueError) as exc:
-        logger.debug("zone lookup: %s %s failed: %s", request.get_method(), request.full_url, exc)
+        logger.debug("zone lookup: %s %s failed: %s", method, url, exc)
         return None
 
 
 def zone_from_ecs(environ: Mapping[str, str], timeout_s: float = TIMEOUT_S) -> str | None:
     base = environ.get(ECS_METADATA_ENV)
-    if not base or not base.startswith(("http://", "https://")):
+    if not base:
         return None
-    body = _fetch(urllib.request.Request(base.rstrip("/") + "/task"), timeout_s)
+    body = _fetch(base.rstrip("/") + "/task", timeout_s)
     return zone_from_ecs_task_metadata(body) if body is not None else None
 
 
@@ -53,21 +59,14 @@ def zone_from_ec2(
     if environ.get("AWS_EC2_METADATA_DISABLED", "").lower() == "true":
         return None
     token = _fetch(
-        urllib.request.Request(
-            endpoint + "/latest/api/token",
-            method="PUT",
-            headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"},
-        ),
-        timeout_s,
+        endpoint + "/latest/api/token", timeout_s, "PUT", {"X-aws-ec2-metadata-token-ttl-seconds": "60"}
     )
     if not token:
         return None
     body = _fetch(
-        urllib.request.Request(
-            endpoint + "/latest/meta-data/placement/availability-zone",
-            headers={"X-aws-ec2-metadata-token": token.strip()},
-        ),
+        endpoint + "/latest/meta-data/placement/availability-zone",
         timeout_s,
+        headers={"X-aws-ec2-metadata-token": token.strip()},
     )
     return zone_from_imds(body) if body is not None else None
 
