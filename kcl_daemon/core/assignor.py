@@ -47,6 +47,7 @@ from kcl_daemon.core.assignment import (
 
 ROUND: Final = "assignor.round"
 _COOL_PREFIX: Final = "assignor.cool:"
+_SUSPECT_PREFIX: Final = "assignor.suspect:"
 NO_ZONE: Final = ""
 
 
@@ -202,7 +203,7 @@ class Assignor:
         round_no = int(state.values.get(ROUND, 0))
         by_id = {w.worker_id: w for w in workers}
         live = [lease for lease in leases if not lease.finished]
-        expired_owners = _all_expired_owners(live)
+        suspects = _suspects(workers, _all_expired_owners(live), state)
         frozen = {
             w.worker_id
             for w in workers
@@ -211,7 +212,7 @@ class Assignor:
         members = {
             w.worker_id: w
             for w in sorted(workers, key=lambda w: w.worker_id)
-            if w.state is WorkerState.ACTIVE and w.worker_id not in expired_owners
+            if w.state is WorkerState.ACTIVE and w.worker_id not in suspects
         }
         known = [lease.throughput_kbps for lease in live if lease.throughput_kbps is not None]
         mean_tp = sum(known) / len(known) if known else 0.0
@@ -264,6 +265,7 @@ class Assignor:
             {k: v for k, v in state.values.items() if k.startswith(_COOL_PREFIX) and v > round_no - 50}
         )
         values.update({_COOL_PREFIX + w: float(round_no) for w in cooled})
+        values.update({_SUSPECT_PREFIX + w: stamp for w, stamp in suspects.items()})
         moves = tuple(m for _, m in sorted(rnd.moves.items()))
         return Decision(moves, DeciderState(values))
 
@@ -462,6 +464,23 @@ def _all_expired_owners(leases: Iterable[LeaseView]) -> set[str]:
             continue
         (expired if lease.expired else live).add(lease.owner)
     return expired - live
+
+
+def _suspects(
+    workers: Sequence[WorkerView], expired_owners: set[str], state: DeciderState
+) -> dict[str, float]:
+    """Workers to give nothing, with the metrics time they were suspected at.
+
+    A worker becomes suspect when every lease it owns is expired, and stays suspect (across rounds,
+    after its leases have gone elsewhere) until it publishes newer metrics than it had then.
+    """
+    out: dict[str, float] = {}
+    for w in workers:
+        stamp = w.last_update if w.last_update is not None else -1.0
+        previous = state.values.get(_SUSPECT_PREFIX + w.worker_id)
+        if w.worker_id in expired_owners or (previous is not None and stamp <= previous):
+            out[w.worker_id] = stamp if previous is None else max(previous, stamp)
+    return out
 
 
 def _under_throughput_cap(rnd: _Round, worker_id: str, tp: float) -> bool:
