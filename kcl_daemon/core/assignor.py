@@ -17,12 +17,12 @@ One :meth:`Assignor.decide` call is one leader round over plain views (the :clas
    ``max_handoffs_per_worker`` per round (cooperative: no worker is drained at once; a LEAVING worker is
    drained at once). Surplus and pool go, largest throughput first, to the worker under target whose
    projected load relative to its capacity is lowest (same zone preferred on ties).
-5. **Load phase.** When throughput (or CPU for every member) is known, a worker whose load is above its
-   share by more than the band, ``max(rebalance_threshold_percent of the share, an absolute minimum)``,
-   gives one lease (or swaps a hot lease for a cooler one, which keeps counts) to the least loaded
-   worker, only if that closes the gap by more than the band; a worker touched by a load move rests for
-   ``load_cooldown_rounds`` rounds (dampening, kept in :class:`DeciderState`). Low-CPU jitter never
-   crosses the absolute band (10 CPU points, or ``min_load_band_kbps``).
+5. **Load phase.** On lease throughput when any is known, else on CPU when every member publishes it:
+   a worker whose load is above its share by more than the band, ``max(rebalance_threshold_percent of
+   the share, an absolute minimum)``, gives one lease (or swaps a hot lease for a cooler one, which keeps
+   counts) to the least loaded worker, only if that closes the gap by more than the band; a worker
+   touched by a load move rests for ``load_cooldown_rounds`` rounds (dampening, kept in
+   :class:`DeciderState`). Low-CPU jitter never crosses the absolute band (10 CPU points; 50 KB/s).
 
 Nothing moves while every worker is inside its count range and load band. The result is deterministic.
 """
@@ -187,7 +187,7 @@ class _Round:
 class Assignor:
     """The sticky, zone-aware, load-aware, cooperative, deploy-aware decider (module docstring)."""
 
-    min_load_band_kbps: float = 100.0
+    min_load_band_kbps: float = 50.0
     min_cpu_band_percent: float = 10.0
     load_cooldown_rounds: int = 2
     name: str = "ours"
@@ -342,8 +342,9 @@ class Assignor:
     ) -> set[str]:
         """At most one load move per donor per round, outside the band and off cooldown."""
         members = list(rnd.members.values())
-        use_cpu = all(w.cpu_percent is not None for w in members)
-        if not use_cpu and not any(rnd.tp[k] > 0 for k in rnd.holder):
+        # Throughput is the direct cost of a lease; CPU (with its absolute band) only when none is known.
+        use_cpu = not any(rnd.tp[k] > 0 for k in rnd.holder)
+        if use_cpu and not all(w.cpu_percent is not None for w in members):
             return set()
         rested = {
             w.worker_id
