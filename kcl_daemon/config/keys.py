@@ -389,6 +389,43 @@ KEYS: Final[tuple[Key, ...]] = (
         extension=True,
     ),
     Key(
+        "workerZone",
+        "worker_zone",
+        Kind.STRING,
+        None,
+        "This worker's zone for zone-balanced assignment (3.x mode), published with its worker metrics.",
+        extension=True,
+        unset="from the environment (zoneFromEnvironment), else the workerId part before "
+        "leaseClusterSeparator",
+    ),
+    Key(
+        "zoneFromEnvironment",
+        "zone_from_environment",
+        Kind.BOOL,
+        False,
+        "Ask ECS task metadata, then EC2 instance metadata, for the availability zone at start.",
+        extension=True,
+    ),
+    Key(
+        "restartGraceMillis",
+        "restart_grace_s",
+        Kind.MILLIS,
+        0,
+        "On a graceful stop, keep this worker's leases for it this long (3.x mode, stable workerId): "
+        "a restart within it moves nothing; 0 hands them off at once.",
+        extension=True,
+        minimum=0,
+    ),
+    Key(
+        "maxHandoffsPerWorker",
+        "max_handoffs_per_worker",
+        Kind.INT,
+        2,
+        "At most this many planned hand-offs away from one worker per assignment round.",
+        extension=True,
+        minimum=1,
+    ),
+    Key(
         "initializeTimeoutInSeconds",
         "initialize_timeout_s",
         Kind.SECONDS,

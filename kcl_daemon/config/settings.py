@@ -114,6 +114,10 @@ class Settings:
     metrics_enabled_dimensions: tuple[str, ...] = ("ALL",)
     # kcl-daemon's own
     lease_cluster_separator: str = "-"
+    worker_zone: str | None = None
+    zone_from_environment: bool = False
+    restart_grace_s: float = 0.0
+    max_handoffs_per_worker: int = 2
     initialize_timeout_s: float | None = None
     process_records_timeout_s: float | None = None
     shutdown_timeout_s: float | None = None
