@@ -124,12 +124,15 @@ def read_shard(
     deaggregate: bool = True,
     hash_range: tuple[int, int] = (0, 2**128 - 1),
     fail_on_data_loss: bool = True,
+    closed: bool = False,
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> ShardRead:
     """Read ``shard_id`` after ``start`` (see the module docstring); ``stop_at`` is the planned end.
 
-    Raises :class:`DataLoss` (when ``fail_on_data_loss``) if the read cannot reach ``stop_at`` or the
+    ``closed``: the shard is known to be closed, so an empty page is not its tip (emulators and the
+    service can answer empty pages before the one without a next iterator); the read goes on to the
+    end, within ``max_calls``. Raises :class:`DataLoss` (when ``fail_on_data_loss``) if the read cannot reach ``stop_at`` or the
     first record is later than the numeric start, i.e. records were trimmed before they were read.
     """
     result = ShardRead(end=start)
@@ -199,7 +202,8 @@ def read_shard(
         if page.next_iterator is None:
             result.end = AT_SHARD_END  # closed, and every record of it was taken
             break
-        if not page.records and page.millis_behind_latest in (0, None):
+        going_to_end = closed or (stop_at is not None and stop_at.is_shard_end)
+        if not page.records and page.millis_behind_latest in (0, None) and not going_to_end:
             result.at_tip = True
             if stop_esn is not None:
                 return lost(f"the shard's tip was reached before the planned end {stop_esn}")

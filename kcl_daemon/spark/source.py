@@ -270,6 +270,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if shard is None
                 else (shard.starting_hash_key, shard.ending_hash_key),
                 fail_on_data_loss=options.fail_on_data_loss,
+                closed=shard is not None and not shard.is_open,
             )
 
         shard_ids = sorted(budget)
