@@ -132,8 +132,9 @@ def read_shard(
 
     ``closed``: the shard is known to be closed, so an empty page is not its tip (emulators and the
     service can answer empty pages before the one without a next iterator); the read goes on to the
-    end, within ``max_calls``. Raises :class:`DataLoss` (when ``fail_on_data_loss``) if the read cannot reach ``stop_at`` or the
-    first record is later than the numeric start, i.e. records were trimmed before they were read.
+    end, within ``max_calls``. Raises :class:`DataLoss` (when ``fail_on_data_loss``) if the read cannot
+    reach ``stop_at`` or the first record is later than the numeric start, i.e. records were trimmed
+    before they were read.
     """
     result = ShardRead(end=start)
     if start.is_shard_end:

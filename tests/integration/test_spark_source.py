@@ -164,7 +164,7 @@ def test_kpl_aggregates_come_out_deaggregated_with_sub_sequence_numbers(
 
 def test_bad_options_fail_at_load_with_every_problem_named(spark_session: Any) -> None:
     options = {"startingPosition": "YESTERDAY", "maxRecordsPerBatch": "lots", "minFetchIntervalMs": "10"}
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(Exception, match="streamName is required") as caught:
         spark_session.readStream.format("kinesis").options(**options).load()
     message = str(caught.value)
     for problem in (
