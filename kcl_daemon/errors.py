@@ -55,6 +55,10 @@ class RecordsFileError(KclError):
     """A `replay` records file is unreadable or has a bad line."""
 
 
+class CheckpointUnusable(KclError):
+    """A stored checkpoint cannot be used to read its shard (see ``core.checkpoint_validity``)."""
+
+
 class CheckpointRefused(KclError):
     """A checkpoint request was refused; ``java_name`` is what the child receives in ``error``."""
 

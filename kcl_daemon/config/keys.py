@@ -471,6 +471,16 @@ KEYS: Final[tuple[Key, ...]] = (
         extension=True,
         minimum=1,
     ),
+    Key(
+        "childStallWarningMillis",
+        "child_stall_warning_s",
+        Kind.MILLIS,
+        60000,
+        "Warn (once per stall) when a child has not written a line for this long while an action is "
+        "outstanding; the status line lists stalled shards. 0 disables.",
+        extension=True,
+        minimum=0,
+    ),
 )
 
 #: every name and alias -> its key (credentials keys are matched case-insensitively: see lookup_key)

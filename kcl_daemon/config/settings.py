@@ -120,6 +120,7 @@ class Settings:
     child_restart_backoff_s: float = 1.0
     child_restart_max_backoff_s: float = 60.0
     child_max_consecutive_failures: int = 5
+    child_stall_warning_s: float = 60.0
     #: key -> where its value came from: "app.properties:12", "default", or with the alias used,
     #: "app.properties:3 (workerIdentifier)"
     sources: Mapping[str, str] = field(default_factory=dict)

@@ -23,6 +23,7 @@ def consumer_settings(settings: Settings, *, return_when_parked: bool) -> Consum
             default_s=settings.action_timeout_s,
             per_action_s={k: v for k, v in per_action.items() if v is not None},
             write_s=settings.child_write_timeout_s,
+            stall_warning_s=settings.child_stall_warning_s or None,
         ),
         stop=StopTimeouts(settings.child_stop_timeout_s, settings.child_stop_timeout_s),
         restart=RestartPolicy(

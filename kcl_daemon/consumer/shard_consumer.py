@@ -26,6 +26,7 @@ from kcl_daemon.core.checkpoint_rules import (
     WriteCheckpoint,
     decide_checkpoint,
 )
+from kcl_daemon.core.checkpoint_validity import unusable_checkpoint
 from kcl_daemon.core.lifecycle import (
     CHECKPOINT_ALLOWED,
     ShardEvent,
@@ -35,7 +36,7 @@ from kcl_daemon.core.lifecycle import (
 )
 from kcl_daemon.core.restart_policy import FailureHistory, Park, RestartPolicy, decide_restart
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.errors import CheckpointRefused, ChildFault, ChildProtocolViolation
+from kcl_daemon.errors import CheckpointRefused, CheckpointUnusable, ChildFault, ChildProtocolViolation
 from kcl_daemon.log_context import shard_id_var
 from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts, ChildSession
@@ -120,6 +121,11 @@ class ShardConsumer:
         self._in_flight_up_to: ExtendedSequenceNumber | None = None
         self._last_record_of_shard: ExtendedSequenceNumber | None = None
 
+    @property
+    def stalled(self) -> str | None:
+        """The action the child is stalled on (see ``childStallWarningMillis``), or None."""
+        return None if self._session is None else self._session.stalled
+
     # -- signals from the scheduler ------------------------------------------------------------------
 
     def lease_lost(self) -> None:
@@ -164,6 +170,8 @@ class ShardConsumer:
         if self._take_signal():
             return
         self._checkpoint = await self._store.load()
+        if (problem := unusable_checkpoint(self._checkpoint)) is not None:
+            raise CheckpointUnusable(f"shard {self.shard_id}: {problem}")
         if self._checkpoint.is_shard_end:
             self._feed(ShardEvent.ALREADY_AT_SHARD_END)
             return

@@ -22,7 +22,7 @@ class RestartPolicy:
     max_consecutive_failures: int = 5
 
     def backoff_s(self, consecutive_failures: int) -> float:
-        exponent = max(consecutive_failures - 1, 0)
+        exponent = min(max(consecutive_failures - 1, 0), 64)  # past the cap anyway; no float overflow
         return float(min(self.initial_backoff_s * self.multiplier**exponent, self.max_backoff_s))
 
 

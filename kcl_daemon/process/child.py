@@ -8,6 +8,9 @@ Rules:
   at INFO (ordinary output is not an error); the last lines are kept to explain a failure.
 * Every read and write is bounded: a line longer than the limit, EOF, a broken pipe, or a write the
   child does not accept in time raise the matching :class:`~kcl_daemon.errors.ChildFault`.
+* The child's exit is watched by the process itself (SIGCHLD), not inferred from EOF: a child that
+  exits while a process it started still holds its stdout is reported as exited at once, after a
+  short grace for lines it wrote before exiting.
 * Stopping escalates: close stdin (the protocol's "please exit"), wait; SIGTERM the group, wait;
   SIGKILL the group. Leftover stdout is drained and logged meanwhile.
 """
@@ -31,6 +34,35 @@ child_output_logger = logging.getLogger("kcl_daemon.child")
 _STDERR_CHUNK = 64 * 1024
 _STDERR_LINE_LOG_LIMIT = 8 * 1024
 _STDERR_TAIL_LINES = 20
+#: After the child exited, how long lines it wrote before exiting may still take to arrive.
+_EXIT_GRACE_S = 0.5
+
+
+def signal_name(number: int) -> str:
+    """``SIGTERM`` for 15; real-time and unknown signals by number (``signal 40 (SIGRTMIN+6)``)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        low, high = signal.SIGRTMIN, signal.SIGRTMAX
+        if low <= number <= high:
+            return f"{number} (SIGRTMIN+{number - low})"
+        return str(number)
+
+
+class _WatchedProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """The standard stream protocol plus an event set as soon as the process itself exits.
+
+    ``Process.wait()`` also waits for every pipe to close, which never happens while a grandchild
+    holds one open; this event does not.
+    """
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +77,14 @@ class ChildProcess:
     """A running child. Create it with :meth:`spawn`; always finish with :meth:`stop`."""
 
     def __init__(
-        self, process: asyncio.subprocess.Process, argv: Sequence[str], line_limit_bytes: int
+        self,
+        process: asyncio.subprocess.Process,
+        argv: Sequence[str],
+        line_limit_bytes: int,
+        exited: asyncio.Event | None = None,
     ) -> None:
         self._process = process
+        self._exited = exited if exited is not None else asyncio.Event()
         self.argv = tuple(argv)
         self._line_limit_bytes = line_limit_bytes
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
@@ -67,22 +104,27 @@ class ChildProcess:
     ) -> ChildProcess:
         if not argv:
             raise ChildSpawnFailed("executableName is empty")
+        loop = asyncio.get_running_loop()
         try:
-            process = await asyncio.create_subprocess_exec(
+            # asyncio.create_subprocess_exec, with a protocol that reports the process's own exit.
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _WatchedProtocol(line_limit_bytes, loop),
                 *argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
-                limit=line_limit_bytes,
                 cwd=cwd,
                 env=dict(env) if env is not None else None,
             )
         except OSError as exc:
             where = f" (working directory {cwd or os.getcwd()})"
             raise ChildSpawnFailed(f"cannot start {argv[0]!r}: {exc.strerror or exc}{where}") from exc
+        process = asyncio.subprocess.Process(transport, protocol, loop)
+        if transport.get_returncode() is not None:
+            protocol.exited.set()
         logger.info("started child pid %d: %s", process.pid, " ".join(argv))
-        return cls(process, argv, line_limit_bytes)
+        return cls(process, argv, line_limit_bytes, protocol.exited)
 
     @property
     def pid(self) -> int:
@@ -97,7 +139,7 @@ class ChildProcess:
         if code is None:
             status = "is still running"
         elif code < 0:
-            status = f"was killed by signal {signal.Signals(-code).name}"
+            status = f"was killed by signal {signal_name(-code)}"
         else:
             status = f"exited with status {code}"
         tail = " | ".join(self.stderr_tail) if code != 0 else ""
@@ -118,18 +160,40 @@ class ChildProcess:
             await self._settle()
             raise ChildExited(f"stdin is closed: {self.describe_exit()}") from None
 
+    async def _readline_or_exit(self, stdout: asyncio.StreamReader) -> bytes | None:
+        """The next line; None once the child exited and no further line came within the grace."""
+        read = asyncio.ensure_future(stdout.readline())
+        exited = asyncio.ensure_future(self._exited.wait())
+        try:
+            await asyncio.wait({read, exited}, return_when=asyncio.FIRST_COMPLETED)
+            if not read.done():
+                await asyncio.wait({read}, timeout=_EXIT_GRACE_S)
+            if read.done():
+                return read.result()
+            return None
+        finally:
+            for task in (read, exited):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(read, exited, return_exceptions=True)
+
     async def read_line(self, timeout_s: float | None, waiting_for: str) -> bytes:
         stdout = self._process.stdout
         assert stdout is not None
         try:
             async with asyncio.timeout(timeout_s):
-                line = await stdout.readline()
+                line = await self._readline_or_exit(stdout)
         except TimeoutError:
             raise ChildTimeout(f"no answer to {waiting_for} within {timeout_s:g}s") from None
         except ValueError:
             raise ChildLineTooLong(
                 f"a stdout line is longer than the {self._line_limit_bytes} byte limit (maxChildLineBytes)"
             ) from None
+        if line is None:
+            raise ChildExited(
+                f"the child exited while waiting for {waiting_for}, but a process it started still "
+                f"holds its stdout open: {self.describe_exit()}"
+            )
         if not line:
             await self._settle()
             raise ChildExited(f"stdout closed while waiting for {waiting_for}: {self.describe_exit()}")
@@ -139,7 +203,7 @@ class ChildProcess:
         """Give a dying child a moment to be reaped so its exit status can be reported."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(1.0):
-                await self._process.wait()
+                await self._exited.wait()
 
     async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
         pending = b""
@@ -180,7 +244,7 @@ class ChildProcess:
     async def _wait(self, timeout_s: float) -> bool:
         try:
             async with asyncio.timeout(timeout_s):
-                await self._process.wait()
+                await self._exited.wait()
         except TimeoutError:
             return False
         return True
@@ -198,7 +262,7 @@ class ChildProcess:
                 if not await self._wait(timeouts.after_sigterm_s):
                     logger.warning("child pid %d ignored SIGTERM; sending SIGKILL", self.pid)
                     self._signal_group(signal.SIGKILL)
-                    await self._process.wait()
+                    await self._exited.wait()
             # Grandchildren that outlived the child would keep the pipes open: stop the group.
             self._signal_group(signal.SIGKILL)
             for task in (stdout_task, self._stderr_task):

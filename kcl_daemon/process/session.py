@@ -6,12 +6,18 @@ only moves bytes. Rules it adds:
 * The read timeout applies to each line read (Java's ``timeoutInSeconds`` semantics), so a child that
   checkpoints regularly during a long batch never times out; the checkpoint write itself is not timed.
 * Every checkpoint request is answered at once, before anything else is sent (kclpy blocks on it).
+* A checkpoint request whose fields cannot be used (``malformed``) is answered
+  ``IllegalArgumentException`` at once; it is never skipped, which would leave the child waiting.
 * Actions without a checkpointer (``initialize``, ``leaseLost``) answer ``InvalidStateException``.
+* A child that writes nothing for ``stall_warning_s`` while an action is outstanding is *stalled*: one
+  warning per stall names the action and the elapsed time (``timeoutInSeconds`` unset means no timeout
+  ends it), :attr:`ChildSession.stalled` says so for the status line, and the next line ends the stall.
 * Noise on stdout is logged (blank lines silently) and skipped.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +48,7 @@ class ActionTimeouts:
     default_s: float | None = None
     per_action_s: Mapping[str, float | None] = field(default_factory=dict)
     write_s: float | None = 30.0
+    stall_warning_s: float | None = 60.0
 
     def for_action(self, action: str) -> float | None:
         return self.per_action_s.get(action, self.default_s)
@@ -55,6 +62,42 @@ class ChildSession:
         self._timeouts = timeouts
         self._conversation = Conversation()
         self.noise_lines = 0
+        #: The action the child has been silent on past ``stall_warning_s``, while it is.
+        self.stalled: str | None = None
+
+    async def _read_watching_for_stall(self, timeout_s: float | None, action: str) -> bytes:
+        stall_s = self._timeouts.stall_warning_s
+        if stall_s is None or (timeout_s is not None and timeout_s <= stall_s):
+            return await self.child.read_line(timeout_s, waiting_for=action)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        read = asyncio.ensure_future(self.child.read_line(timeout_s, waiting_for=action))
+        try:
+            done, _ = await asyncio.wait({read}, timeout=stall_s)
+            if not done:
+                self.stalled = action
+                logger.warning(
+                    "child pid %d has not answered %s for %.1fs%s; it may be stuck",
+                    self.child.pid,
+                    action,
+                    loop.time() - started,
+                    ""
+                    if timeout_s is not None
+                    else " (no timeoutInSeconds is set, so nothing ends the wait)",
+                )
+            line = await read
+        finally:
+            if not read.done():
+                read.cancel()
+            if self.stalled is not None:
+                logger.info(
+                    "child pid %d wrote again after %.1fs waiting on %s",
+                    self.child.pid,
+                    loop.time() - started,
+                    action,
+                )
+                self.stalled = None
+        return line
 
     async def run_action(self, message: ActionMessage, on_checkpoint: CheckpointHandler | None) -> None:
         """Send ``message`` and return once the child answered it with a matching status."""
@@ -62,7 +105,7 @@ class ChildSession:
         read_timeout = self._timeouts.for_action(action)
         await self.child.write(self._conversation.send_action(message), self._timeouts.write_s)
         while True:
-            line = await self.child.read_line(read_timeout, waiting_for=action)
+            line = await self._read_watching_for_stall(read_timeout, action)
             try:
                 event = self._conversation.receive_line(line)
             except RemoteProtocolError as exc:
@@ -71,11 +114,16 @@ class ChildSession:
                 case ActionCompleted():
                     return
                 case CheckpointRequested(request=request):
-                    if on_checkpoint is None:
+                    if request.malformed is not None:
+                        logger.warning(
+                            "child sent a checkpoint request that cannot be used: %s", request.malformed
+                        )
+                        error: str | None = CheckpointErrorName.ILLEGAL_ARGUMENT
+                    elif on_checkpoint is None:
                         logger.warning(
                             "child asked to checkpoint during %s, which has no checkpointer", action
                         )
-                        error: str | None = CheckpointErrorName.INVALID_STATE
+                        error = CheckpointErrorName.INVALID_STATE
                     else:
                         error = await on_checkpoint(request)
                     await self.child.write(self._conversation.reply_checkpoint(error), self._timeouts.write_s)

@@ -24,7 +24,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from kcl_daemon.clock import Clock
@@ -33,12 +33,14 @@ from kcl_daemon.consumer.shard_consumer import ConsumerSettings
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.lifecycle import ShardState, ShutdownReason
 from kcl_daemon.core.loop_restart import WORKER_LOOP, LoopPolicy
+from kcl_daemon.core.restart_policy import Park
 from kcl_daemon.core.shard_graph import Shard
 from kcl_daemon.errors import LeaseTableGone
 from kcl_daemon.leases.cleanup import ChildShardLookup, LeaseCleaner
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from kcl_daemon.leases.shard_sync import ShardSyncConfig, ShardSyncer
 from kcl_daemon.supervise import LoopFactory, supervise
+from kcl_daemon.worker.shard_failures import TaskFailures, decide_after_failure, is_retriable
 from kcl_daemon.worker.shard_task import ShardTask, ShardTaskContext
 
 logger = logging.getLogger(__name__)
@@ -81,13 +83,17 @@ class WorkerStatus:
     checkpoints_written: int = 0
     child_restarts: int = 0
     parked: list[str] = field(default_factory=list)
+    shard_failures: int = 0
+    stalled: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         parked = f", parked: {' '.join(self.parked)}" if self.parked else ""
+        parked += f", stalled: {' '.join(self.stalled)}" if self.stalled else ""
+        failures = f", {self.shard_failures} shard failures" if self.shard_failures else ""
         return (
             f"{self.held} lease(s), {self.processing} shard(s) processing, {self.waiting_on_parents} waiting "
             f"on parents; {self.records_delivered} records delivered, {self.checkpoints_written} "
-            f"checkpoints, {self.child_restarts} child restarts{parked}"
+            f"checkpoints, {self.child_restarts} child restarts{failures}{parked}"
         )
 
 
@@ -147,6 +153,8 @@ class Scheduler:
         self._renewer: asyncio.Task[None] | None = None
         self._stopping = False
         self._totals = WorkerStatus()
+        #: Shards parked after failing too often (their lease is kept): key -> (why, wake-up on loss/stop).
+        self.parked: dict[str, tuple[str, asyncio.Event]] = {}
         #: Set when a background loop failed for good; ``failure`` says which and why.
         self.failed = asyncio.Event()
         self.failure: str | None = None
@@ -204,25 +212,39 @@ class Scheduler:
         )
 
     def _on_lost(self, lease_key: str) -> None:
+        if lease_key in self.parked:
+            self.parked[lease_key][1].set()
         task = self.tasks.get(lease_key)
         if task is not None:
             task.lease_lost()
 
     async def _run_shard(self, lease: Lease) -> None:
         key = lease.lease_key
+        failures = TaskFailures()
         try:
             while True:
                 task = ShardTask(lease, self._context)
                 self.tasks[key] = task
                 try:
                     outcome = await task.run()
-                except Exception:  # a bug must not end the shard for good: log it and start again
+                except Exception as exc:  # a bug must not end the shard for good: log it and start again
                     logger.exception("shard %s failed unexpectedly", lease.shard_id)
-                    outcome = None
+                    task.failure, outcome = exc, None
                 self.tasks.pop(key, None)  # counted once, below, not also as a live task
                 self._count(task)
                 if self._stopping or key not in self.coordinator.held:
                     return
+                if task.failure is not None:
+                    failures = failures.after(task.failure)
+                    self._totals.shard_failures += 1
+                    if not await self._back_off_or_park(lease, failures, is_retriable(task.failure)):
+                        return
+                    fresh = self.coordinator.held_lease(key)
+                    if fresh is None or self._stopping:
+                        return
+                    lease = fresh
+                    continue
+                failures = TaskFailures()
                 if outcome is not None and outcome.reason is not None:
                     if outcome.reason is ShutdownReason.SHARD_END:
                         logger.info("shard %s finished; its lease is kept until cleanup", lease.shard_id)
@@ -243,6 +265,37 @@ class Scheduler:
             self.tasks.pop(key, None)
             self._runners.pop(key, None)
 
+    async def _back_off_or_park(self, lease: Lease, failures: TaskFailures, retriable: bool) -> bool:
+        """After a failed task: wait the backoff and return True, or park the shard until its lease is
+        lost or the worker stops and return False (see ``kcl_daemon.worker.shard_failures``)."""
+        restart = self.config.consumer.restart
+        policy = replace(restart, initial_backoff_s=self.config.task_backoff_s)
+        decision = decide_after_failure(policy, failures, retriable)
+        if isinstance(decision, Park):
+            why = (
+                f"it failed {decision.consecutive_failures} times in a row (childMaxConsecutiveFailures); "
+                f"last failure: {failures.last}"
+            )
+            logger.error("shard %s parked, its lease is kept: %s", lease.shard_id, why)
+            wake = asyncio.Event()
+            self.parked[lease.lease_key] = (why, wake)
+            try:
+                if not self._stopping:
+                    await wake.wait()
+            finally:
+                self.parked.pop(lease.lease_key, None)
+            return False
+        logger.warning(
+            "shard %s failed (%d in a row%s): %s; starting again in %.1fs",
+            lease.shard_id,
+            decision.consecutive_failures,
+            "" if retriable else f" of at most {policy.max_consecutive_failures}",
+            failures.last,
+            decision.delay_s,
+        )
+        await self._clock.sleep(decision.delay_s)
+        return True
+
     def _count(self, task: ShardTask) -> None:
         if task.consumer is not None:
             stats = task.consumer.stats
@@ -258,6 +311,8 @@ class Scheduler:
             records_delivered=self._totals.records_delivered,
             checkpoints_written=self._totals.checkpoints_written,
             child_restarts=self._totals.child_restarts,
+            shard_failures=self._totals.shard_failures,
+            parked=sorted(self.parked),
         )
         for key, task in self.tasks.items():
             consumer = task.consumer
@@ -270,6 +325,8 @@ class Scheduler:
             status.child_restarts += max(consumer.stats.child_starts - 1, 0)
             if consumer.state is ShardState.PARKED:
                 status.parked.append(key)
+            if consumer.stalled is not None:
+                status.stalled.append(key)
         return status
 
     async def _report_status(self) -> None:
@@ -293,6 +350,8 @@ class Scheduler:
         self._loops.clear()
         for task in list(self.tasks.values()):
             task.request_shutdown()
+        for _why, wake in self.parked.values():
+            wake.set()
         runners = list(self._runners.values())
         if runners:
             _done, pending = await asyncio.wait(runners, timeout=self.config.shutdown_grace_s)

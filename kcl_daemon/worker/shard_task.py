@@ -100,6 +100,8 @@ class ShardTask:
         self._store = LeaseCheckpointStore(context.coordinator, lease.lease_key, clock=context.clock)
         self._stop: asyncio.Event = asyncio.Event()
         self._lost = False
+        #: The error that ended this task, if one did (see ``kcl_daemon.worker.shard_failures``).
+        self.failure: Exception | None = None
 
     @property
     def key(self) -> str:
@@ -167,6 +169,11 @@ class ShardTask:
             self.outcome = await self.consumer.run()
         except KclError as exc:
             logger.error("shard %s stopped: %s", self.lease.shard_id, exc)  # noqa: TRY400 - expected failure
+            self.failure = exc
+            return None
+        except Exception as exc:  # a bug or an unexpected value: this shard's failure, never the worker's
+            logger.exception("shard %s failed unexpectedly", self.lease.shard_id)
+            self.failure = exc
             return None
         finally:
             if self._source is not None:

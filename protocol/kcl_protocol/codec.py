@@ -9,13 +9,20 @@ Rules this module enforces (see ``protocol/README.md``):
   :class:`NoiseLine` instead of raising, so stray ``print()`` output never breaks a conversation.
   Missing ``sequenceNumber``/``subSequenceNumber`` mean null; ``error`` in a request is ignored;
   unknown extra keys are accepted.
+* A checkpoint request is always a checkpoint request, never noise (skipping it would leave the child
+  waiting for a reply forever): its numbers are read exactly as written (no float rounding, any size);
+  ``1.0`` is coerced to 1 as Jackson does; fields that still cannot be used (a wrong type, a
+  sub-sequence number outside Java's ``long``) set ``malformed``, and the daemon answers
+  ``IllegalArgumentException``.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Final
 
 import orjson
@@ -210,21 +217,73 @@ def _preview(text: str) -> str:
     return text[:_NOISE_PREVIEW_CHARS] + f"... ({len(text)} chars)"
 
 
+class _JsonInt(str):
+    """A JSON integer exactly as written (any size)."""
+
+    __slots__ = ()
+
+
+class _JsonFloat(str):
+    """A JSON number with a fraction or exponent (or NaN/Infinity) exactly as written."""
+
+    __slots__ = ()
+
+
+_LONG_MAX: Final = 2**63 - 1
+
+
+def _exact_json(data: bytes) -> object:
+    """Parse JSON keeping every number as its text (orjson rounds big integers to floats)."""
+    return json.loads(data, parse_int=_JsonInt, parse_float=_JsonFloat, parse_constant=_JsonFloat)
+
+
 def _lenient_sequence_number(value: object) -> str | None:
-    # Jackson coerces a JSON number into the String field; so do we.
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    raise ValueError("sequenceNumber must be a string, a number or null")
+    # Jackson coerces a JSON integer into the String field; so do we.
+    if value is None or (isinstance(value, str) and not isinstance(value, _JsonFloat)):
+        return None if value is None else str(value)
+    raise ValueError(f"sequenceNumber must be a string, an integer or null, got {_kind(value)}")
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, _JsonFloat):
+        return f"the number {_preview(str(value))}"
+    return "an array" if isinstance(value, list) else type(value).__name__
 
 
 def _lenient_sub_sequence_number(value: object) -> int | None:
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    raise ValueError("subSequenceNumber must be an integer or null")
+    if value is None:
+        return None
+    text = str(value).strip() if isinstance(value, str) else None
+    if isinstance(value, _JsonFloat):
+        try:
+            number = Decimal(value)
+        except InvalidOperation:
+            number = Decimal("NaN")
+        if not number.is_finite() or number != number.to_integral_value() or abs(number) > _LONG_MAX:
+            raise ValueError(
+                f"subSequenceNumber {_preview(str(value))} is not a whole number in Java's long range"
+            )
+        return int(number)  # 1.0 -> 1, as Jackson coerces it
+    if text is not None and text.lstrip("-").isdigit():
+        if len(text.lstrip("-")) > 19 or abs(int(text)) > _LONG_MAX:
+            raise ValueError(f"subSequenceNumber {_preview(text)} is outside Java's long range")
+        return int(text)
+    raise ValueError(f"subSequenceNumber must be an integer or null, got {_kind(value)}")
+
+
+def _checkpoint_request(obj: dict[str, object]) -> CheckpointRequest:
+    problems: list[str] = []
+    sequence: str | None = None
+    sub: int | None = None
+    try:
+        sequence = _lenient_sequence_number(obj.get("sequenceNumber"))
+    except ValueError as exc:
+        problems.append(str(exc))
+    try:
+        sub = _lenient_sub_sequence_number(obj.get("subSequenceNumber"))
+    except ValueError as exc:
+        problems.append(str(exc))
+    return CheckpointRequest(sequence, sub, "; ".join(problems) or None)
 
 
 def decode_child_line(line: bytes) -> ChildMessage | NoiseLine:
@@ -238,7 +297,10 @@ def decode_child_line(line: bytes) -> ChildMessage | NoiseLine:
     try:
         obj = orjson.loads(stripped)
     except orjson.JSONDecodeError:
-        return NoiseLine("not JSON", _preview(text))
+        try:  # numbers orjson cannot hold (a 5,000-digit integer) are still JSON
+            obj = _exact_json(stripped)
+        except ValueError:
+            return NoiseLine("not JSON", _preview(text))
     if not isinstance(obj, dict):
         return NoiseLine("JSON but not an object", _preview(text))
     action = obj.get("action")
@@ -246,10 +308,9 @@ def decode_child_line(line: bytes) -> ChildMessage | NoiseLine:
         if action == "status":
             return Status(response_for=_opt_str(obj.get("responseFor"), "responseFor"))
         if action == "checkpoint":
-            return CheckpointRequest(
-                sequence_number=_lenient_sequence_number(obj.get("sequenceNumber")),
-                sub_sequence_number=_lenient_sub_sequence_number(obj.get("subSequenceNumber")),
-            )
+            exact = _exact_json(stripped)
+            assert isinstance(exact, dict)
+            return _checkpoint_request(exact)
     except ValueError as exc:
         return NoiseLine(f"malformed {action} message: {exc}", _preview(text))
     if action is None:

@@ -85,6 +85,9 @@ class CheckpointRequest:
     action: ClassVar[str] = "checkpoint"
     sequence_number: str | None
     sub_sequence_number: int | None
+    #: Why the request's fields cannot be used (a wrong type, a number out of range); the daemon then
+    #: answers ``IllegalArgumentException``. The fields hold what could be read, else None.
+    malformed: str | None = None
 
 
 ActionMessage = Initialize | ProcessRecords | LeaseLost | ShardEnded | ShutdownRequested | LegacyShutdown

@@ -8,6 +8,8 @@ test waits for a backoff; only the fault detection timeouts (a fraction of a sec
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -98,6 +100,17 @@ def assert_healthy_shard_unaffected(outcome: ShardOutcome, delivered: Counter[st
     [
         ("crash", {}, "stdout closed while waiting for processRecords: child pid \\d+ exited with status 3"),
         ("exit-early", {}, "stdout closed while waiting for processRecords: .*exited with status 0"),
+        (
+            "rt-signal",
+            {},
+            "stdout closed while waiting for processRecords: .*killed by signal \\d+ \\(SIGRTMIN\\+6\\)",
+        ),
+        (
+            "orphan-stdout",
+            {},
+            "exited while waiting for processRecords, but a process it started still holds its stdout "
+            "open: child pid \\d+ exited with status 3",
+        ),
         ("hang", {"action": 0.5}, "no answer to processRecords within 0.5s"),
         ("wrong-status", {}, "child answered 'processRecords' with a status for 'initialize'"),
         ("long-line", {}, "longer than the 1048576 byte limit"),
@@ -206,3 +219,53 @@ async def test_records_at_or_before_the_checkpoint_are_never_delivered(tmp_path:
     delivered = (tmp_path / "delivered.log").read_text().split()
     assert delivered == ["500/2", "500/3", "501/0"]
     assert outcome.checkpoint == SHARD_END
+
+
+async def test_a_checkpoint_request_the_codec_cannot_use_is_answered_not_skipped(tmp_path: Path) -> None:
+    faulty, healthy, sleep, delivered = await run_pair(tmp_path, "bad-checkpoint", action=10.0)
+    replies = [json.loads(line) for line in (tmp_path / "shard-A" / "replies.log").read_text().splitlines()]
+    # 0.0 is coerced to 0 as Java does (a valid checkpoint at the batch's last record)
+    assert [r["error"] for r in replies] == [
+        None,
+        "IllegalArgumentException",
+        "IllegalArgumentException",
+    ]
+    assert replies[0]["subSequenceNumber"] == 0
+    assert faulty.state is ShardState.SHUTDOWN_COMPLETE and faulty.stats.child_failures == 0
+    assert faulty.checkpoint == SHARD_END and sleep.sleeps == []
+    assert_healthy_shard_unaffected(healthy, delivered["shard-B"])
+
+
+async def test_a_silent_child_is_reported_stalled_once_per_stall(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    state = tmp_path / "s"
+    state.mkdir()
+    launch = make_child_launcher((sys.executable, FAULTY, "hang", str(state)), line_limit_bytes=1 << 20)
+    consumer_settings = ConsumerSettings(
+        timeouts=ActionTimeouts(default_s=None, write_s=10.0, stall_warning_s=0.3),
+        stop=StopTimeouts(after_eof_s=1.0, after_sigterm_s=1.0),
+        return_when_parked=True,
+    )
+    consumer = ShardConsumer(
+        "s",
+        ListRecordSource(make_records(True), 10),
+        InMemoryCheckpointStore(TRIM_HORIZON),
+        launch,
+        consumer_settings,
+    )
+    task = asyncio.create_task(consumer.run())
+    for _ in range(200):
+        if consumer.stalled is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert consumer.stalled == "processRecords"
+    await asyncio.sleep(0.8)  # still stalled: no second warning
+    consumer.request_shutdown()
+    consumer.lease_lost()  # the hanging child never answers; lease loss stops it
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    warnings = [r.getMessage() for r in caplog.records if "has not answered" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "has not answered processRecords for 0.3s (no timeoutInSeconds is set" in warnings[0]

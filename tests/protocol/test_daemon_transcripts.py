@@ -58,4 +58,4 @@ async def test_daemon_side(transcript: Transcript) -> None:
     assert replies == []
     assert await child.stop() == 0, list(child.stderr_tail)
     if transcript.name == "noise":
-        assert session.noise_lines == 6
+        assert session.noise_lines == 5

@@ -145,8 +145,6 @@ def test_child_lines_accepted_leniently(line: bytes, expected: object) -> None:
         (b'{"noAction": true}', "JSON object without an action"),
         (b'{"action": "initialize"}', "action 'initialize' is not one a child sends"),
         (b'{"action": "bogus"}', "action 'bogus' is not one a child sends"),
-        (b'{"action":"checkpoint","subSequenceNumber":{"n":1}}', "malformed checkpoint message"),
-        (b'{"action":"checkpoint","sequenceNumber":true}', "malformed checkpoint message"),
         (b'{"action":"status","responseFor":5}', "malformed status message"),
         (b"\xff\xfe garbage", "not JSON"),
     ],
@@ -179,3 +177,34 @@ def test_noise_preview_is_bounded() -> None:
 def test_strict_daemon_decoder_rejects_what_clients_would_crash_on(line: bytes) -> None:
     with pytest.raises(ValueError, match=r"."):
         decode_daemon_line(line)
+
+
+BIG = "49590338271490256608559692538361571095921575989136588898"
+
+
+@pytest.mark.parametrize(
+    ("line", "sequence", "sub", "malformed"),
+    [
+        (b'{"action":"checkpoint","sequenceNumber":"5","subSequenceNumber":1.0}', "5", 1, None),
+        (b'{"action":"checkpoint","sequenceNumber":"5","subSequenceNumber":"7"}', "5", 7, None),
+        (b'{"action":"checkpoint","sequenceNumber":' + BIG.encode() + b"}", BIG, None, None),
+        (b'{"action":"checkpoint","sequenceNumber":"5","subSequenceNumber":1.5}', "5", None, "not a whole"),
+        (b'{"action":"checkpoint","subSequenceNumber":18446744073709551617}', None, None, "long range"),
+        (b'{"action":"checkpoint","subSequenceNumber":' + b"9" * 5000 + b"}", None, None, "long range"),
+        (b'{"action":"checkpoint","subSequenceNumber":{"n":1}}', None, None, "got dict"),
+        (b'{"action":"checkpoint","sequenceNumber":true}', None, None, "got bool"),
+        (b'{"action":"checkpoint","sequenceNumber":1e5,"subSequenceNumber":[1]}', None, None, "an array"),
+        (b'{"action":"checkpoint","subSequenceNumber":NaN}', None, None, "not a whole"),
+    ],
+)
+def test_a_checkpoint_request_is_never_noise(
+    line: bytes, sequence: str | None, sub: int | None, malformed: str | None
+) -> None:
+    decoded = decode_child_line(line)
+    assert isinstance(decoded, CheckpointRequest)
+    assert (decoded.sequence_number, decoded.sub_sequence_number) == (sequence, sub)
+    if malformed is None:
+        assert decoded.malformed is None
+    else:
+        assert decoded.malformed is not None and malformed in decoded.malformed
+        assert len(decoded.malformed) < 600, "huge values are shortened"
