@@ -14,9 +14,7 @@ offsets: a restarted query replays its last batch byte for byte, and speculative
 from __future__ import annotations
 
 import logging
-import os
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,6 +33,7 @@ from pyspark.sql.types import StructType
 from kcl_daemon.aws.source_clients import kinesis_for, lease_table_for
 from kcl_daemon.core.shard_graph import Shard
 from kcl_daemon.retry import KINESIS
+from kcl_daemon.spark.handover import owner_of
 from kcl_daemon.spark.lease_bridge import LeaseBridge
 from kcl_daemon.spark.lease_rules import is_ahead
 from kcl_daemon.spark.offsets import (
@@ -162,10 +161,9 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.options.lease_table_name is None:
             return None
         if self._bridge is None:
-            owner = self.options.lease_owner or f"spark-{uuid.uuid4().hex[:12]}@{os.uname().nodename}"
             self._bridge = LeaseBridge(
                 lease_table_for(self.options),
-                owner,
+                owner_of(self.options),
                 failover_s=self.options.lease_failover_s,
                 wait_timeout_s=self.options.lease_wait_timeout_s,
             )
