@@ -24,7 +24,7 @@ from pathlib import Path
 
 from kcl_daemon.aws.source_clients import kinesis_for, lease_table_for
 from kcl_daemon.retry import KINESIS
-from kcl_daemon.spark.lease_bridge import CheckpointReport, write_checkpoints
+from kcl_daemon.spark.lease_bridge import CheckpointReport, release_owned, write_checkpoints
 from kcl_daemon.spark.offsets import BadOffset, SourceOffset
 from kcl_daemon.spark.options import SourceOptions, parse_options
 
@@ -66,19 +66,24 @@ def write_offset(options: SourceOptions, offset: SourceOffset) -> CheckpointRepo
 def sync_lease_table(
     checkpoint_location: str | Path, options: Mapping[str, str], *, source_index: int = 0
 ) -> CheckpointReport:
-    """Write the stopped query's exact final checkpoints (``options``: the source's own options)."""
+    """Write the stopped query's exact final checkpoints and release its leases (``options``: the
+    source's own options). The query's source runner releases them too when Spark lets it finish;
+    this makes the hand-over independent of that."""
     parsed = parse_options(options)
     if parsed.lease_table_name is None:
         raise ValueError("sync_lease_table needs the source's leaseTableName option")
     offset = last_committed_offset(checkpoint_location, source_index)
+    report = CheckpointReport()
     if offset is None:
-        logger.info("no committed batch in %s: nothing to write", checkpoint_location)
-        return CheckpointReport()
-    report = write_offset(parsed, offset)
+        logger.info("no committed batch in %s: no checkpoint to write", checkpoint_location)
+    else:
+        report = write_offset(parsed, offset)
+    report.released = release_owned(lease_table_for(parsed), owner_of(parsed))
     logger.info(
-        "lease table %s: %d checkpoint(s) written, %d refused",
+        "lease table %s: %d checkpoint(s) written, %d refused, %d lease(s) released",
         parsed.lease_table_name,
         len(report.written),
         len(report.refused),
+        len(report.released),
     )
     return report

@@ -51,6 +51,7 @@ class CheckpointReport:
     written: dict[str, str] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)  # shard -> why (another owner)
     children_created: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
 
 
 def _take_or_adopt(table: DynamoLeaseTable, lease: Lease, owner: str) -> Lease | None:
@@ -148,6 +149,23 @@ def write_checkpoints(
             held[shard_id] = new
         report.written[shard_id] = str(checkpoint)
     return report
+
+
+def release_owned(table: DynamoLeaseTable, owner: str) -> list[str]:
+    """Release every lease ``owner`` still holds (after its process stopped); the shard ids released."""
+    released = []
+    for lease in table.list_leases(consistent=True).leases:
+        current: Lease | None = lease
+        for _ in range(3):
+            if current is None or current.lease_owner != owner:
+                break
+            try:
+                table.release(current)
+                released.append(current.shard_id)
+                break
+            except LeaseConflict:
+                current = table.get_lease(lease.lease_key, consistent=True)
+    return released
 
 
 class LeaseBridge:
