@@ -133,20 +133,21 @@ class Deaggregator:
         self.stats = DeaggregationStats()
 
     def deaggregate(self, records: Iterable[RawRecord]) -> list[Record]:
-        out: list[Record] = []
-        for raw in records:
-            out.extend(self._one(raw))
-        return out
+        return [record for raw in records for record, _ in self._one(raw)]
+
+    def deaggregate_with_hash_keys(self, records: Iterable[RawRecord]) -> list[tuple[Record, int | None]]:
+        """Like :meth:`deaggregate`, with each user record's explicit hash key (None: it has none)."""
+        return [pair for raw in records for pair in self._one(raw)]
 
     def _plain(self, raw: RawRecord) -> Record:
         return Record(raw.data, raw.partition_key, raw.sequence_number, 0, raw.approximate_arrival_timestamp)
 
-    def _one(self, raw: RawRecord) -> list[Record]:
+    def _one(self, raw: RawRecord) -> list[tuple[Record, int | None]]:
         if not raw.data.startswith(MAGIC):
-            return [self._plain(raw)]
+            return [(self._plain(raw), None)]
         aggregate, problem = _parse_aggregate(raw.data)
         if aggregate is None:
-            return [self._undecodable(raw, problem or "it is not an aggregate")]
+            return [(self._undecodable(raw, problem or "it is not an aggregate"), None)]
         self.stats.aggregates += 1
         subs, bad_index = _sub_records(aggregate)
         if bad_index is None:
@@ -184,7 +185,10 @@ class Deaggregator:
             )
             return []
         return [
-            Record(s.data, s.partition_key, raw.sequence_number, sub, raw.approximate_arrival_timestamp)
+            (
+                Record(s.data, s.partition_key, raw.sequence_number, sub, raw.approximate_arrival_timestamp),
+                s.explicit_hash_key,
+            )
             for sub, s in enumerate(subs)
         ]
 
