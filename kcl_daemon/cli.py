@@ -202,6 +202,27 @@ def leases(properties: Path, as_json: bool, check_expiry: bool) -> None:
         click.echo(report_text(result))
 
 
+@main.command("deregister-consumer")
+@_properties_option(
+    "The daemon's .properties (or .yaml) file: fanoutConfig.consumerArn, or streamName/streamArn with "
+    "fanoutConfig.consumerName or applicationName; endpoints."
+)
+def deregister_consumer_command(properties: Path) -> None:
+    """Deregister the enhanced fan-out stream consumer the configuration names (the daemon never does
+    it by itself: other workers of the application share the consumer). Exit 0 also when none exists."""
+    settings = _load(properties, ())
+    from kcl_daemon.retrieval.consumer import deregister_consumer  # boto3 only for the AWS commands
+
+    try:
+        what, existed = deregister_consumer(settings)
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        sys.exit(EXIT_CONFIG)
+    except KclError as exc:
+        _fail(f"cannot deregister the stream consumer: {exc}", EXIT_FAILED)
+    click.echo(f"deregistered stream consumer {what}" if existed else f"no stream consumer {what}")
+
+
 @main.command("replay")
 @_properties_option(_PROPERTIES_HELP)
 @click.option(

@@ -25,6 +25,7 @@ from typing import Any
 
 from kcl_daemon.aws.clients import AwsClients, build_clients, client_settings_from
 from kcl_daemon.aws.coordinator_state import locate
+from kcl_daemon.aws.fanout import Fanout
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable, ScanResult
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
@@ -32,6 +33,7 @@ from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.consumer.configure import consumer_settings
+from kcl_daemon.consumer.ports import ShardRecordSource
 from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.assignment import DeciderConfig
 from kcl_daemon.core.client_version import ClientVersionConfig
@@ -43,8 +45,10 @@ from kcl_daemon.leases.inspect import LeaseTableReport, inspect_lease_table
 from kcl_daemon.leases.leader_mode import LeaderMode, LeaderModeConfig
 from kcl_daemon.leases.shard_sync import ShardSyncConfig
 from kcl_daemon.leases.worker_metrics import WorkerMetricsConfig
+from kcl_daemon.retrieval.consumer import ConsumerResolver
+from kcl_daemon.retrieval.fanout import FanoutRecordSource
 from kcl_daemon.retrieval.polling import PollingRecordSource
-from kcl_daemon.retrieval.settings import RetrievalSettings
+from kcl_daemon.retrieval.settings import RetrievalSettings, resolve_mode
 from kcl_daemon.retry import KINESIS
 from kcl_daemon.stopping import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StopSignals
 from kcl_daemon.worker.scheduler import Scheduler, SchedulerConfig
@@ -53,6 +57,8 @@ logger = logging.getLogger(__name__)
 
 #: GetRecords calls in flight at once, across all shards of this worker.
 READ_THREADS = 16
+#: Enhanced fan-out: one thread per subscribed shard (a subscription blocks its thread).
+FANOUT_THREADS = 512
 
 
 def default_worker_id() -> str:
@@ -113,6 +119,11 @@ def plan_worker(
         idle_between_reads_s=settings.idle_time_between_reads_s,
         reduced_tps_threshold_s=settings.millis_behind_latest_threshold_for_reduced_tps_s,
         at_timestamp=settings.initial_position_timestamp,
+        mode=resolve_mode(
+            settings.retrieval_mode, settings.effective_retrieval_mode, from_file=bool(settings.sources)
+        ),
+        consumer_name=settings.fanout_consumer_name or settings.application_name,
+        consumer_arn=settings.fanout_consumer_arn,
     )
     app = settings.application_name or table
     return WorkerPlan(
@@ -176,8 +187,18 @@ def build_scheduler(
     table = LeaseTable3x(clients.dynamodb, plan.table_name)
     kinesis = Kinesis(clients.kinesis)
     read_pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="kinesis-read")
+    fanout = None
+    if plan.retrieval.mode == "FANOUT":
+        fanout_pool = ThreadPoolExecutor(FANOUT_THREADS, thread_name_prefix="fanout")
+        fanout = Fanout(clients.kinesis)
+        consumer = ConsumerResolver(
+            fanout,
+            plan.stream_name,
+            plan.retrieval.consumer_name or plan.table_name,
+            plan.retrieval.consumer_arn,
+        )
 
-    def make_source(from_lease: Shard) -> PollingRecordSource:
+    def make_source(from_lease: Shard) -> ShardRecordSource:
         """Runs on a worker thread. ListShards' view of the shard says whether it is closed and where it
         ends, which ends closed shards on emulators that never send ChildShards."""
         shard = from_lease
@@ -186,6 +207,9 @@ def build_scheduler(
             shard = listed.get(from_lease.shard_id, from_lease)
         except KclError as exc:
             logger.warning("shard %s: ListShards failed, reading without it: %s", from_lease.shard_id, exc)
+        if fanout is not None:
+            arn = consumer.arn()
+            return FanoutRecordSource(fanout, arn, shard, fanout_pool, plan.retrieval, clock=clock)
         return PollingRecordSource(kinesis, plan.stream_name, shard, read_pool, plan.retrieval, clock=clock)
 
     def child_shards_of(shard_id: str) -> Sequence[str] | None:
@@ -317,10 +341,13 @@ def run_from_settings(
 ) -> int:
     """Build the AWS clients (or the embedded local backend) and run the worker; returns the exit code."""
     plan = plan_worker(settings, worker_id=worker_id)
-    if settings.effective_retrieval_mode == "FANOUT":
+    if plan.retrieval.mode == "FANOUT" and local:
+        logger.warning("local mode: the embedded backend has no SubscribeToShard; polling instead of fan-out")
+        plan = replace(plan, retrieval=replace(plan.retrieval, mode="POLLING"))
+    elif plan.retrieval.mode == "FANOUT" and settings.retrieval_mode == "DEFAULT":
         logger.warning(
-            "retrievalMode resolves to FANOUT (enhanced fan-out), which kcl-daemon does not implement yet: "
-            "reading with GetRecords polling instead (set retrievalMode = POLLING to silence this)"
+            "retrievalMode DEFAULT resolves to FANOUT (enhanced fan-out, as in Java: no polling key is "
+            "set): a stream consumer is registered; set retrievalMode = POLLING to poll instead"
         )
     if not local:
         client_settings = replace(

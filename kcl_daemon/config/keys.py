@@ -201,6 +201,21 @@ KEYS: Final[tuple[Key, ...]] = (
         choices=("DEFAULT", "POLLING", "FANOUT"),
     ),
     Key(
+        "fanoutConfig.consumerName",
+        "fanout_consumer_name",
+        Kind.STRING,
+        None,
+        "Enhanced fan-out: the stream consumer to register or reuse (Java's FanOutConfig).",
+        unset="applicationName",
+    ),
+    Key(
+        "fanoutConfig.consumerArn",
+        "fanout_consumer_arn",
+        Kind.STRING,
+        None,
+        "Enhanced fan-out: use this registered consumer (never registers one); overrides consumerName.",
+    ),
+    Key(
         "maxRecords",
         "max_records",
         Kind.INT,

@@ -88,6 +88,8 @@ class Settings:
     dynamodb_endpoint: str | None = None
     # retrieval
     retrieval_mode: str = "DEFAULT"
+    fanout_consumer_name: str | None = None
+    fanout_consumer_arn: str | None = None
     max_records: int = 10000
     idle_time_between_reads_s: float = 1.5
     millis_behind_latest_threshold_for_reduced_tps_s: float = 0.0
@@ -469,8 +471,8 @@ def _unknown(
         )
     elif "." in name:
         warnings.append(
-            f"{where}: nested key {name!r} is ignored (kcl-daemon supports kinesisClient.endpointOverride "
-            "and dynamoDbClient.endpointOverride)"
+            f"{where}: nested key {name!r} is ignored (kcl-daemon supports kinesisClient.endpointOverride, "
+            "dynamoDbClient.endpointOverride, fanoutConfig.consumerName and fanoutConfig.consumerArn)"
         )
     else:
         warnings.append(f"{where}: unknown key {name!r} is ignored{_suggestion(name)}")

@@ -42,12 +42,12 @@ from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts, ChildSession
 from kcl_protocol import (
     ActionMessage,
+    AnyRecord,
     CheckpointErrorName,
     CheckpointRequest,
     Initialize,
     LeaseLost,
     ProcessRecords,
-    Record,
     ShardEnded,
     ShutdownRequested,
 )
@@ -261,7 +261,7 @@ class ShardConsumer:
         if self.state is ShardState.PROCESSING:
             self._history = self._history.after_progress(self._in_flight_up_to)
 
-    def _after_checkpoint(self, records: tuple[Record, ...]) -> tuple[Record, ...]:
+    def _after_checkpoint(self, records: tuple[AnyRecord, ...]) -> tuple[AnyRecord, ...]:
         """Drop records at or before the checkpoint (Java's rule). Batches are ordered, so only a prefix
         can be at or before it: once one record is past it, the rest of the batch is kept as is."""
         for index, record in enumerate(records):
