@@ -73,6 +73,7 @@ class ConsumerSettings:
 class ConsumerStats:
     batches: int = 0
     records_delivered: int = 0
+    bytes_delivered: int = 0  # record data only: the lease's throughputKBps (3.x) is computed from it
     checkpoints_written: int = 0
     child_starts: int = 0
     child_failures: int = 0
@@ -253,6 +254,7 @@ class ShardConsumer:
             self._largest_delivered = max(self._largest_delivered, self._in_flight_up_to)
         self.stats.batches += 1
         self.stats.records_delivered += len(records)
+        self.stats.bytes_delivered += sum(len(record.data) for record in records)
         await self._step(
             self._send(ProcessRecords(records, batch.millis_behind_latest)), ShardEvent.BATCH_DONE
         )

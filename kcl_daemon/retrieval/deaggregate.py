@@ -128,6 +128,12 @@ def _library_split(raw: RawRecord) -> list[dict[str, Any]]:
     ]
 
 
+def _decoded(raw: AnyRawRecord) -> RawRecord:
+    if type(raw) is EncodedRawRecord:
+        return RawRecord(raw.data, raw.partition_key, raw.sequence_number, raw.approximate_arrival_timestamp)
+    return raw  # type: ignore[return-value]
+
+
 class Deaggregator:
     """Turns one shard's Kinesis records into user records; ``stats`` counts what happened."""
 
@@ -157,18 +163,23 @@ class Deaggregator:
                 raw = RawRecord(
                     raw.data, raw.partition_key, raw.sequence_number, raw.approximate_arrival_timestamp
                 )
-            out.extend(self._one(raw))  # type: ignore[arg-type]
+            out.extend(record for record, _ in self._one(raw))  # type: ignore[arg-type]
         return out
+
+    def deaggregate_with_hash_keys(self, records: Iterable[AnyRawRecord]) -> list[tuple[Record, int | None]]:
+        """Like :meth:`deaggregate`, with each user record's explicit hash key (None: it has none); payloads
+        come out decoded, whether or not the page kept them as base64."""
+        return [pair for raw in records for pair in self._one(_decoded(raw))]
 
     def _plain(self, raw: RawRecord) -> Record:
         return Record(raw.data, raw.partition_key, raw.sequence_number, 0, raw.approximate_arrival_timestamp)
 
-    def _one(self, raw: RawRecord) -> list[Record]:
+    def _one(self, raw: RawRecord) -> list[tuple[Record, int | None]]:
         if not raw.data.startswith(MAGIC):
-            return [self._plain(raw)]
+            return [(self._plain(raw), None)]
         aggregate, problem = _parse_aggregate(raw.data)
         if aggregate is None:
-            return [self._undecodable(raw, problem or "it is not an aggregate")]
+            return [(self._undecodable(raw, problem or "it is not an aggregate"), None)]
         self.stats.aggregates += 1
         subs, bad_index = _sub_records(aggregate)
         if bad_index is None:
@@ -206,7 +217,10 @@ class Deaggregator:
             )
             return []
         return [
-            Record(s.data, s.partition_key, raw.sequence_number, sub, raw.approximate_arrival_timestamp)
+            (
+                Record(s.data, s.partition_key, raw.sequence_number, sub, raw.approximate_arrival_timestamp),
+                s.explicit_hash_key,
+            )
             for sub, s in enumerate(subs)
         ]
 
