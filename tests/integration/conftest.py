@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -235,3 +236,36 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"emulator restart: {note}")
     for name, text in FIGURES.items():
         terminalreporter.write_line(f"{name}: {text}")
+
+
+@pytest.fixture(scope="session")
+def spark_session(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One local[2] SparkSession for every Spark test, with the Kinesis source registered.
+
+    Skipped (with the reason) where Java is missing; pyspark missing fails under CI like any emulator.
+    """
+    if shutil.which("java") is None:
+        pytest.skip("the Spark tests need a Java 17 runtime (java is not on PATH)")
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        _missing("pyspark is not installed (scripts/bootstrap.sh installs kcl-daemon[spark])")
+    from kcl_daemon.spark import register
+
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this venv's packages
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("kcl-daemon-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    yield spark
+    spark.stop()
