@@ -211,6 +211,27 @@ def dumps_json(payload: object) -> str:
         return json.dumps(payload, indent=2, ensure_ascii=False, default=str)
 
 
+@main.command("deregister-consumer")
+@_properties_option(
+    "The daemon's .properties (or .yaml) file: fanoutConfig.consumerArn, or streamName/streamArn with "
+    "fanoutConfig.consumerName or applicationName; endpoints."
+)
+def deregister_consumer_command(properties: Path) -> None:
+    """Deregister the enhanced fan-out stream consumer the configuration names (the daemon never does
+    it by itself: other workers of the application share the consumer). Exit 0 also when none exists."""
+    settings = _load(properties, ())
+    from kcl_daemon.retrieval.consumer import deregister_consumer  # boto3 only for the AWS commands
+
+    try:
+        what, existed = deregister_consumer(settings)
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        sys.exit(EXIT_CONFIG)
+    except KclError as exc:
+        _fail(f"cannot deregister the stream consumer: {exc}", EXIT_FAILED)
+    click.echo(f"deregistered stream consumer {what}" if existed else f"no stream consumer {what}")
+
+
 @main.command("replay")
 @_properties_option(_PROPERTIES_HELP)
 @click.option(
@@ -426,3 +447,92 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
         click.echo(f"  {name}: {value}")
     for warning in settings.warnings:
         click.echo(f"warning: {warning}")
+
+
+@main.command()
+@click.option("--shards", default=500, show_default=True, type=click.IntRange(min=1), help="Shards (leases).")
+@click.option("--workers", default=200, show_default=True, type=click.IntRange(min=1), help="Workers.")
+@click.option(
+    "--zones", default=2, show_default=True, type=click.IntRange(min=1), help="Zones (or clusters)."
+)
+@click.option(
+    "--scenario",
+    "scenarios",
+    multiple=True,
+    help="Scenario (repeatable; default: all but scale): "
+    "cold, scale-out, crash, leader-crash, rolling, hot, zone-loss, reshard, scale.",
+)
+@click.option(
+    "--policy", "policies", multiple=True, help="Policy (repeatable; default all): 2.x, variance, ours."
+)
+@_properties_option(
+    "Take failoverTimeMillis, maxLeasesForWorker, leaseAssignmentIntervalMillis, restartGraceMillis and "
+    "maxHandoffsPerWorker from this file.",
+    required=False,
+)
+@click.option("--failover-ms", type=click.IntRange(min=100), help="failoverTimeMillis (overrides the file).")
+@click.option("--grace-ms", type=click.IntRange(min=0), help="restartGraceMillis (overrides the file).")
+@click.option("--max-handoffs", type=click.IntRange(min=1), help="maxHandoffsPerWorker (overrides the file).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Random seed (same seed, same result).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option(
+    "--plot", type=click.Path(path_type=Path, dir_okay=False), help="Write a timeline picture (.html)."
+)
+def simulate(
+    shards: int,
+    workers: int,
+    zones: int,
+    scenarios: tuple[str, ...],
+    policies: tuple[str, ...],
+    properties: Path | None,
+    failover_ms: int | None,
+    grace_ms: int | None,
+    max_handoffs: int | None,
+    seed: int,
+    as_json: bool,
+    plot: Path | None,
+) -> None:
+    """Compare lease-balancing policies on a simulated fleet (capacity planning; no AWS).
+
+    Every policy runs the real decision code (the 2.x taker, Java's variance-based decider, this
+    project's assignor) through the same seeded scenario; the table shows time to balance, lease moves
+    against their lower bound, hand-offs, moves that risk duplicates, unserved lease-seconds, leases per
+    worker and per zone, DynamoDB units per lease-hour and the decider's time per round.
+    """
+    from kcl_daemon.sim import report as sim_report
+    from kcl_daemon.sim.model import FleetConfig
+    from kcl_daemon.sim.policies import POLICY_NAMES
+    from kcl_daemon.sim.scenarios import SCENARIOS, Size
+
+    if plot is not None and plot.suffix.lower() != ".html":
+        _fail(f"--plot {plot}: only .html pictures are supported")
+    for name in scenarios:
+        if name not in SCENARIOS:
+            _fail(f"--scenario {name!r}: choose from {', '.join(SCENARIOS)}")
+    for name in policies:
+        if name not in POLICY_NAMES:
+            _fail(f"--policy {name!r}: choose from {', '.join(POLICY_NAMES)}")
+    fleet = FleetConfig()
+    if properties is not None:
+        settings = _load(properties, ())
+        fleet = FleetConfig(
+            failover_s=settings.failover_s,
+            assignment_interval_s=settings.lease_assignment_interval_s,
+            max_leases_for_worker=settings.max_leases_for_worker,
+            restart_grace_s=settings.restart_grace_s,
+            max_handoffs_per_worker=settings.max_handoffs_per_worker,
+        )
+    if failover_ms is not None:
+        fleet = dataclasses.replace(fleet, failover_s=failover_ms / 1000)
+    if grace_ms is not None:
+        fleet = sim_report.with_grace(fleet, grace_ms / 1000)
+    if max_handoffs is not None:
+        fleet = dataclasses.replace(fleet, max_handoffs_per_worker=max_handoffs)
+    chosen = scenarios or tuple(name for name in SCENARIOS if name != "scale")
+    results = sim_report.compare(chosen, policies or POLICY_NAMES, Size(shards, workers, zones), fleet, seed)
+    if plot is not None:
+        plot.write_text(sim_report.html_page(results), encoding="utf-8")
+    if as_json:
+        click.echo(orjson.dumps(sim_report.to_json(results), option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(sim_report.table(results))

@@ -88,6 +88,8 @@ class Settings:
     dynamodb_endpoint: str | None = None
     # retrieval
     retrieval_mode: str = "DEFAULT"
+    fanout_consumer_name: str | None = None
+    fanout_consumer_arn: str | None = None
     max_records: int = 10000
     idle_time_between_reads_s: float = 1.5
     millis_behind_latest_threshold_for_reduced_tps_s: float = 0.0
@@ -114,6 +116,10 @@ class Settings:
     metrics_enabled_dimensions: tuple[str, ...] = ("ALL",)
     # kcl-daemon's own
     lease_cluster_separator: str = "-"
+    worker_zone: str | None = None
+    zone_from_environment: bool = False
+    restart_grace_s: float = 0.0
+    max_handoffs_per_worker: int = 2
     initialize_timeout_s: float | None = None
     process_records_timeout_s: float | None = None
     shutdown_timeout_s: float | None = None
@@ -124,6 +130,21 @@ class Settings:
     child_restart_max_backoff_s: float = 60.0
     child_max_consecutive_failures: int = 5
     child_stall_warning_s: float = 60.0
+    # KCL 3.x lease assignment
+    client_version_config: str = "CLIENT_VERSION_CONFIG_3X"
+    lease_assignment_strategy: str = "VARIANCE"
+    graceful_lease_handoff_timeout_s: float = 30.0
+    graceful_lease_handoff: bool = True
+    worker_metrics_capture_s: float = 1.0
+    worker_metrics_report_s: float = 30.0
+    worker_metrics_history: int = 10
+    disable_worker_metrics: bool = False
+    dampening_percent: int = 60
+    rebalance_threshold_percent: int = 10
+    allow_throughput_overshoot: bool = True
+    variance_balancing_frequency: int = 3
+    worker_metrics_table_name: str | None = None
+    coordinator_state_table_name: str | None = None
     #: key -> where its value came from: "app.properties:12", "default", or with the alias used,
     #: "app.properties:3 (workerIdentifier)"
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -450,8 +471,8 @@ def _unknown(
         )
     elif "." in name:
         warnings.append(
-            f"{where}: nested key {name!r} is ignored (kcl-daemon supports kinesisClient.endpointOverride "
-            "and dynamoDbClient.endpointOverride)"
+            f"{where}: nested key {name!r} is ignored (kcl-daemon supports kinesisClient.endpointOverride, "
+            "dynamoDbClient.endpointOverride, fanoutConfig.consumerName and fanoutConfig.consumerArn)"
         )
     else:
         warnings.append(f"{where}: unknown key {name!r} is ignored{_suggestion(name)}")

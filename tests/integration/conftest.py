@@ -1,9 +1,11 @@
 """Emulators for the integration tests: moto_server, and kinesalite + dynalite, on 127.0.0.1 only.
 
 Each emulator starts once per session on a free port, is ready when a real signed API call answers, and
-is stopped by PID at the end. ``backend`` is parametrized, so every test using it runs against both
-("moto" and "kinesalite+dynalite"). Dummy credentials are set in the environment here and nowhere else.
-Missing node/npm packages/moto_server: skip locally, fail under CI.
+is stopped by PID at the end; one that dies (or stops answering) is restarted on the same port before the
+next test (``emulators.py``), and the restarts are listed at the end of the run. ``backend`` is
+parametrized, so every test using it runs against both ("moto" and "kinesalite+dynalite"). Dummy
+credentials are set in the environment here and nowhere else. Missing node/npm packages/moto_server:
+skip locally, fail under CI.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,20 +23,21 @@ from typing import NamedTuple
 import boto3
 import pytest
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
 
 from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from tests.integration.emulators import Emulator, EmulatorError
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_MODULES = REPO / ".cache" / "node" / "node_modules"
 MOTO_SERVER = REPO / ".venv" / "bin" / "moto_server"
 LOOPBACK = Path(__file__).with_name("kinesalite_loopback.js")
+SURVIVE_ABORTS = Path(__file__).with_name("survive_aborted_requests.js")  # see its header
 REGION = "us-east-1"
-STARTUP_TIMEOUT_S = 30.0
 
 STARTUP_TIMES: dict[str, float] = {}
+RESTARTS: list[str] = []
 
 
 class Backend(NamedTuple):
@@ -79,36 +82,37 @@ def _probe_kinesis(endpoint: str) -> None:
     session.client("kinesis", endpoint_url=endpoint, config=_PROBE_CONFIG).list_streams()
 
 
+EMULATORS: list[Emulator] = []  # started so far in this session, checked around every test
+
+
 def _run_emulator(
     name: str, argv: list[str], port: int, probes: list[Callable[[str], None]], log_dir: Path
 ) -> Iterator[str]:
     """Start ``argv``, wait until every probe answers, yield the endpoint, stop the process by PID."""
-    endpoint = f"http://127.0.0.1:{port}"
-    log_path = log_dir / f"{name}.log"
-    started = time.monotonic()
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    emulator = Emulator(name, argv, port, probes, log_dir / f"{name}.log")
     try:
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"{name} exited with {process.returncode}:\n{log_path.read_text()}")
-            try:
-                for probe in probes:
-                    probe(endpoint)
-                break
-            except (BotoCoreError, ClientError):
-                if time.monotonic() - started > STARTUP_TIMEOUT_S:
-                    pytest.fail(f"{name} did not answer within {STARTUP_TIMEOUT_S}s:\n{log_path.read_text()}")
-                time.sleep(0.02)
-        STARTUP_TIMES[name] = time.monotonic() - started
-        yield endpoint
+        emulator.start()
+    except EmulatorError as exc:
+        pytest.fail(str(exc))
+    STARTUP_TIMES[name] = emulator.startup_s
+    EMULATORS.append(emulator)
+    try:
+        yield emulator.endpoint
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        EMULATORS.remove(emulator)
+        emulator.stop()
+        RESTARTS.extend(emulator.restarts)
+
+
+@pytest.fixture(autouse=True)
+def _emulators_alive(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Before and after every test: an emulator that died (or stopped answering) is restarted on its
+    port, so one test that crashes it cannot fail the rest of the session."""
+    for emulator in list(EMULATORS):
+        emulator.ensure_alive(f"found before {request.node.nodeid}")
+    yield
+    for emulator in list(EMULATORS):
+        emulator.ensure_alive(f"found after {request.node.nodeid}")
 
 
 @pytest.fixture(scope="session")
@@ -142,7 +146,7 @@ def moto_endpoint(aws_env: None, emulator_logs: Path) -> Iterator[str]:
 def kinesalite_endpoint(aws_env: None, emulator_logs: Path) -> Iterator[str]:
     node = _require_node()
     port = _free_port()
-    argv = [node, str(LOOPBACK), "--host", "127.0.0.1", "--port", str(port)]
+    argv = [node, "--require", str(SURVIVE_ABORTS), str(LOOPBACK), "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--createStreamMs", "0", "--deleteStreamMs", "0", "--updateStreamMs", "0", "--shardLimit", "100"]
     yield from _run_emulator("kinesalite", argv, port, [_probe_kinesis], emulator_logs)
 
@@ -151,7 +155,8 @@ def kinesalite_endpoint(aws_env: None, emulator_logs: Path) -> Iterator[str]:
 def dynalite_endpoint(aws_env: None, emulator_logs: Path) -> Iterator[str]:
     node = _require_node()
     port = _free_port()
-    argv = [node, str(NODE_MODULES / "dynalite" / "cli.js"), "--host", "127.0.0.1", "--port", str(port)]
+    argv = [node, "--require", str(SURVIVE_ABORTS), str(NODE_MODULES / "dynalite" / "cli.js")]
+    argv += ["--host", "127.0.0.1", "--port", str(port)]
     argv += ["--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"]
     yield from _run_emulator("dynalite", argv, port, [_probe_dynamodb], emulator_logs)
 
@@ -227,5 +232,40 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if STARTUP_TIMES:
         times = ", ".join(f"{name} {seconds:.2f}s" for name, seconds in STARTUP_TIMES.items())
         terminalreporter.write_line(f"emulator startup: {times}")
+    for note in RESTARTS + [note for emulator in EMULATORS for note in emulator.restarts]:
+        terminalreporter.write_line(f"emulator restart: {note}")
     for name, text in FIGURES.items():
         terminalreporter.write_line(f"{name}: {text}")
+
+
+@pytest.fixture(scope="session")
+def spark_session(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One local[2] SparkSession for every Spark test, with the Kinesis source registered.
+
+    Skipped (with the reason) where Java is missing; pyspark missing fails under CI like any emulator.
+    """
+    if shutil.which("java") is None:
+        pytest.skip("the Spark tests need a Java 17 runtime (java is not on PATH)")
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        _missing("pyspark is not installed (scripts/bootstrap.sh installs kcl-daemon[spark])")
+    from kcl_daemon.spark import register
+
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this venv's packages
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("kcl-daemon-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    yield spark
+    spark.stop()

@@ -303,10 +303,11 @@ async def test_real_time_failover_with_short_intervals(
         return Counter(lease.lease_owner for lease in lease_table.list_leases().leases if lease.lease_owner)
 
     async def wait_for(expected: list[int], limit_s: float) -> float:
+        # the scan runs in a thread: a blocking call here would stall the coordinators' own loops
         start = time.monotonic()
-        while sorted(owners().values()) != expected:
-            assert time.monotonic() - start < limit_s, owners()
-            await asyncio.sleep(0.05)
+        while sorted((seen := await asyncio.to_thread(owners)).values()) != expected:
+            assert time.monotonic() - start < limit_s, seen
+            await asyncio.sleep(0.1)
         return time.monotonic() - start
 
     started = time.monotonic()
@@ -318,10 +319,10 @@ async def test_real_time_failover_with_short_intervals(
         ]
         await asyncio.sleep(0.3 * (i + 1) / len(workers))  # workers never start in the same instant
     try:
-        converged = await wait_for([4, 4, 4], limit_s=30) + time.monotonic() - started
+        converged = await wait_for([4, 4, 4], limit_s=60) + time.monotonic() - started
         for task in tasks.pop("w-c"):
             task.cancel()
-        took = await wait_for([6, 6], limit_s=30)
+        took = await wait_for([6, 6], limit_s=60)
     finally:
         for worker_tasks in tasks.values():
             for task in worker_tasks:
@@ -334,4 +335,7 @@ async def test_real_time_failover_with_short_intervals(
     )
     # Started within 0.3 s of each other, the two survivors' takers run almost together and often
     # collide on the same expired leases; the loser gets the rest one taker run later (as in Java).
-    assert took <= bound + take_every + 1.0
+    # On a loaded 2-CPU machine a 1 s failover leaves little margin (a late renewal hands a lease over
+    # and it comes back a taker run later): one more taker run of slack; the simulated-time tests above
+    # check the exact bound.
+    assert took <= bound + 2 * take_every + 2.0

@@ -21,7 +21,7 @@ AWSCredentialsProvider = StsAssumeRoleCredentialsProvider|arn:aws:iam::123456789
 failoverTimeMillis = 20000
 idleTimeBetweenReadsInMillis = 100
 maxActiveThreads = 8
-fanoutConfig.consumerName = c
+fanoutConfig.retryBackoffMillis = 5
 """
 
 
@@ -79,7 +79,7 @@ def test_text_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "  streamName: orders (from streamArn)" in lines
     assert "  retrievalMode: POLLING (retrievalMode DEFAULT: a polling key is set)" in lines
     assert any(line.startswith("warning: ") and "raised to 200" in line for line in lines)
-    assert any(line.startswith("warning: ") and "fanoutConfig.consumerName" in line for line in lines)
+    assert any(line.startswith("warning: ") and "fanoutConfig.retryBackoffMillis" in line for line in lines)
 
 
 def test_json_output(tmp_path: Path) -> None:

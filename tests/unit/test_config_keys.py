@@ -287,7 +287,7 @@ def test_lookup_key() -> None:
     [
         ("failovertimemillis = 5\n", "unknown key 'failovertimemillis' is ignored"),
         ("AwsCredentialsProviderKinesis = x\n", "unknown key 'AwsCredentialsProviderKinesis'"),
-        ("fanoutConfig.consumerName = c\n", "nested key 'fanoutConfig.consumerName' is ignored"),
+        ("fanoutConfig.retryBackoffMillis = 5\n", "nested key 'fanoutConfig.retryBackoffMillis' is ignored"),
         ("kinesisClient.region = us-east-1\n", "nested key 'kinesisClient.region' is ignored"),
         ("timestampAtInitialPositionInStream = 1\n", "use initialPositionInStreamExtended"),
         ("billingMode = PROVISIONED\n", "billingMode is ignored"),
