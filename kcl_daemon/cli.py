@@ -21,11 +21,13 @@ from kcl_daemon.config.settings import (
     Settings,
     load_settings,
 )
+from kcl_daemon.config.validate import executable_warnings
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, InvalidSequenceNumber
 from kcl_daemon.errors import ConfigError, KclError, RecordsFileError
 from kcl_daemon.log_setup import configure_logging
 from kcl_daemon.replay import ShardReport, run_replay
 from kcl_daemon.replay_input import InjectedFailure, parse_injected_failure, read_records_file
+from kcl_daemon.stopping import EXIT_INTERRUPTED, StoppedAtOnce, exit_promptly
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,10 +40,17 @@ def _fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:
     sys.exit(code)
 
 
-def _print_problems(problems: tuple[str, ...]) -> None:
+def _print_problems(problems: tuple[str, ...], warnings: tuple[str, ...] = ()) -> None:
     click.echo(f"kcl-daemon: invalid configuration ({len(problems)} problem(s)):", err=True)
     for problem in problems:
         click.echo(f"  - {problem}", err=True)
+    for warning in warnings:
+        click.echo(f"kcl-daemon: warning: {warning}", err=True)
+
+
+def _path_warnings(settings: Settings) -> list[str]:
+    where = settings.sources.get("executableName", "executableName")
+    return executable_warnings(settings.executable, where)
 
 
 def _load(path: Path, required: tuple[Requirement, ...] = REQUIRED_FOR_REPLAY) -> Settings:
@@ -49,9 +58,9 @@ def _load(path: Path, required: tuple[Requirement, ...] = REQUIRED_FOR_REPLAY) -
     try:
         settings = load_settings(path, required=required)
     except ConfigError as exc:
-        _print_problems(exc.problems)
+        _print_problems(exc.problems, exc.warnings)
         sys.exit(EXIT_CONFIG)
-    for warning in settings.warnings:
+    for warning in (*settings.warnings, *_path_warnings(settings)):
         click.echo(f"kcl-daemon: warning: {warning}", err=True)
     return settings
 
@@ -143,9 +152,10 @@ def _parse_checkpoint(_ctx: click.Context, _param: click.Parameter, value: str) 
 def run(properties: Path, local: bool, worker_id: str | None, status_interval: float | None) -> None:
     """Run the daemon: take leases, read the stream, feed every shard's records to its own child process.
 
-    Stops gracefully on SIGTERM or Ctrl-C: each child gets shutdownRequested and may checkpoint, then
-    the leases are released so other workers take them at once. A second signal stops at once.
-    Exit status: 0 after a graceful stop, 1 if the worker could not start, 2 for a bad configuration.
+    Stops gracefully on SIGTERM, SIGHUP or Ctrl-C: each child gets shutdownRequested and may checkpoint,
+    then the leases are released so other workers take them at once. A second signal kills the children
+    and stops at once. Exit status: 0 after a graceful stop, 1 if the worker could not start or go on,
+    2 for a bad configuration, 130 after a second signal.
     """
     settings = _load(properties, REQUIRED_FOR_RUN)
     from kcl_daemon.run import run_from_settings  # imported here: boto3 only for the AWS commands
@@ -158,7 +168,7 @@ def run(properties: Path, local: bool, worker_id: str | None, status_interval: f
         sys.exit(EXIT_CONFIG)
     except KclError as exc:
         _fail(str(exc), EXIT_FAILED)
-    sys.exit(code)
+    exit_promptly(code)  # an I/O thread still blocked in a hanging call must not delay the exit
 
 
 @main.command()
@@ -190,6 +200,27 @@ def leases(properties: Path, as_json: bool, check_expiry: bool) -> None:
         click.echo(orjson.dumps(report_json(result), option=orjson.OPT_INDENT_2).decode())
     else:
         click.echo(report_text(result))
+
+
+@main.command("deregister-consumer")
+@_properties_option(
+    "The daemon's .properties (or .yaml) file: fanoutConfig.consumerArn, or streamName/streamArn with "
+    "fanoutConfig.consumerName or applicationName; endpoints."
+)
+def deregister_consumer_command(properties: Path) -> None:
+    """Deregister the enhanced fan-out stream consumer the configuration names (the daemon never does
+    it by itself: other workers of the application share the consumer). Exit 0 also when none exists."""
+    settings = _load(properties, ())
+    from kcl_daemon.retrieval.consumer import deregister_consumer  # boto3 only for the AWS commands
+
+    try:
+        what, existed = deregister_consumer(settings)
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        sys.exit(EXIT_CONFIG)
+    except KclError as exc:
+        _fail(f"cannot deregister the stream consumer: {exc}", EXIT_FAILED)
+    click.echo(f"deregistered stream consumer {what}" if existed else f"no stream consumer {what}")
 
 
 @main.command("replay")
@@ -250,15 +281,19 @@ def replay(
         shards = read_records_file(records, shard_id)
     except RecordsFileError as exc:
         _fail(str(exc))
-    reports = asyncio.run(
-        run_replay(
-            settings,
-            shards,
-            batch_size=batch_size or min(settings.max_records, 10000),
-            initial_checkpoint=initial_checkpoint,
-            failures=failures,
+    try:
+        reports = asyncio.run(
+            run_replay(
+                settings,
+                shards,
+                batch_size=batch_size or min(settings.max_records, 10000),
+                initial_checkpoint=initial_checkpoint,
+                failures=failures,
+            )
         )
-    )
+    except StoppedAtOnce as exc:
+        click.echo(f"kcl-daemon: {exc.args[0]}", err=True)
+        exit_promptly(EXIT_INTERRUPTED)
     if as_json:
         click.echo(orjson.dumps([_report_json(r) for r in reports], option=orjson.OPT_INDENT_2).decode())
     else:
@@ -362,11 +397,19 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
         settings = load_settings(properties, required=_REQUIRED_FOR[command])
     except ConfigError as exc:
         if as_json:
-            payload = {"file": str(properties), "for": command, "valid": False, "problems": exc.problems}
+            payload = {
+                "file": str(properties),
+                "for": command,
+                "valid": False,
+                "problems": exc.problems,
+                "warnings": exc.warnings,
+            }
             click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
         else:
-            _print_problems(exc.problems)
+            _print_problems(exc.problems, exc.warnings)
         sys.exit(EXIT_CONFIG)
+    if command != "leases":
+        settings = dataclasses.replace(settings, warnings=(*settings.warnings, *_path_warnings(settings)))
     rows = report.rows(settings, boto3_defaults())
     derived = report.derived(settings)
     if as_json:
