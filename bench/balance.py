@@ -97,10 +97,13 @@ def main() -> None:
 
     started = time.perf_counter()
     results = comparison(size, scale, args.grace_ms / 1000, args.seed)
-    print(f"## Policies at seed 000's size ({size.shards} shards, {size.workers} workers, 2 zones), scale {scale}\n")
+    where = f"{size.shards} shards, {size.workers} workers, 2 zones; scale: {scale.shards} x {scale.workers}"
+    print(f"## Policies at seed 000's size ({where})\n")
     print(table(results, markdown=args.markdown))
 
-    print(f"\n## Placing {scale.shards} unowned leases over {scale.workers} workers (median of {args.runs})\n")
+    print(
+        f"\n## Placing {scale.shards} unowned leases over {scale.workers} workers (median of {args.runs})\n"
+    )
     speed = decider_speed(scale.shards, scale.workers, args.runs)
     baseline = speed[0][1]
     for name, ms, moves in speed:
