@@ -45,13 +45,13 @@ from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts, ChildSession
 from kcl_protocol import (
     ActionMessage,
+    AnyRecord,
     ChannelOffer,
     CheckpointErrorName,
     CheckpointRequest,
     Initialize,
     LeaseLost,
     ProcessRecords,
-    Record,
     ShardEnded,
     ShutdownRequested,
 )
@@ -79,6 +79,7 @@ class ConsumerSettings:
 class ConsumerStats:
     batches: int = 0
     records_delivered: int = 0
+    bytes_delivered: int = 0  # record data only: the lease's throughputKBps (3.x) is computed from it
     checkpoints_written: int = 0
     child_starts: int = 0
     child_failures: int = 0
@@ -274,20 +275,23 @@ class ShardConsumer:
             self._largest_delivered = max(self._largest_delivered, self._in_flight_up_to)
         self.stats.batches += 1
         self.stats.records_delivered += len(records)
-        self._report_batch(records, batch.millis_behind_latest)
+        payload_bytes = sum(len(record.data) for record in records)
+        self.stats.bytes_delivered += payload_bytes
+        self._report_batch(records, batch.millis_behind_latest, payload_bytes)
         await self._step(
             self._send(ProcessRecords(records, batch.millis_behind_latest)), ShardEvent.BATCH_DONE
         )
         if self.state is ShardState.PROCESSING:
             self._history = self._history.after_progress(self._in_flight_up_to)
 
-    def _report_batch(self, records: tuple[Record, ...], millis_behind_latest: int | None) -> None:
+    def _report_batch(
+        self, records: tuple[AnyRecord, ...], millis_behind_latest: int | None, payload_bytes: int
+    ) -> None:
         """One observer call per batch (never per record)."""
         age_ms = time.time() * 1000 - records[-1].approximate_arrival_timestamp if records else 0.0
-        payload_bytes = sum(len(record.data) for record in records)
         self._observer.batch(len(records), payload_bytes, millis_behind_latest, age_ms)
 
-    def _after_checkpoint(self, records: tuple[Record, ...]) -> tuple[Record, ...]:
+    def _after_checkpoint(self, records: tuple[AnyRecord, ...]) -> tuple[AnyRecord, ...]:
         """Drop records at or before the checkpoint (Java's rule). Batches are ordered, so only a prefix
         can be at or before it: once one record is past it, the rest of the batch is kept as is."""
         for index, record in enumerate(records):

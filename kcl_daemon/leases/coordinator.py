@@ -11,8 +11,10 @@ The shell around :func:`kcl_daemon.core.taker.plan_takes`, :class:`LeaseObservat
 * every counter-fenced write (renew, take, steal, checkpoint, release) whose outcome is unknown (a
   5xx, a dropped connection, a timeout) or that fails its condition is followed by a consistent
   re-read and reconciled: ours with the counter (and checkpoint) we wrote means it was applied; only a
-  different owner or counter means the lease is lost. Retries follow the ``LEASE_IO`` policy, cut to
-  the lease's remaining time;
+  different owner or counter means the lease is lost. A throttled write was rejected, not applied
+  (botocore makes one attempt per call), so it is retried without a re-read, which would only add load
+  to a table that is over its capacity. Retries follow the ``LEASE_IO`` policy, cut to the lease's
+  remaining time;
 * a lease item that cannot be decoded affects that lease only: it is given up with a warning;
 * ``take_once`` scans the table, updates the counter observations, asks the planner, and attempts each
   planned take; a steal re-reads its lease first (see :meth:`LeaseCoordinator._fresh_steal_candidate`);
@@ -48,6 +50,7 @@ from kcl_daemon.errors import (
     LeaseConflict,
     LeaseTableGone,
     LeaseUnreadable,
+    Throttled,
     TransientNetwork,
 )
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
@@ -244,8 +247,8 @@ class LeaseCoordinator:
             return await self._bounded(pool, functools.partial(fn, write.before), deadline, what)
         except CorruptLeaseItem as exc:
             raise LeaseUnreadable(f"{what} was written but the item cannot be read: {exc}") from exc
-        except DependencyUnavailable:
-            raise
+        except (DependencyUnavailable, Throttled):
+            raise  # the table is gone, or the write was rejected unapplied: nothing to reconcile
         except KclError as exc:  # a condition failure, or an unknown outcome (5xx, connection, timeout)
             failure = exc
         read = functools.partial(self._table.get_lease, key, consistent=True)
@@ -399,6 +402,20 @@ class LeaseCoordinator:
         """Forget a held lease without writing (it expires for the others); no listener fires."""
         if self.held.pop(lease_key, None) is not None:
             logger.warning("lease %s dropped: %s", lease_key, why)
+
+    def adopt(self, lease: Lease) -> bool:
+        """Hold a lease another worker (the 3.x leader) assigned to us, as read; fires ``taken``.
+
+        Java's lease discovery: a fresh local renewal time, no write (the next renewal is the first)."""
+        if lease.lease_key in self.held or lease.lease_owner != self.config.worker_id:
+            return False
+        now = self._clock.monotonic()
+        self.held[lease.lease_key] = self._held(lease, now)
+        self._observations = self._observations.record_write(lease.lease_key, lease.lease_counter, now)
+        logger.info("lease %s adopted (assigned by the leader)", lease.lease_key)
+        for listener in self.listeners.taken:
+            listener(lease)
+        return True
 
     def held_lease(self, lease_key: str) -> Lease | None:
         held = self.held.get(lease_key)

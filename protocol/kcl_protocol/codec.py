@@ -35,10 +35,12 @@ from kcl_protocol.extensions import (
     parse_offer,
 )
 from kcl_protocol.messages import (
+    AnyRecord,
     CheckpointReply,
     CheckpointRequest,
     ChildMessage,
     DaemonMessage,
+    EncodedRecord,
     Initialize,
     LeaseLost,
     LegacyShutdown,
@@ -72,10 +74,10 @@ def _b64(data: bytes) -> str:
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
-def _record_dict(record: Record) -> dict[str, object]:
+def _record_dict(record: AnyRecord) -> dict[str, object]:
     # Key order as Jackson writes JsonFriendlyRecord, plus the "action" kclpy requires.
     return {
-        "data": _b64(record.data),
+        "data": record.data_b64 if type(record) is EncodedRecord else _b64(record.data),
         "partitionKey": record.partition_key,
         "sequenceNumber": record.sequence_number,
         "approximateArrivalTimestamp": record.approximate_arrival_timestamp,
