@@ -51,7 +51,7 @@ class WorkerObserver(Protocol):
     """One worker's lease coordinator and shard sync."""
 
     def lease_taken(self, kind: str) -> None:
-        """``kind``: available, priority or steal."""
+        """``kind``: available, priority or steal (2.x taker), assigned (adopted from the 3.x leader)."""
 
     def lease_lost(self) -> None: ...
 
