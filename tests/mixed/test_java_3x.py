@@ -33,6 +33,9 @@ PY_EXTRA = (
     "leaseAssignmentStrategy = LEASE_COUNT_BASED\n"
     "workerMetricsReporterFreqInMillis = 2000\n"
     "gracefulLeaseHandoffTimeoutMillis = 10000\n"
+    # Java reports no CPU outside EC2/ECS/EKS; its leader balances CPU reporters and the others
+    # separately, so in this fleet kcl-daemon reports none either and all balance by throughput
+    "disableWorkerMetrics = true\n"
 )
 
 
