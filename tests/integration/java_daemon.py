@@ -82,7 +82,8 @@ class JavaDaemon:
         self.name = name
         self.log = workdir / f"{name}.log"
         properties = workdir / f"{name}.properties"
-        client_version = "" if version == 2 else "clientVersionConfig = CLIENT_VERSION_CONFIG_3X\n"
+        three_x = "clientVersionConfig = CLIENT_VERSION_CONFIG_3X\nworkerMetricsReporterFreqInMillis = 2000\n"
+        client_version = "" if version == 2 else three_x
         properties.write_text(
             f"executableName = {sys.executable} {RECORDER}\n"
             f"applicationName = {table}\n"
@@ -99,8 +100,7 @@ class JavaDaemon:
             "shardSyncIntervalMillis = 5000\n"
             "parentShardPollIntervalMillis = 500\n"
             "metricsLevel = NONE\n"
-            "shutdownGraceMillis = 5000\n"
-            "workerMetricsReporterFreqInMillis = 2000\n" + client_version + extra
+            "shutdownGraceMillis = 5000\n" + client_version + extra
         )
         env = {
             **os.environ,
