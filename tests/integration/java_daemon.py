@@ -61,6 +61,8 @@ class H2cProxy:
         if self.process.poll() is None:
             self.process.terminate()
             self.process.wait(5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
         self._log.close()
 
 
@@ -84,6 +86,12 @@ class JavaDaemon:
         properties = workdir / f"{name}.properties"
         three_x = "clientVersionConfig = CLIENT_VERSION_CONFIG_3X\nworkerMetricsReporterFreqInMillis = 2000\n"
         client_version = "" if version == 2 else three_x
+        # KCL before 2.7 names the SDK v1 providers (spec 8, trap 20)
+        credentials = (
+            "AWSCredentialsProvider = DefaultAWSCredentialsProviderChain\n"
+            if version == 2
+            else "AwsCredentialsProvider = DefaultCredentialsProvider\n"
+        )
         properties.write_text(
             f"executableName = {sys.executable} {RECORDER}\n"
             f"applicationName = {table}\n"
@@ -91,7 +99,7 @@ class JavaDaemon:
             "regionName = us-east-1\n"
             f"kinesisEndpoint = {kinesis_endpoint}\n"
             f"dynamoDBEndpoint = {dynamodb_endpoint}\n"
-            "AwsCredentialsProvider = DefaultCredentialsProvider\n"
+            f"{credentials}"
             f"workerId = {name}\n"
             "initialPositionInStream = TRIM_HORIZON\n"
             "retrievalMode = POLLING\n"

@@ -93,6 +93,9 @@ class MixedFleet:
         while not check():
             if time.monotonic() - start > limit_s:
                 raise AssertionError(f"{what}: not within {limit_s}s\n{self.logs()}")
+            for java in self.javas.values():
+                if java.process.poll() not in (None, -signal.SIGKILL, 0):
+                    raise AssertionError(f"{java.name} exited with {java.process.returncode}\n{java.tail()}")
             if time.monotonic() - last_put >= 1.0:
                 self.more(20)
                 last_put = time.monotonic()
