@@ -22,6 +22,7 @@ from kcl_daemon.config.settings import (
     Settings,
     load_settings,
 )
+from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.validate import executable_warnings
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, InvalidSequenceNumber
 from kcl_daemon.errors import ConfigError, KclError, RecordsFileError
@@ -37,16 +38,16 @@ EXIT_CONFIG = 2
 
 
 def _fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:
-    click.echo(f"kcl-daemon: {message}", err=True)
+    click.echo(f"kcl-daemon: {mask_url_password(message)}", err=True)
     sys.exit(code)
 
 
 def _print_problems(problems: tuple[str, ...], warnings: tuple[str, ...] = ()) -> None:
     click.echo(f"kcl-daemon: invalid configuration ({len(problems)} problem(s)):", err=True)
     for problem in problems:
-        click.echo(f"  - {problem}", err=True)
+        click.echo(f"  - {mask_url_password(problem)}", err=True)
     for warning in warnings:
-        click.echo(f"kcl-daemon: warning: {warning}", err=True)
+        click.echo(f"kcl-daemon: warning: {mask_url_password(warning)}", err=True)
 
 
 def _path_warnings(settings: Settings) -> list[str]:
