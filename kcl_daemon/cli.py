@@ -14,6 +14,7 @@ import click
 import orjson
 
 from kcl_daemon.config import report
+from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.settings import (
     REQUIRED_FOR_LEASES,
     REQUIRED_FOR_REPLAY,
@@ -22,7 +23,6 @@ from kcl_daemon.config.settings import (
     Settings,
     load_settings,
 )
-from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.validate import executable_warnings
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, InvalidSequenceNumber
 from kcl_daemon.errors import ConfigError, KclError, RecordsFileError
