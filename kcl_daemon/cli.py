@@ -14,6 +14,7 @@ import click
 import orjson
 
 from kcl_daemon.config import report
+from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.settings import (
     REQUIRED_FOR_LEASES,
     REQUIRED_FOR_REPLAY,
@@ -37,16 +38,16 @@ EXIT_CONFIG = 2
 
 
 def _fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:
-    click.echo(f"kcl-daemon: {message}", err=True)
+    click.echo(f"kcl-daemon: {mask_url_password(message)}", err=True)
     sys.exit(code)
 
 
 def _print_problems(problems: tuple[str, ...], warnings: tuple[str, ...] = ()) -> None:
     click.echo(f"kcl-daemon: invalid configuration ({len(problems)} problem(s)):", err=True)
     for problem in problems:
-        click.echo(f"  - {problem}", err=True)
+        click.echo(f"  - {mask_url_password(problem)}", err=True)
     for warning in warnings:
-        click.echo(f"kcl-daemon: warning: {warning}", err=True)
+        click.echo(f"kcl-daemon: warning: {mask_url_password(warning)}", err=True)
 
 
 def _path_warnings(settings: Settings) -> list[str]:
