@@ -62,6 +62,7 @@ class SourceOptions:
     kpl_deaggregate: bool = True
     fail_on_data_loss: bool = True
     shards_per_task: int = 1
+    ship_records_max: int = 200_000  # a batch's probed rows the driver hands to executors (0: never)
     # the lease bridge (None: off)
     lease_table_name: str | None = None
     lease_table_region: str | None = None
@@ -77,8 +78,8 @@ OPTION_NAMES: Final = (
     "profile", "awsCredentialsProvider", "startingPosition", "leaseTableFallbackPosition",
     "maxRecordsPerBatch", "maxRecordsPerShardPerBatch", "getRecordsLimit", "minFetchIntervalMs",
     "maxFetchCallsPerShardPerBatch", "shardDiscoveryIntervalMs", "kplDeaggregate", "failOnDataLoss",
-    "shardsPerTask", "leaseTableName", "leaseTableRegion", "leaseTableEndpointUrl", "leaseOwner",
-    "leaseFailoverMs", "leaseWaitTimeoutMs",
+    "shardsPerTask", "shipRecordsMax", "leaseTableName", "leaseTableRegion", "leaseTableEndpointUrl",
+    "leaseOwner", "leaseFailoverMs", "leaseWaitTimeoutMs",
 )  # fmt: skip
 _BY_LOWER: Final = {name.lower(): name for name in OPTION_NAMES}
 
@@ -208,6 +209,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         kpl_deaggregate=p.boolean("kplDeaggregate", True),
         fail_on_data_loss=p.boolean("failOnDataLoss", True),
         shards_per_task=p.integer("shardsPerTask", 1, minimum=1),
+        ship_records_max=p.integer("shipRecordsMax", 200_000, minimum=0),
         lease_table_name=lease_table,
         lease_table_region=p.text("leaseTableRegion"),
         lease_table_endpoint_url=p.text("leaseTableEndpointUrl"),
