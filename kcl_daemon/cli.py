@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,11 +21,13 @@ from kcl_daemon.config.settings import (
     Settings,
     load_settings,
 )
+from kcl_daemon.config.validate import executable_warnings
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, InvalidSequenceNumber
 from kcl_daemon.errors import ConfigError, KclError, RecordsFileError
 from kcl_daemon.log_setup import configure_logging
 from kcl_daemon.replay import ShardReport, run_replay
 from kcl_daemon.replay_input import InjectedFailure, parse_injected_failure, read_records_file
+from kcl_daemon.stopping import EXIT_INTERRUPTED, StoppedAtOnce, exit_promptly
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,10 +40,17 @@ def _fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:
     sys.exit(code)
 
 
-def _print_problems(problems: tuple[str, ...]) -> None:
+def _print_problems(problems: tuple[str, ...], warnings: tuple[str, ...] = ()) -> None:
     click.echo(f"kcl-daemon: invalid configuration ({len(problems)} problem(s)):", err=True)
     for problem in problems:
         click.echo(f"  - {problem}", err=True)
+    for warning in warnings:
+        click.echo(f"kcl-daemon: warning: {warning}", err=True)
+
+
+def _path_warnings(settings: Settings) -> list[str]:
+    where = settings.sources.get("executableName", "executableName")
+    return executable_warnings(settings.executable, where)
 
 
 def _load(path: Path, required: tuple[Requirement, ...] = REQUIRED_FOR_REPLAY) -> Settings:
@@ -48,9 +58,9 @@ def _load(path: Path, required: tuple[Requirement, ...] = REQUIRED_FOR_REPLAY) -
     try:
         settings = load_settings(path, required=required)
     except ConfigError as exc:
-        _print_problems(exc.problems)
+        _print_problems(exc.problems, exc.warnings)
         sys.exit(EXIT_CONFIG)
-    for warning in settings.warnings:
+    for warning in (*settings.warnings, *_path_warnings(settings)):
         click.echo(f"kcl-daemon: warning: {warning}", err=True)
     return settings
 
@@ -142,9 +152,10 @@ def _parse_checkpoint(_ctx: click.Context, _param: click.Parameter, value: str) 
 def run(properties: Path, local: bool, worker_id: str | None, status_interval: float | None) -> None:
     """Run the daemon: take leases, read the stream, feed every shard's records to its own child process.
 
-    Stops gracefully on SIGTERM or Ctrl-C: each child gets shutdownRequested and may checkpoint, then
-    the leases are released so other workers take them at once. A second signal stops at once.
-    Exit status: 0 after a graceful stop, 1 if the worker could not start, 2 for a bad configuration.
+    Stops gracefully on SIGTERM, SIGHUP or Ctrl-C: each child gets shutdownRequested and may checkpoint,
+    then the leases are released so other workers take them at once. A second signal kills the children
+    and stops at once. Exit status: 0 after a graceful stop, 1 if the worker could not start or go on,
+    2 for a bad configuration, 130 after a second signal.
     """
     settings = _load(properties, REQUIRED_FOR_RUN)
     from kcl_daemon.run import run_from_settings  # imported here: boto3 only for the AWS commands
@@ -157,7 +168,7 @@ def run(properties: Path, local: bool, worker_id: str | None, status_interval: f
         sys.exit(EXIT_CONFIG)
     except KclError as exc:
         _fail(str(exc), EXIT_FAILED)
-    sys.exit(code)
+    exit_promptly(code)  # an I/O thread still blocked in a hanging call must not delay the exit
 
 
 @main.command()
@@ -189,6 +200,27 @@ def leases(properties: Path, as_json: bool, check_expiry: bool) -> None:
         click.echo(orjson.dumps(report_json(result), option=orjson.OPT_INDENT_2).decode())
     else:
         click.echo(report_text(result))
+
+
+@main.command("deregister-consumer")
+@_properties_option(
+    "The daemon's .properties (or .yaml) file: fanoutConfig.consumerArn, or streamName/streamArn with "
+    "fanoutConfig.consumerName or applicationName; endpoints."
+)
+def deregister_consumer_command(properties: Path) -> None:
+    """Deregister the enhanced fan-out stream consumer the configuration names (the daemon never does
+    it by itself: other workers of the application share the consumer). Exit 0 also when none exists."""
+    settings = _load(properties, ())
+    from kcl_daemon.retrieval.consumer import deregister_consumer  # boto3 only for the AWS commands
+
+    try:
+        what, existed = deregister_consumer(settings)
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        sys.exit(EXIT_CONFIG)
+    except KclError as exc:
+        _fail(f"cannot deregister the stream consumer: {exc}", EXIT_FAILED)
+    click.echo(f"deregistered stream consumer {what}" if existed else f"no stream consumer {what}")
 
 
 @main.command("replay")
@@ -249,15 +281,19 @@ def replay(
         shards = read_records_file(records, shard_id)
     except RecordsFileError as exc:
         _fail(str(exc))
-    reports = asyncio.run(
-        run_replay(
-            settings,
-            shards,
-            batch_size=batch_size or min(settings.max_records, 10000),
-            initial_checkpoint=initial_checkpoint,
-            failures=failures,
+    try:
+        reports = asyncio.run(
+            run_replay(
+                settings,
+                shards,
+                batch_size=batch_size or min(settings.max_records, 10000),
+                initial_checkpoint=initial_checkpoint,
+                failures=failures,
+            )
         )
-    )
+    except StoppedAtOnce as exc:
+        click.echo(f"kcl-daemon: {exc.args[0]}", err=True)
+        exit_promptly(EXIT_INTERRUPTED)
     if as_json:
         click.echo(orjson.dumps([_report_json(r) for r in reports], option=orjson.OPT_INDENT_2).decode())
     else:
@@ -361,11 +397,19 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
         settings = load_settings(properties, required=_REQUIRED_FOR[command])
     except ConfigError as exc:
         if as_json:
-            payload = {"file": str(properties), "for": command, "valid": False, "problems": exc.problems}
+            payload = {
+                "file": str(properties),
+                "for": command,
+                "valid": False,
+                "problems": exc.problems,
+                "warnings": exc.warnings,
+            }
             click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
         else:
-            _print_problems(exc.problems)
+            _print_problems(exc.problems, exc.warnings)
         sys.exit(EXIT_CONFIG)
+    if command != "leases":
+        settings = dataclasses.replace(settings, warnings=(*settings.warnings, *_path_warnings(settings)))
     rows = report.rows(settings, boto3_defaults())
     derived = report.derived(settings)
     if as_json:
@@ -394,3 +438,92 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
         click.echo(f"  {name}: {value}")
     for warning in settings.warnings:
         click.echo(f"warning: {warning}")
+
+
+@main.command()
+@click.option("--shards", default=500, show_default=True, type=click.IntRange(min=1), help="Shards (leases).")
+@click.option("--workers", default=200, show_default=True, type=click.IntRange(min=1), help="Workers.")
+@click.option(
+    "--zones", default=2, show_default=True, type=click.IntRange(min=1), help="Zones (or clusters)."
+)
+@click.option(
+    "--scenario",
+    "scenarios",
+    multiple=True,
+    help="Scenario (repeatable; default: all but scale): "
+    "cold, scale-out, crash, leader-crash, rolling, hot, zone-loss, reshard, scale.",
+)
+@click.option(
+    "--policy", "policies", multiple=True, help="Policy (repeatable; default all): 2.x, variance, ours."
+)
+@_properties_option(
+    "Take failoverTimeMillis, maxLeasesForWorker, leaseAssignmentIntervalMillis, restartGraceMillis and "
+    "maxHandoffsPerWorker from this file.",
+    required=False,
+)
+@click.option("--failover-ms", type=click.IntRange(min=100), help="failoverTimeMillis (overrides the file).")
+@click.option("--grace-ms", type=click.IntRange(min=0), help="restartGraceMillis (overrides the file).")
+@click.option("--max-handoffs", type=click.IntRange(min=1), help="maxHandoffsPerWorker (overrides the file).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Random seed (same seed, same result).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option(
+    "--plot", type=click.Path(path_type=Path, dir_okay=False), help="Write a timeline picture (.html)."
+)
+def simulate(
+    shards: int,
+    workers: int,
+    zones: int,
+    scenarios: tuple[str, ...],
+    policies: tuple[str, ...],
+    properties: Path | None,
+    failover_ms: int | None,
+    grace_ms: int | None,
+    max_handoffs: int | None,
+    seed: int,
+    as_json: bool,
+    plot: Path | None,
+) -> None:
+    """Compare lease-balancing policies on a simulated fleet (capacity planning; no AWS).
+
+    Every policy runs the real decision code (the 2.x taker, Java's variance-based decider, this
+    project's assignor) through the same seeded scenario; the table shows time to balance, lease moves
+    against their lower bound, hand-offs, moves that risk duplicates, unserved lease-seconds, leases per
+    worker and per zone, DynamoDB units per lease-hour and the decider's time per round.
+    """
+    from kcl_daemon.sim import report as sim_report
+    from kcl_daemon.sim.model import FleetConfig
+    from kcl_daemon.sim.policies import POLICY_NAMES
+    from kcl_daemon.sim.scenarios import SCENARIOS, Size
+
+    if plot is not None and plot.suffix.lower() != ".html":
+        _fail(f"--plot {plot}: only .html pictures are supported")
+    for name in scenarios:
+        if name not in SCENARIOS:
+            _fail(f"--scenario {name!r}: choose from {', '.join(SCENARIOS)}")
+    for name in policies:
+        if name not in POLICY_NAMES:
+            _fail(f"--policy {name!r}: choose from {', '.join(POLICY_NAMES)}")
+    fleet = FleetConfig()
+    if properties is not None:
+        settings = _load(properties, ())
+        fleet = FleetConfig(
+            failover_s=settings.failover_s,
+            assignment_interval_s=settings.lease_assignment_interval_s,
+            max_leases_for_worker=settings.max_leases_for_worker,
+            restart_grace_s=settings.restart_grace_s,
+            max_handoffs_per_worker=settings.max_handoffs_per_worker,
+        )
+    if failover_ms is not None:
+        fleet = dataclasses.replace(fleet, failover_s=failover_ms / 1000)
+    if grace_ms is not None:
+        fleet = sim_report.with_grace(fleet, grace_ms / 1000)
+    if max_handoffs is not None:
+        fleet = dataclasses.replace(fleet, max_handoffs_per_worker=max_handoffs)
+    chosen = scenarios or tuple(name for name in SCENARIOS if name != "scale")
+    results = sim_report.compare(chosen, policies or POLICY_NAMES, Size(shards, workers, zones), fleet, seed)
+    if plot is not None:
+        plot.write_text(sim_report.html_page(results), encoding="utf-8")
+    if as_json:
+        click.echo(orjson.dumps(sim_report.to_json(results), option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(sim_report.table(results))

@@ -299,6 +299,7 @@ class DynamoLeaseTable:
         """
         expr = self._fenced(lease)
         expr.set(LEASE_COUNTER, _n(lease.lease_counter + 1))
+        self._extend_renew(lease, expr)
         try:
             return self._update(lease.lease_key, expr, "renew")
         except LeaseConflict:
@@ -406,6 +407,9 @@ class DynamoLeaseTable:
             self._client.delete_item(TableName=self.table_name, Key={LEASE_KEY: _s(lease_key)})
 
     # -- plumbing --------------------------------------------------------------------------------
+
+    def _extend_renew(self, lease: Lease, expr: _Expression) -> None:
+        """More attributes for a renewal (the 3.x table adds ``throughputKBps``); none here."""
 
     @staticmethod
     def _fenced(lease: Lease) -> _Expression:

@@ -201,6 +201,21 @@ KEYS: Final[tuple[Key, ...]] = (
         choices=("DEFAULT", "POLLING", "FANOUT"),
     ),
     Key(
+        "fanoutConfig.consumerName",
+        "fanout_consumer_name",
+        Kind.STRING,
+        None,
+        "Enhanced fan-out: the stream consumer to register or reuse (Java's FanOutConfig).",
+        unset="applicationName",
+    ),
+    Key(
+        "fanoutConfig.consumerArn",
+        "fanout_consumer_arn",
+        Kind.STRING,
+        None,
+        "Enhanced fan-out: use this registered consumer (never registers one); overrides consumerName.",
+    ),
+    Key(
         "maxRecords",
         "max_records",
         Kind.INT,
@@ -305,6 +320,7 @@ KEYS: Final[tuple[Key, ...]] = (
         20,
         "Threads renewing leases.",
         minimum=1,
+        maximum=1000,  # each is a thread and an HTTP connection; 2147483647 hangs the start
     ),
     Key(
         "listShardsBackoffTimeInMillis",
@@ -388,6 +404,43 @@ KEYS: Final[tuple[Key, ...]] = (
         extension=True,
     ),
     Key(
+        "workerZone",
+        "worker_zone",
+        Kind.STRING,
+        None,
+        "This worker's zone for zone-balanced assignment (3.x mode), published with its worker metrics.",
+        extension=True,
+        unset="from the environment (zoneFromEnvironment), else the workerId part before "
+        "leaseClusterSeparator",
+    ),
+    Key(
+        "zoneFromEnvironment",
+        "zone_from_environment",
+        Kind.BOOL,
+        False,
+        "Ask ECS task metadata, then EC2 instance metadata, for the availability zone at start.",
+        extension=True,
+    ),
+    Key(
+        "restartGraceMillis",
+        "restart_grace_s",
+        Kind.MILLIS,
+        0,
+        "On a graceful stop, keep this worker's leases for it this long (3.x mode, stable workerId): "
+        "a restart within it moves nothing; 0 hands them off at once.",
+        extension=True,
+        minimum=0,
+    ),
+    Key(
+        "maxHandoffsPerWorker",
+        "max_handoffs_per_worker",
+        Kind.INT,
+        2,
+        "At most this many planned hand-offs away from one worker per assignment round.",
+        extension=True,
+        minimum=1,
+    ),
+    Key(
         "initializeTimeoutInSeconds",
         "initialize_timeout_s",
         Kind.SECONDS,
@@ -462,6 +515,128 @@ KEYS: Final[tuple[Key, ...]] = (
         extension=True,
         minimum=0,
     ),
+    # --- KCL 3.x lease assignment
+    Key(
+        "clientVersionConfig",
+        "client_version_config",
+        Kind.CHOICE,
+        "CLIENT_VERSION_CONFIG_3X",
+        "Lease algorithm: 3X = one elected leader assigns (KCL 3.x); COMPATIBLE_WITH_2X = the 2.x taker, "
+        "for fleets with KCL 2.x workers (flips to 3.x when the fleet's Migration3.0 item says so); "
+        "COMPATIBLE_WITH_2X_PHASE1 = pure 2.x, writes nothing. The fleet's Migration3.0 item overrides it.",
+        choices=(
+            "CLIENT_VERSION_CONFIG_3X",
+            "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X",
+            "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1",
+        ),
+    ),
+    Key(
+        "leaseAssignmentStrategy",
+        "lease_assignment_strategy",
+        Kind.CHOICE,
+        "VARIANCE",
+        "3.x leader's decider: VARIANCE = Java's VarianceBasedLeaseAssignmentDecider (CPU and throughput); "
+        "LEASE_COUNT_BASED = equal lease counts (Java's LeaseCountBasedLeaseAssignmentDecider).",
+        extension=True,
+        choices=("VARIANCE", "LEASE_COUNT_BASED"),
+    ),
+    Key(
+        "gracefulLeaseHandoffTimeoutMillis",
+        "graceful_lease_handoff_timeout_s",
+        Kind.MILLIS,
+        30000,
+        "3.x: how long the owner of a lease being moved waits for its processor to checkpoint after "
+        "shutdownRequested before it hands the lease over anyway.",
+        minimum=0,
+    ),
+    Key(
+        "isGracefulLeaseHandoffEnabled",
+        "graceful_lease_handoff",
+        Kind.BOOL,
+        True,
+        "3.x: balancing moves are hand-offs (checkpoint first); false = the old owner just loses the lease.",
+    ),
+    Key(
+        "inMemoryWorkerMetricsCaptureFrequencyMillis",
+        "worker_metrics_capture_s",
+        Kind.MILLIS,
+        1000,
+        "3.x: how often the CPU of the daemon and its children is sampled.",
+        minimum=1,
+    ),
+    Key(
+        "workerMetricsReporterFreqInMillis",
+        "worker_metrics_report_s",
+        Kind.MILLIS,
+        30000,
+        "3.x: how often this worker's WorkerMetricStats item is written (stale after 2 x this).",
+        minimum=1,
+    ),
+    Key(
+        "noOfPersistedMetricsPerWorkerMetrics",
+        "worker_metrics_history",
+        Kind.INT,
+        10,
+        "3.x: samples kept per metric in the WorkerMetricStats item.",
+        minimum=1,
+    ),
+    Key(
+        "disableWorkerMetrics",
+        "disable_worker_metrics",
+        Kind.BOOL,
+        False,
+        "3.x: publish the WorkerMetricStats item without CPU (the leader then balances by throughput).",
+    ),
+    Key(
+        "dampeningPercentage",
+        "dampening_percent",
+        Kind.INT,
+        60,
+        "3.x VARIANCE: share of the computed excess load moved in one balancing run.",
+        minimum=1,
+        maximum=100,
+    ),
+    Key(
+        "reBalanceThresholdPercentage",
+        "rebalance_threshold_percent",
+        Kind.INT,
+        10,
+        "3.x VARIANCE: workers within this percentage of the fleet average are left alone.",
+        minimum=1,
+        maximum=100,
+    ),
+    Key(
+        "allowThroughputOvershoot",
+        "allow_throughput_overshoot",
+        Kind.BOOL,
+        True,
+        "3.x VARIANCE: may move the smallest lease even if that moves more than the computed amount.",
+    ),
+    Key(
+        "varianceBalancingFrequency",
+        "variance_balancing_frequency",
+        Kind.INT,
+        3,
+        "3.x VARIANCE: balance on every Nth assignment run (the others only place unowned leases).",
+        minimum=1,
+    ),
+    Key(
+        "workerMetricsTableName",
+        "worker_metrics_table_name",
+        Kind.STRING,
+        None,
+        "3.x: the WorkerMetricStats table (KCL 3.0-3.4 layout).",
+        unset="<applicationName>-WorkerMetricStats",
+    ),
+    Key(
+        "coordinatorStateTableName",
+        "coordinator_state_table_name",
+        Kind.STRING,
+        None,
+        "3.x: the table of the Leader lock and the Migration3.0 item (KCL 3.0-3.4 layout; a 3.5 fleet that "
+        "keeps them in the lease table is followed there).",
+        unset="<applicationName>-CoordinatorState",
+    ),
     Key(
         "childMaxConsecutiveFailures",
         "child_max_consecutive_failures",
@@ -501,9 +676,9 @@ class IgnoredKey:
 
 
 _PRESENCE = "only whether it is set counts: setting it selects polling when retrievalMode is DEFAULT"
-_THREE_X = "KCL 3.x worker-utilization lease assignment is not implemented; leases are balanced by count"
+_THREE_X = "not implemented in kcl-daemon's KCL 3.x mode"
 _METRICS = "metrics buffering is not configurable in kcl-daemon"
-_LEGACY_TABLES = "KCL 3.0-3.4 coordinator and worker-metrics tables are not used"
+_LEGACY_TABLES = "the coordinator and worker-metrics tables are created on-demand without extras"
 
 IGNORED_KEYS: Final[tuple[IgnoredKey, ...]] = (
     IgnoredKey("maxActiveThreads", "children are asyncio tasks; there is no thread pool to bound"),
@@ -525,27 +700,15 @@ IGNORED_KEYS: Final[tuple[IgnoredKey, ...]] = (
     IgnoredKey("logWarningForTaskAfterMillis", "child timeouts (timeoutInSeconds) cover slow tasks"),
     IgnoredKey("metricsBufferTimeMillis", _METRICS),
     IgnoredKey("metricsMaxQueueSize", _METRICS),
-    IgnoredKey("clientVersionConfig", _THREE_X),
     IgnoredKey("migrateAllEntitiesToLeaseTable", _THREE_X),
     IgnoredKey("tableMigrationCompleteBakeTimeSeconds", _THREE_X),
-    IgnoredKey("gracefulLeaseHandoffTimeoutMillis", _THREE_X),
-    IgnoredKey("isGracefulLeaseHandoffEnabled", _THREE_X),
-    IgnoredKey("inMemoryWorkerMetricsCaptureFrequencyMillis", _THREE_X),
-    IgnoredKey("workerMetricsReporterFreqInMillis", _THREE_X),
-    IgnoredKey("noOfPersistedMetricsPerWorkerMetrics", _THREE_X),
-    IgnoredKey("disableWorkerMetrics", _THREE_X),
     IgnoredKey("maxThroughputPerHostKBps", _THREE_X),
-    IgnoredKey("dampeningPercentage", _THREE_X),
-    IgnoredKey("reBalanceThresholdPercentage", _THREE_X),
-    IgnoredKey("allowThroughputOvershoot", _THREE_X),
-    IgnoredKey("varianceBalancingFrequency", _THREE_X),
     IgnoredKey("workerMetricsEMAAlpha", _THREE_X),
     IgnoredKey("staleWorkerMetricsEntryCleanupDuration", _THREE_X),
     *(
         IgnoredKey(f"{table}{suffix}", _LEGACY_TABLES)
         for table in ("workerMetrics", "coordinatorState")
         for suffix in (
-            "TableName",
             "BillingMode",
             "ReadCapacity",
             "WriteCapacity",

@@ -42,12 +42,12 @@ from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts, ChildSession
 from kcl_protocol import (
     ActionMessage,
+    AnyRecord,
     CheckpointErrorName,
     CheckpointRequest,
     Initialize,
     LeaseLost,
     ProcessRecords,
-    Record,
     ShardEnded,
     ShutdownRequested,
 )
@@ -73,6 +73,7 @@ class ConsumerSettings:
 class ConsumerStats:
     batches: int = 0
     records_delivered: int = 0
+    bytes_delivered: int = 0  # record data only: the lease's throughputKBps (3.x) is computed from it
     checkpoints_written: int = 0
     child_starts: int = 0
     child_failures: int = 0
@@ -253,13 +254,14 @@ class ShardConsumer:
             self._largest_delivered = max(self._largest_delivered, self._in_flight_up_to)
         self.stats.batches += 1
         self.stats.records_delivered += len(records)
+        self.stats.bytes_delivered += sum(len(record.data) for record in records)
         await self._step(
             self._send(ProcessRecords(records, batch.millis_behind_latest)), ShardEvent.BATCH_DONE
         )
         if self.state is ShardState.PROCESSING:
             self._history = self._history.after_progress(self._in_flight_up_to)
 
-    def _after_checkpoint(self, records: tuple[Record, ...]) -> tuple[Record, ...]:
+    def _after_checkpoint(self, records: tuple[AnyRecord, ...]) -> tuple[AnyRecord, ...]:
         """Drop records at or before the checkpoint (Java's rule). Batches are ordered, so only a prefix
         can be at or before it: once one record is past it, the rest of the batch is kept as is."""
         for index, record in enumerate(records):

@@ -393,6 +393,20 @@ class LeaseCoordinator:
         if self.held.pop(lease_key, None) is not None:
             logger.warning("lease %s dropped: %s", lease_key, why)
 
+    def adopt(self, lease: Lease) -> bool:
+        """Hold a lease another worker (the 3.x leader) assigned to us, as read; fires ``taken``.
+
+        Java's lease discovery: a fresh local renewal time, no write (the next renewal is the first)."""
+        if lease.lease_key in self.held or lease.lease_owner != self.config.worker_id:
+            return False
+        now = self._clock.monotonic()
+        self.held[lease.lease_key] = self._held(lease, now)
+        self._observations = self._observations.record_write(lease.lease_key, lease.lease_counter, now)
+        logger.info("lease %s adopted (assigned by the leader)", lease.lease_key)
+        for listener in self.listeners.taken:
+            listener(lease)
+        return True
+
     def held_lease(self, lease_key: str) -> Lease | None:
         held = self.held.get(lease_key)
         return None if held is None else held.lease

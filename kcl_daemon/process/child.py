@@ -73,6 +73,18 @@ class StopTimeouts:
     after_sigterm_s: float = 5.0
 
 
+#: Every child not yet reaped, for :func:`kill_all_children`.
+_LIVE: set[ChildProcess] = set()
+
+
+def kill_all_children() -> int:
+    """SIGKILL the process group of every live child (the immediate stop); returns how many."""
+    live = [child for child in _LIVE if child.returncode is None]
+    for child in live:
+        child._signal_group(signal.SIGKILL)
+    return len(live)
+
+
 class ChildProcess:
     """A running child. Create it with :meth:`spawn`; always finish with :meth:`stop`."""
 
@@ -88,6 +100,7 @@ class ChildProcess:
         self.argv = tuple(argv)
         self._line_limit_bytes = line_limit_bytes
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
+        _LIVE.add(self)
         assert process.stderr is not None
         self._stderr_task = asyncio.create_task(
             self._drain_stderr(process.stderr), name=f"stderr-{process.pid}"
@@ -274,5 +287,6 @@ class ChildProcess:
                 task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(stdout_task, self._stderr_task, return_exceptions=True)
+        _LIVE.discard(self)
         logger.info("%s", self.describe_exit())
         return self._process.returncode

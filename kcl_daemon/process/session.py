@@ -89,6 +89,7 @@ class ChildSession:
         finally:
             if not read.done():
                 read.cancel()
+                await asyncio.gather(read, return_exceptions=True)  # stdout is free again on return
             if self.stalled is not None:
                 logger.info(
                     "child pid %d wrote again after %.1fs waiting on %s",

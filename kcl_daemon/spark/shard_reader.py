@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from kcl_daemon.aws.kinesis import GetRecordsResult, Kinesis, RawRecord
+from kcl_daemon.aws.kinesis import AnyRawRecord, GetRecordsResult, Kinesis
 from kcl_daemon.core.read_pacing import seconds_until_next_read
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shard_iterator import IteratorPosition, iterator_position_for, refresh_position
@@ -104,7 +104,7 @@ def _timestamp(pos: ShardPos) -> datetime | None:
     return datetime.fromtimestamp(pos.timestamp_ms / 1000, tz=UTC)
 
 
-def _split(deaggregator: Deaggregator | None, raws: tuple[RawRecord, ...]) -> list[UserRecord]:
+def _split(deaggregator: Deaggregator | None, raws: tuple[AnyRawRecord, ...]) -> list[UserRecord]:
     if deaggregator is None:
         return [
             UserRecord(Record(r.data, r.partition_key, r.sequence_number, 0, r.approximate_arrival_timestamp))

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from kcl_daemon.clock import Clock
 from kcl_daemon.consumer.ports import ChildLauncher, ShardRecordSource
@@ -97,6 +97,14 @@ class WorkerStatus:
         )
 
 
+class LeaseMode(Protocol):
+    """Starts the loops that assign leases (instead of the 2.x taker) and withdraws on shutdown."""
+
+    async def start(self, scheduler: Scheduler) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
 class Scheduler:
     def __init__(
         self,
@@ -108,8 +116,12 @@ class Scheduler:
         clock: Clock,
         *,
         child_shard_lookup: ChildShardLookup | None = None,
+        lease_mode: LeaseMode | None = None,
     ) -> None:
         self.config = config
+        #: who assigns leases: None = the 2.x taker; else the KCL 3.x-aware mode (leases.leader_mode)
+        self.lease_mode = lease_mode
+        self._handing_off: set[str] = set()
         self._clock = clock
         self._table = table
         self._io_pool = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="lease-io")
@@ -196,15 +208,35 @@ class Scheduler:
         except Exception as exc:  # noqa: BLE001 - logged; the periodic sync retries
             logger.warning("initial shard sync failed, the periodic sync retries: %s", exc)
         self._renewer = self._supervised("lease-renewer", self.coordinator.run_renewer)
-        self._loop("lease-taker", self.coordinator.run_taker)
+        if self.lease_mode is None:
+            self._loop("lease-taker", self.coordinator.run_taker)
+        else:
+            await self.lease_mode.start(self)
         sync_delay = self.config.shard_sync.interval_s
         self._loop("shard-sync", lambda: self.syncer.run(first_delay_s=sync_delay))
         self._loop("lease-cleanup", self.cleaner.run)
         self._loop("status", self._report_status)
 
+    def add_loop(self, name: str, factory: LoopFactory) -> asyncio.Task[None]:
+        """Start one more supervised background loop (cancelled on shutdown)."""
+        return self._loop(name, factory)
+
+    def stop_shard(self, lease_key: str) -> asyncio.Task[None] | None:
+        """Hand-off: ask the shard's task to shut down and not to start again; returns its runner."""
+        self._handing_off.add(lease_key)
+        task = self.tasks.get(lease_key)
+        if task is not None:
+            task.request_shutdown()
+        return self._runners.get(lease_key)
+
+    def bytes_delivered(self, lease_key: str) -> int | None:
+        task = self.tasks.get(lease_key)
+        return None if task is None or task.consumer is None else task.consumer.stats.bytes_delivered
+
     # -- leases come and go ----------------------------------------------------------------------
 
     def _on_taken(self, lease: Lease) -> None:
+        self._handing_off.discard(lease.lease_key)
         if self._stopping or lease.lease_key in self._runners:
             return
         self._runners[lease.lease_key] = asyncio.create_task(
@@ -232,7 +264,7 @@ class Scheduler:
                     task.failure, outcome = exc, None
                 self.tasks.pop(key, None)  # counted once, below, not also as a live task
                 self._count(task)
-                if self._stopping or key not in self.coordinator.held:
+                if self._stopping or key not in self.coordinator.held or key in self._handing_off:
                     return
                 if task.failure is not None:
                     failures = failures.after(task.failure)
@@ -348,6 +380,8 @@ class Scheduler:
         )
         await _cancel(self._loops)
         self._loops.clear()
+        if self.lease_mode is not None:
+            await self.lease_mode.stop()
         for task in list(self.tasks.values()):
             task.request_shutdown()
         for _why, wake in self.parked.values():

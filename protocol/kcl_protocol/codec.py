@@ -28,10 +28,12 @@ from typing import Final
 import orjson
 
 from kcl_protocol.messages import (
+    AnyRecord,
     CheckpointReply,
     CheckpointRequest,
     ChildMessage,
     DaemonMessage,
+    EncodedRecord,
     Initialize,
     LeaseLost,
     LegacyShutdown,
@@ -65,10 +67,10 @@ def _b64(data: bytes) -> str:
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
-def _record_dict(record: Record) -> dict[str, object]:
+def _record_dict(record: AnyRecord) -> dict[str, object]:
     # Key order as Jackson writes JsonFriendlyRecord, plus the "action" kclpy requires.
     return {
-        "data": _b64(record.data),
+        "data": record.data_b64 if type(record) is EncodedRecord else _b64(record.data),
         "partitionKey": record.partition_key,
         "sequenceNumber": record.sequence_number,
         "approximateArrivalTimestamp": record.approximate_arrival_timestamp,

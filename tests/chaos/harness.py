@@ -213,6 +213,8 @@ def _properties(path: Path, worker: str, table: str, stream: str, kinesis: str, 
         "shardSyncIntervalMillis = 3000\n"
         "shutdownGraceMillis = 15000\n"
         "childStopTimeoutMillis = 2000\n"
+        # the chaos figures are of the 2.x taker: keep it (pure 2.x, no KCL 3.x items written)
+        "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1\n"
     )
     return path
 

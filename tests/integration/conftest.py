@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 NODE_MODULES = REPO / ".cache" / "node" / "node_modules"
 MOTO_SERVER = REPO / ".venv" / "bin" / "moto_server"
 LOOPBACK = Path(__file__).with_name("kinesalite_loopback.js")
+SURVIVE_ABORTS = Path(__file__).with_name("survive_aborted_requests.js")  # see its header
 REGION = "us-east-1"
 
 STARTUP_TIMES: dict[str, float] = {}
@@ -145,7 +146,7 @@ def moto_endpoint(aws_env: None, emulator_logs: Path) -> Iterator[str]:
 def kinesalite_endpoint(aws_env: None, emulator_logs: Path) -> Iterator[str]:
     node = _require_node()
     port = _free_port()
-    argv = [node, str(LOOPBACK), "--host", "127.0.0.1", "--port", str(port)]
+    argv = [node, "--require", str(SURVIVE_ABORTS), str(LOOPBACK), "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--createStreamMs", "0", "--deleteStreamMs", "0", "--updateStreamMs", "0", "--shardLimit", "100"]
     yield from _run_emulator("kinesalite", argv, port, [_probe_kinesis], emulator_logs)
 
@@ -154,7 +155,8 @@ def kinesalite_endpoint(aws_env: None, emulator_logs: Path) -> Iterator[str]:
 def dynalite_endpoint(aws_env: None, emulator_logs: Path) -> Iterator[str]:
     node = _require_node()
     port = _free_port()
-    argv = [node, str(NODE_MODULES / "dynalite" / "cli.js"), "--host", "127.0.0.1", "--port", str(port)]
+    argv = [node, "--require", str(SURVIVE_ABORTS), str(NODE_MODULES / "dynalite" / "cli.js")]
+    argv += ["--host", "127.0.0.1", "--port", str(port)]
     argv += ["--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"]
     yield from _run_emulator("dynalite", argv, port, [_probe_dynamodb], emulator_logs)
 

@@ -89,6 +89,9 @@ class Fleet:
             "shardSyncIntervalMillis = 5000\n"
             "shutdownGraceMillis = 15000\n"
             "childStopTimeoutMillis = 2000\n"
+            # KCL 3.x mode (the default) with the count-based decider: these tests expect 2/2 spreads
+            "leaseAssignmentStrategy = LEASE_COUNT_BASED\n"
+            "workerMetricsReporterFreqInMillis = 1000\n"
         )
         return path
 
