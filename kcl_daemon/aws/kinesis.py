@@ -99,7 +99,7 @@ _GET_RECORDS_ERRORS: Final = {**_READ_ERRORS, "InvalidArgumentException": Iterat
 def epoch_millis(value: datetime | float | None) -> int:
     """A timestamp as epoch milliseconds (naive = UTC); a missing one is 0.
 
-    A number is epoch seconds as the service sent it (clients built with :func:`raw_timestamps`).
+    A number is epoch seconds as the service sent it (the Spark source's clients keep them so).
     """
     if value is None:
         return 0
