@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
@@ -82,7 +82,7 @@ class KinesisPartition(InputPartition):
 
     options: SourceOptions
     ranges: tuple[ShardRange, ...]
-    shipped: tuple[bytes | None, ...] = ()
+    shipped: tuple[bytes | None, ...] = field(default=(), repr=False)  # never megabytes in a message
 
 
 def to_arrow(stream: str, shard_id: str, records: Sequence[UserRecord]) -> pa.RecordBatch:
