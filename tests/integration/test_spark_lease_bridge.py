@@ -122,6 +122,10 @@ def test_daemons_then_spark_then_daemons_process_every_record_exactly_once(
     assert daemon.stop(signal.SIGTERM) == 0, daemon.tail()
     phase_3 = [row["data"] for row in fleet.recorded()][len(phase_1) :]
 
+    # Spark restarted on its old checkpoint would rewind what the daemons did: it refuses, naming shards
+    with pytest.raises(Exception, match="is ahead of this query's checkpoint"):
+        run_query(spark_session, options, tmp_path / "out-again", chk)
+
     everything = phase_1 + phase_2 + phase_3
     expected = [f"record-{n}" for n in range(900)] + [f"agg-{n}" for n in range(4)]
     assert sorted(everything) == sorted(expected)  # every record once: no loss, no duplicate
