@@ -38,6 +38,7 @@ from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.assignment import DeciderConfig
 from kcl_daemon.core.client_version import ClientVersionConfig
 from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.zones import resolve_zone
 from kcl_daemon.errors import DependencyUnavailable, KclError
 from kcl_daemon.leases.assignment_loop import AssignmentConfig
 from kcl_daemon.leases.coordinator import CoordinatorConfig
@@ -52,6 +53,7 @@ from kcl_daemon.retrieval.settings import RetrievalSettings, resolve_mode
 from kcl_daemon.retry import KINESIS
 from kcl_daemon.stopping import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StopSignals
 from kcl_daemon.worker.scheduler import Scheduler, SchedulerConfig
+from kcl_daemon.zone_lookup import zone_from_environment
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +162,7 @@ def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
                 dampening_percent=settings.dampening_percent,
                 allow_throughput_overshoot=settings.allow_throughput_overshoot,
                 graceful_handoff=settings.graceful_lease_handoff,
+                max_handoffs_per_worker=settings.max_handoffs_per_worker,
             ),
         ),
         metrics=WorkerMetricsConfig(
@@ -168,12 +171,22 @@ def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
             report_s=settings.worker_metrics_report_s,
             history=settings.worker_metrics_history,
             disabled=settings.disable_worker_metrics,
+            zone=worker_zone(settings, worker_id),
         ),
         discovery_s=max(interval / 2 - 0.025, 0.1),
         lock_duration_s=settings.failover_s,
         handoff_timeout_s=settings.graceful_lease_handoff_timeout_s,
         balancing_frequency=settings.variance_balancing_frequency,
+        restart_grace_s=settings.restart_grace_s,
     )
+
+
+def worker_zone(settings: Settings, worker_id: str) -> str | None:
+    """workerZone, else the environment (zoneFromEnvironment), else the workerId prefix (core.zones)."""
+    from_environment = zone_from_environment() if settings.zone_from_environment else None
+    zone = resolve_zone(worker_id, settings.lease_cluster_separator, settings.worker_zone, from_environment)
+    logger.info("worker %s: zone %s", worker_id, zone or "none")
+    return zone
 
 
 def threads_calling_aws(plan: WorkerPlan) -> int:

@@ -534,11 +534,12 @@ KEYS: Final[tuple[Key, ...]] = (
         "leaseAssignmentStrategy",
         "lease_assignment_strategy",
         Kind.CHOICE,
-        "VARIANCE",
-        "3.x leader's decider: VARIANCE = Java's VarianceBasedLeaseAssignmentDecider (CPU and throughput); "
+        "COOPERATIVE",
+        "3.x leader's decider: COOPERATIVE = kcl-daemon's sticky, zone-aware assignor (see Balancing); "
+        "VARIANCE = Java's VarianceBasedLeaseAssignmentDecider (CPU and throughput); "
         "LEASE_COUNT_BASED = equal lease counts (Java's LeaseCountBasedLeaseAssignmentDecider).",
         extension=True,
-        choices=("VARIANCE", "LEASE_COUNT_BASED"),
+        choices=("COOPERATIVE", "VARIANCE", "LEASE_COUNT_BASED"),
     ),
     Key(
         "gracefulLeaseHandoffTimeoutMillis",

@@ -132,7 +132,7 @@ class Settings:
     child_stall_warning_s: float = 60.0
     # KCL 3.x lease assignment
     client_version_config: str = "CLIENT_VERSION_CONFIG_3X"
-    lease_assignment_strategy: str = "VARIANCE"
+    lease_assignment_strategy: str = "COOPERATIVE"
     graceful_lease_handoff_timeout_s: float = 30.0
     graceful_lease_handoff: bool = True
     worker_metrics_capture_s: float = 1.0

@@ -48,6 +48,7 @@ from kcl_daemon.core.assignment import (
 ROUND: Final = "assignor.round"
 _COOL_PREFIX: Final = "assignor.cool:"
 _SUSPECT_PREFIX: Final = "assignor.suspect:"
+_GRACE_PREFIX: Final = "assignor.grace:"
 NO_ZONE: Final = ""
 
 
@@ -92,7 +93,10 @@ def apportion(total: int, slots: Sequence[Slot]) -> dict[str, int]:
         fraction = shares[s.key] - floors[s.key]
         return (s.current <= floors[s.key], -fraction, -s.current, s.key)
 
-    ranked = sorted((s for s in free if floors[s.key] < s.cap), key=rank)
+    # Only a share with a fractional part may be rounded up (the fractions add up to ``extra``).
+    ranked = sorted(
+        (s for s in free if floors[s.key] < s.cap and shares[s.key] - floors[s.key] > 1e-9), key=rank
+    )
     for i, s in enumerate(ranked):
         result[s.key] = floors[s.key] + (1 if i < extra else 0)
     for s in free:
@@ -203,12 +207,19 @@ class Assignor:
         round_no = int(state.values.get(ROUND, 0))
         by_id = {w.worker_id: w for w in workers}
         live = [lease for lease in leases if not lease.finished]
-        suspects = _suspects(workers, _all_expired_owners(live), state)
         frozen = {
             w.worker_id
             for w in workers
             if w.state is WorkerState.RESTARTING and w.grace_until is not None and w.grace_until > now
         }
+        # A worker back within its grace is ACTIVE before it has renewed what it kept: its expired
+        # leases stay its own (and it is no suspect) until the grace it declared ends.
+        graces = {w.worker_id: w.grace_until for w in workers if w.worker_id in frozen and w.grace_until}
+        for key, until in state.values.items():
+            if key.startswith(_GRACE_PREFIX) and until > now:
+                graces.setdefault(key[len(_GRACE_PREFIX) :], until)
+        returning = {w.worker_id for w in workers if w.state is WorkerState.ACTIVE and w.worker_id in graces}
+        suspects = _suspects(workers, _all_expired_owners(live) - returning, state)
         members = {
             w.worker_id: w
             for w in sorted(workers, key=lambda w: w.worker_id)
@@ -231,7 +242,7 @@ class Assignor:
             handoff = lease.checkpoint_owner is not None
             if owner in frozen or (lease.checkpoint_owner in frozen and not lease.expired):
                 continue  # waits for its worker
-            if owner is None or lease.expired:
+            if owner is None or (lease.expired and owner not in returning):
                 pool.append(lease)
             elif owner in members:
                 holder[lease.lease_key] = owner
@@ -266,6 +277,7 @@ class Assignor:
         )
         values.update({_COOL_PREFIX + w: float(round_no) for w in cooled})
         values.update({_SUSPECT_PREFIX + w: stamp for w, stamp in suspects.items()})
+        values.update({_GRACE_PREFIX + w: until for w, until in graces.items()})
         moves = tuple(m for _, m in sorted(rnd.moves.items()))
         return Decision(moves, DeciderState(values))
 

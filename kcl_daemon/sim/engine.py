@@ -276,20 +276,23 @@ class Simulation:
                 for lease in live
             }
         )
+        plans = []
         for w in sorted(due, key=lambda w: w.id):
             start = time.perf_counter()
             plan = plan_takes(table.values(), observations, w.id, now, self.taker_config, self.rng)
             self.decider_s.append(time.perf_counter() - start)
             self.reads += self._scan_units(len(live))
-            for take in plan.all:
-                lease = self.leases[take.lease_key]
-                if lease.counter != take.expected_counter:
+            plans.append((w, plan.all))
+        # Workers due in the same step run concurrently: their conditional takes interleave.
+        for i in range(max((len(takes) for _, takes in plans), default=0)):
+            for w, takes in plans:
+                if i >= len(takes):
+                    continue
+                lease = self.leases[takes[i].lease_key]
+                if lease.counter != takes[i].expected_counter:
                     continue  # someone else's take won
-                self._set_owner(lease, w.id, now, graceful=False, reason=take.kind.value)
+                self._set_owner(lease, w.id, now, graceful=False, reason=takes[i].kind.value)
                 w.held.add(lease.key)
-                table[lease.key] = Lease(
-                    lease.key, TRIM_HORIZON, lease_owner=w.id, lease_counter=lease.counter
-                )
 
     # --- 3.x ---------------------------------------------------------------------------------------
 

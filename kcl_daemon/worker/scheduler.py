@@ -121,6 +121,8 @@ class Scheduler:
         self.config = config
         #: who assigns leases: None = the 2.x taker; else the KCL 3.x-aware mode (leases.leader_mode)
         self.lease_mode = lease_mode
+        #: set by the lease mode's stop when a restart grace keeps the leases for this worker's return
+        self.keep_leases_on_stop = False
         self._handing_off: set[str] = set()
         self._clock = clock
         self._table = table
@@ -396,7 +398,10 @@ class Scheduler:
                 await _cancel(list(pending))
         released = 0
         for key in list(self.coordinator.held):
-            released += await self.coordinator.release(key)
+            if self.keep_leases_on_stop:
+                self.coordinator.drop(key, "kept for this worker's restart grace")
+            else:
+                released += await self.coordinator.release(key)
         if self._renewer is not None:
             await _cancel([self._renewer])
         logger.info("shutdown complete: %d lease(s) released", released)

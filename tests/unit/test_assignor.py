@@ -109,6 +109,17 @@ def test_a_worker_restarting_within_its_grace_keeps_its_leases() -> None:
     assert Counter(m.to_worker for m in moves) == {"c": 3} and not any(m.graceful for m in moves)
 
 
+def test_a_worker_back_within_its_grace_keeps_leases_it_has_not_renewed_yet() -> None:
+    leases = [LeaseView(key(i), "ab"[i % 2], 1, expired=i % 2 == 0) for i in range(6)]
+    waiting = [WorkerView("a", state=WorkerState.RESTARTING, grace_until=NOW + 30), WorkerView("b")]
+    state = Assignor().decide(leases, waiting, NOW, DeciderState(), CONFIG).state
+    back = [WorkerView("a", last_update=NOW + 5), WorkerView("b")]
+    assert Assignor().decide(leases, back, NOW + 5, state, CONFIG).moves == ()
+    # Still not renewed once its grace is over: a is suspect, its leases go.
+    moves = Assignor().decide(leases, back, NOW + 31, state, CONFIG).moves
+    assert {m.to_worker for m in moves} == {"b"} and len(moves) == 3
+
+
 def test_a_leaving_worker_hands_off_everything_at_once() -> None:
     owners: dict[str, str | None] = {key(i): "ab"[i % 2] for i in range(10)}
     workers = [WorkerView("a", state=WorkerState.LEAVING), WorkerView("b"), WorkerView("c")]
