@@ -660,3 +660,47 @@ def simulate(
         click.echo(orjson.dumps(sim_report.to_json(results), option=orjson.OPT_INDENT_2).decode())
     else:
         click.echo(sim_report.table(results))
+
+
+@main.command("spark-sync")
+@click.option(
+    "--checkpoint",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="The stopped Spark query's checkpointLocation (a local or mounted directory).",
+)
+@click.option(
+    "--option",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="The Kinesis source's options, as the query had them (repeatable; leaseTableName is required).",
+)
+@click.option("--source-index", default=0, show_default=True, type=click.IntRange(min=0))
+def spark_sync(checkpoint: Path, options: tuple[str, ...], source_index: int) -> None:
+    """Write a stopped Spark query's exact final checkpoints into the KCL lease table and release its
+    leases, so daemons started next continue exactly where Spark stopped (see README, Spark)."""
+    from kcl_daemon.spark.handover import sync_lease_table
+
+    parsed: dict[str, str] = {}
+    for pair in options:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--option {pair!r}: expected KEY=VALUE")
+        parsed[key.strip()] = value
+    try:
+        result = sync_lease_table(checkpoint, parsed, source_index=source_index)
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        sys.exit(EXIT_CONFIG)
+    except (KclError, ValueError, OSError) as exc:
+        _fail(str(exc), EXIT_FAILED)
+    for shard, checkpoint_text in sorted(result.written.items()):
+        click.echo(f"{shard}: checkpoint {checkpoint_text}")
+    for shard, why in sorted(result.refused.items()):
+        click.echo(f"{shard}: not written ({why})")
+    for shard in result.children_created:
+        click.echo(f"{shard}: child lease created")
+    click.echo(f"{len(result.released)} lease(s) released")
+    if result.refused:
+        sys.exit(EXIT_FAILED)
