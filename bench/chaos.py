@@ -32,6 +32,7 @@ from tests.chaos.harness import ChaosConfig, run_chaos  # noqa: E402
 
 NODE_MODULES = REPO / ".cache" / "node" / "node_modules"
 KINESALITE = REPO / "tests" / "integration" / "kinesalite_loopback.js"
+SURVIVE_ABORTS = REPO / "tests" / "integration" / "survive_aborted_requests.js"
 
 
 def _free_port() -> int:
@@ -92,11 +93,13 @@ def main() -> int:
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     work = Path(tempfile.mkdtemp(prefix="kcl-chaos-"))
     kin_port, ddb_port = _free_port(), _free_port()
-    kinesalite = [node, str(KINESALITE), "--host", "127.0.0.1", "--port", str(kin_port)]
+    survive = ["--require", str(SURVIVE_ABORTS)]  # a SIGKILLed daemon's aborted request must not kill them
+    kinesalite = [node, *survive, str(KINESALITE), "--host", "127.0.0.1", "--port", str(kin_port)]
     kinesalite += ["--createStreamMs", "0", "--deleteStreamMs", "0", "--updateStreamMs", "0"]
     kinesalite += ["--shardLimit", "100"]
     dynalite = [
         node,
+        *survive,
         str(NODE_MODULES / "dynalite" / "cli.js"),
         "--host",
         "127.0.0.1",

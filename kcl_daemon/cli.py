@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +14,7 @@ import click
 import orjson
 
 from kcl_daemon.config import report
+from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.settings import (
     REQUIRED_FOR_LEASES,
     REQUIRED_FOR_REPLAY,
@@ -20,11 +23,13 @@ from kcl_daemon.config.settings import (
     Settings,
     load_settings,
 )
+from kcl_daemon.config.validate import executable_warnings
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, InvalidSequenceNumber
 from kcl_daemon.errors import ConfigError, KclError, RecordsFileError
 from kcl_daemon.log_setup import configure_logging
 from kcl_daemon.replay import ShardReport, run_replay
 from kcl_daemon.replay_input import InjectedFailure, parse_injected_failure, read_records_file
+from kcl_daemon.stopping import EXIT_INTERRUPTED, StoppedAtOnce, exit_promptly
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,14 +38,21 @@ EXIT_CONFIG = 2
 
 
 def _fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:
-    click.echo(f"kcl-daemon: {message}", err=True)
+    click.echo(f"kcl-daemon: {mask_url_password(message)}", err=True)
     sys.exit(code)
 
 
-def _print_problems(problems: tuple[str, ...]) -> None:
+def _print_problems(problems: tuple[str, ...], warnings: tuple[str, ...] = ()) -> None:
     click.echo(f"kcl-daemon: invalid configuration ({len(problems)} problem(s)):", err=True)
     for problem in problems:
-        click.echo(f"  - {problem}", err=True)
+        click.echo(f"  - {mask_url_password(problem)}", err=True)
+    for warning in warnings:
+        click.echo(f"kcl-daemon: warning: {mask_url_password(warning)}", err=True)
+
+
+def _path_warnings(settings: Settings) -> list[str]:
+    where = settings.sources.get("executableName", "executableName")
+    return executable_warnings(settings.executable, where)
 
 
 def _load(path: Path, required: tuple[Requirement, ...] = REQUIRED_FOR_REPLAY) -> Settings:
@@ -48,9 +60,9 @@ def _load(path: Path, required: tuple[Requirement, ...] = REQUIRED_FOR_REPLAY) -
     try:
         settings = load_settings(path, required=required)
     except ConfigError as exc:
-        _print_problems(exc.problems)
+        _print_problems(exc.problems, exc.warnings)
         sys.exit(EXIT_CONFIG)
-    for warning in settings.warnings:
+    for warning in (*settings.warnings, *_path_warnings(settings)):
         click.echo(f"kcl-daemon: warning: {warning}", err=True)
     return settings
 
@@ -139,25 +151,92 @@ def _parse_checkpoint(_ctx: click.Context, _param: click.Parameter, value: str) 
     default=None,
     help="Seconds between progress lines  [default: 2 with --local, else 30]",
 )
-def run(properties: Path, local: bool, worker_id: str | None, status_interval: float | None) -> None:
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics on this port (0: any free port; the URL is logged).",
+)
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True, help="Address the metrics endpoint binds."
+)
+@click.option(
+    "--otlp-endpoint",
+    default=None,
+    metavar="URL",
+    help="Push OpenTelemetry metrics over OTLP/HTTP here (e.g. http://127.0.0.1:4318; extra `otel`).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 16),
+    default=None,
+    help="With --local: run a fleet of N daemons on the embedded backend and show the live lease view.",
+)
+@click.option(
+    "--kill-after",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="With --workers: SIGKILL one worker after this many seconds to watch a takeover (0: never).",
+)
+@click.option("--refreshes", type=click.IntRange(min=1), default=None, hidden=True)
+def run(
+    properties: Path,
+    local: bool,
+    worker_id: str | None,
+    status_interval: float | None,
+    metrics_port: int | None,
+    metrics_host: str,
+    otlp_endpoint: str | None,
+    workers: int | None,
+    kill_after: float,
+    refreshes: int | None,
+) -> None:
     """Run the daemon: take leases, read the stream, feed every shard's records to its own child process.
 
-    Stops gracefully on SIGTERM or Ctrl-C: each child gets shutdownRequested and may checkpoint, then
-    the leases are released so other workers take them at once. A second signal stops at once.
-    Exit status: 0 after a graceful stop, 1 if the worker could not start, 2 for a bad configuration.
+    Stops gracefully on SIGTERM, SIGHUP or Ctrl-C: each child gets shutdownRequested and may checkpoint,
+    then the leases are released so other workers take them at once. A second signal kills the children
+    and stops at once. Exit status: 0 after a graceful stop, 1 if the worker could not start or go on,
+    2 for a bad configuration, 130 after a second signal.
     """
     settings = _load(properties, REQUIRED_FOR_RUN)
+    if workers is not None:
+        if not local:
+            _fail("--workers goes with --local (a fleet on the embedded backend)", EXIT_CONFIG)
+        from kcl_daemon.local.fleet import run_local_fleet
+
+        try:
+            code = run_local_fleet(
+                settings,
+                properties,
+                workers,
+                sys.stdout,
+                every_s=status_interval or 2.0,
+                kill_after_s=kill_after or None,
+                refreshes=refreshes,
+                clear=sys.stdout.isatty(),
+            )
+        except ConfigError as exc:
+            _print_problems(exc.problems)
+            sys.exit(EXIT_CONFIG)
+        except KclError as exc:
+            _fail(str(exc), EXIT_FAILED)
+        sys.exit(code)
+    from kcl_daemon.metrics.runtime import MetricsOptions
     from kcl_daemon.run import run_from_settings  # imported here: boto3 only for the AWS commands
 
     interval = status_interval if status_interval is not None else (2.0 if local else 30.0)
+    options = MetricsOptions(metrics_port, metrics_host, otlp_endpoint)
     try:
-        code = run_from_settings(settings, local=local, worker_id=worker_id, status_every_s=interval)
+        code = run_from_settings(
+            settings, local=local, worker_id=worker_id, status_every_s=interval, metrics_options=options
+        )
     except ConfigError as exc:
         _print_problems(exc.problems)
         sys.exit(EXIT_CONFIG)
     except KclError as exc:
         _fail(str(exc), EXIT_FAILED)
-    sys.exit(code)
+    exit_promptly(code)  # an I/O thread still blocked in a hanging call must not delay the exit
 
 
 @main.command()
@@ -170,11 +249,68 @@ def run(properties: Path, local: bool, worker_id: str | None, status_interval: f
     is_flag=True,
     help="Scan twice, failoverTimeMillis apart, to see which owned leases nobody renews (expired).",
 )
-def leases(properties: Path, as_json: bool, check_expiry: bool) -> None:
+@click.option(
+    "--watch", is_flag=True, help="Redraw the table and the per-worker/per-zone spread until Ctrl-C."
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.2),
+    default=2.0,
+    show_default=True,
+    help="Seconds between redraws with --watch.",
+)
+@click.option(
+    "--html",
+    "--plot",
+    "html",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="With --watch: keep FILE up to date with a plot of leases per worker over time.",
+)
+@click.option(
+    "--metrics-url",
+    default=None,
+    metavar="URL",
+    help="With --watch: read the fleet figures from a daemon's metrics endpoint instead of the table.",
+)
+@click.option("--refreshes", type=click.IntRange(min=1), default=None, hidden=True)
+def leases(
+    properties: Path,
+    as_json: bool,
+    check_expiry: bool,
+    watch: bool,
+    interval: float,
+    html: Path | None,
+    metrics_url: str | None,
+    refreshes: int | None,
+) -> None:
     """Show the lease table: every lease with owner, counter, checkpoint and parents, then leases per
     worker and per cluster (the worker id up to leaseClusterSeparator), unclaimed and expired leases,
-    and shards without a lease."""
+    and shards without a lease. --watch redraws it (and --html plots it over time) to watch a rebalance."""
     settings = _load(properties, REQUIRED_FOR_LEASES)
+    if (html is not None or metrics_url is not None) and not watch:
+        _fail("--html and --metrics-url go with --watch", EXIT_CONFIG)
+    if watch:
+        from kcl_daemon.leases.watch import watch_leases
+
+        try:
+            watch_leases(
+                settings,
+                sys.stdout,
+                every_s=interval,
+                html=html,
+                metrics_url=metrics_url,
+                refreshes=refreshes,
+                clear=sys.stdout.isatty(),
+            )
+        except KeyboardInterrupt:
+            pass
+        except ConfigError as exc:
+            _print_problems(exc.problems)
+            sys.exit(EXIT_CONFIG)
+        except KclError as exc:
+            _fail(f"cannot watch {metrics_url or settings.lease_table_name}: {exc}", EXIT_FAILED)
+        return
     from kcl_daemon.leases.report import report_json, report_text
     from kcl_daemon.run import inspect_leases  # imported here: boto3 only for the AWS commands
 
@@ -186,9 +322,38 @@ def leases(properties: Path, as_json: bool, check_expiry: bool) -> None:
     except KclError as exc:
         _fail(f"cannot read lease table {settings.lease_table_name}: {exc}", EXIT_FAILED)
     if as_json:
-        click.echo(orjson.dumps(report_json(result), option=orjson.OPT_INDENT_2).decode())
+        click.echo(dumps_json(report_json(result)))
     else:
         click.echo(report_text(result))
+
+
+def dumps_json(payload: object) -> str:
+    """Indented JSON; integers beyond 64 bits (a corrupt ``leaseCounter``) are written exactly."""
+    try:
+        return orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:  # orjson holds 64-bit integers only
+        return json.dumps(payload, indent=2, ensure_ascii=False, default=str)
+
+
+@main.command("deregister-consumer")
+@_properties_option(
+    "The daemon's .properties (or .yaml) file: fanoutConfig.consumerArn, or streamName/streamArn with "
+    "fanoutConfig.consumerName or applicationName; endpoints."
+)
+def deregister_consumer_command(properties: Path) -> None:
+    """Deregister the enhanced fan-out stream consumer the configuration names (the daemon never does
+    it by itself: other workers of the application share the consumer). Exit 0 also when none exists."""
+    settings = _load(properties, ())
+    from kcl_daemon.retrieval.consumer import deregister_consumer  # boto3 only for the AWS commands
+
+    try:
+        what, existed = deregister_consumer(settings)
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        sys.exit(EXIT_CONFIG)
+    except KclError as exc:
+        _fail(f"cannot deregister the stream consumer: {exc}", EXIT_FAILED)
+    click.echo(f"deregistered stream consumer {what}" if existed else f"no stream consumer {what}")
 
 
 @main.command("replay")
@@ -249,15 +414,19 @@ def replay(
         shards = read_records_file(records, shard_id)
     except RecordsFileError as exc:
         _fail(str(exc))
-    reports = asyncio.run(
-        run_replay(
-            settings,
-            shards,
-            batch_size=batch_size or min(settings.max_records, 10000),
-            initial_checkpoint=initial_checkpoint,
-            failures=failures,
+    try:
+        reports = asyncio.run(
+            run_replay(
+                settings,
+                shards,
+                batch_size=batch_size or min(settings.max_records, 10000),
+                initial_checkpoint=initial_checkpoint,
+                failures=failures,
+            )
         )
-    )
+    except StoppedAtOnce as exc:
+        click.echo(f"kcl-daemon: {exc.args[0]}", err=True)
+        exit_promptly(EXIT_INTERRUPTED)
     if as_json:
         click.echo(orjson.dumps([_report_json(r) for r in reports], option=orjson.OPT_INDENT_2).decode())
     else:
@@ -361,11 +530,19 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
         settings = load_settings(properties, required=_REQUIRED_FOR[command])
     except ConfigError as exc:
         if as_json:
-            payload = {"file": str(properties), "for": command, "valid": False, "problems": exc.problems}
+            payload = {
+                "file": str(properties),
+                "for": command,
+                "valid": False,
+                "problems": exc.problems,
+                "warnings": exc.warnings,
+            }
             click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
         else:
-            _print_problems(exc.problems)
+            _print_problems(exc.problems, exc.warnings)
         sys.exit(EXIT_CONFIG)
+    if command != "leases":
+        settings = dataclasses.replace(settings, warnings=(*settings.warnings, *_path_warnings(settings)))
     rows = report.rows(settings, boto3_defaults())
     derived = report.derived(settings)
     if as_json:
@@ -394,3 +571,136 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
         click.echo(f"  {name}: {value}")
     for warning in settings.warnings:
         click.echo(f"warning: {warning}")
+
+
+@main.command()
+@click.option("--shards", default=500, show_default=True, type=click.IntRange(min=1), help="Shards (leases).")
+@click.option("--workers", default=200, show_default=True, type=click.IntRange(min=1), help="Workers.")
+@click.option(
+    "--zones", default=2, show_default=True, type=click.IntRange(min=1), help="Zones (or clusters)."
+)
+@click.option(
+    "--scenario",
+    "scenarios",
+    multiple=True,
+    help="Scenario (repeatable; default: all but scale): "
+    "cold, scale-out, crash, leader-crash, rolling, hot, zone-loss, reshard, scale.",
+)
+@click.option(
+    "--policy", "policies", multiple=True, help="Policy (repeatable; default all): 2.x, variance, ours."
+)
+@_properties_option(
+    "Take failoverTimeMillis, maxLeasesForWorker, leaseAssignmentIntervalMillis, restartGraceMillis and "
+    "maxHandoffsPerWorker from this file.",
+    required=False,
+)
+@click.option("--failover-ms", type=click.IntRange(min=100), help="failoverTimeMillis (overrides the file).")
+@click.option("--grace-ms", type=click.IntRange(min=0), help="restartGraceMillis (overrides the file).")
+@click.option("--max-handoffs", type=click.IntRange(min=1), help="maxHandoffsPerWorker (overrides the file).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Random seed (same seed, same result).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option(
+    "--plot", type=click.Path(path_type=Path, dir_okay=False), help="Write a timeline picture (.html)."
+)
+def simulate(
+    shards: int,
+    workers: int,
+    zones: int,
+    scenarios: tuple[str, ...],
+    policies: tuple[str, ...],
+    properties: Path | None,
+    failover_ms: int | None,
+    grace_ms: int | None,
+    max_handoffs: int | None,
+    seed: int,
+    as_json: bool,
+    plot: Path | None,
+) -> None:
+    """Compare lease-balancing policies on a simulated fleet (capacity planning; no AWS).
+
+    Every policy runs the real decision code (the 2.x taker, Java's variance-based decider, this
+    project's assignor) through the same seeded scenario; the table shows time to balance, lease moves
+    against their lower bound, hand-offs, moves that risk duplicates, unserved lease-seconds, leases per
+    worker and per zone, DynamoDB units per lease-hour and the decider's time per round.
+    """
+    from kcl_daemon.sim import report as sim_report
+    from kcl_daemon.sim.model import FleetConfig
+    from kcl_daemon.sim.policies import POLICY_NAMES
+    from kcl_daemon.sim.scenarios import SCENARIOS, Size
+
+    if plot is not None and plot.suffix.lower() != ".html":
+        _fail(f"--plot {plot}: only .html pictures are supported")
+    for name in scenarios:
+        if name not in SCENARIOS:
+            _fail(f"--scenario {name!r}: choose from {', '.join(SCENARIOS)}")
+    for name in policies:
+        if name not in POLICY_NAMES:
+            _fail(f"--policy {name!r}: choose from {', '.join(POLICY_NAMES)}")
+    fleet = FleetConfig()
+    if properties is not None:
+        settings = _load(properties, ())
+        fleet = FleetConfig(
+            failover_s=settings.failover_s,
+            assignment_interval_s=settings.lease_assignment_interval_s,
+            max_leases_for_worker=settings.max_leases_for_worker,
+            restart_grace_s=settings.restart_grace_s,
+            max_handoffs_per_worker=settings.max_handoffs_per_worker,
+        )
+    if failover_ms is not None:
+        fleet = dataclasses.replace(fleet, failover_s=failover_ms / 1000)
+    if grace_ms is not None:
+        fleet = sim_report.with_grace(fleet, grace_ms / 1000)
+    if max_handoffs is not None:
+        fleet = dataclasses.replace(fleet, max_handoffs_per_worker=max_handoffs)
+    chosen = scenarios or tuple(name for name in SCENARIOS if name != "scale")
+    results = sim_report.compare(chosen, policies or POLICY_NAMES, Size(shards, workers, zones), fleet, seed)
+    if plot is not None:
+        plot.write_text(sim_report.html_page(results), encoding="utf-8")
+    if as_json:
+        click.echo(orjson.dumps(sim_report.to_json(results), option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(sim_report.table(results))
+
+
+@main.command("spark-sync")
+@click.option(
+    "--checkpoint",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="The stopped Spark query's checkpointLocation (a local or mounted directory).",
+)
+@click.option(
+    "--option",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="The Kinesis source's options, as the query had them (repeatable; leaseTableName is required).",
+)
+@click.option("--source-index", default=0, show_default=True, type=click.IntRange(min=0))
+def spark_sync(checkpoint: Path, options: tuple[str, ...], source_index: int) -> None:
+    """Write a stopped Spark query's exact final checkpoints into the KCL lease table and release its
+    leases, so daemons started next continue exactly where Spark stopped (see README, Spark)."""
+    from kcl_daemon.spark.handover import sync_lease_table
+
+    parsed: dict[str, str] = {}
+    for pair in options:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--option {pair!r}: expected KEY=VALUE")
+        parsed[key.strip()] = value
+    try:
+        result = sync_lease_table(checkpoint, parsed, source_index=source_index)
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        sys.exit(EXIT_CONFIG)
+    except (KclError, ValueError, OSError) as exc:
+        _fail(str(exc), EXIT_FAILED)
+    for shard, checkpoint_text in sorted(result.written.items()):
+        click.echo(f"{shard}: checkpoint {checkpoint_text}")
+    for shard, why in sorted(result.refused.items()):
+        click.echo(f"{shard}: not written ({why})")
+    for shard in result.children_created:
+        click.echo(f"{shard}: child lease created")
+    click.echo(f"{len(result.released)} lease(s) released")
+    if result.refused:
+        sys.exit(EXIT_FAILED)

@@ -46,8 +46,10 @@ class KclError(Exception):
 class ConfigError(KclError):
     """The configuration is invalid. ``problems`` lists every problem, each naming its key and source."""
 
-    def __init__(self, problems: Sequence[str]) -> None:
+    def __init__(self, problems: Sequence[str], warnings: Sequence[str] = ()) -> None:
         self.problems = tuple(problems)
+        #: warnings found on the way, shown together with the problems
+        self.warnings = tuple(warnings)
         super().__init__("; ".join(self.problems))
 
 

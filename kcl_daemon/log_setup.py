@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import orjson
 
+from kcl_daemon.config.secrets import MaskingFilter
 from kcl_daemon.log_context import ContextFilter
 
 HUMAN_FORMAT = "%(asctime)s %(levelname)-7s [%(shard_id)s] %(name)s: %(message)s"
@@ -28,13 +29,14 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         if record.exc_info:
-            payload["exception"] = self.formatException(record.exc_info)
+            payload["exception"] = record.exc_text or self.formatException(record.exc_info)
         return orjson.dumps(payload).decode()
 
 
 def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(ContextFilter())
+    handler.addFilter(MaskingFilter())  # a password in an endpoint URL never reaches the log
     handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(HUMAN_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]

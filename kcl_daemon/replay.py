@@ -3,15 +3,15 @@
 Every shard in the file gets its own child and the full protocol and supervision of the real daemon:
 initialize, processRecords in batches with checkpoint round trips, restarts with backoff from the last
 checkpoint, and finally ``shardEnded``. Checkpoints live in memory and are reported at the end.
+The first Ctrl-C (or SIGTERM/SIGHUP) asks every child to shut down; the second kills them all and
+stops at once (``kcl_daemon.stopping``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import logging
-import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +27,7 @@ from kcl_daemon.core.lifecycle import ShardState, ShutdownReason
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import CheckpointRefused
 from kcl_daemon.replay_input import InjectedFailure
+from kcl_daemon.stopping import StoppedAtOnce, StopSignals
 from kcl_protocol import CheckpointErrorName, Record
 
 logger = logging.getLogger(__name__)
@@ -119,16 +120,17 @@ async def run_replay(
         ShardConsumer(shard, ListRecordSource(records, batch_size), stores[shard], launch, common)
         for shard, records in shards.items()
     ]
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, _request_shutdown, consumers)
-    try:
-        outcomes = await asyncio.gather(*(c.run() for c in consumers))
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(sig)
+    running = asyncio.ensure_future(asyncio.gather(*(c.run() for c in consumers)))
+    signals = StopSignals(on_first=lambda: _request_shutdown(consumers), on_second=running.cancel)
+    with signals:
+        try:
+            outcomes = await running
+        except asyncio.CancelledError:
+            if not signals.immediate:
+                raise
+            raise StoppedAtOnce(
+                f"stopped at once by a second {signals.received[-1]}; checkpoints were not reported"
+            ) from None
     return [
         ShardReport(
             outcome,
@@ -141,6 +143,6 @@ async def run_replay(
 
 
 def _request_shutdown(consumers: Sequence[ShardConsumer]) -> None:
-    logger.warning("interrupted: asking every child to shut down")
+    logger.warning("interrupted: asking every child to shut down (interrupt again to stop at once)")
     for consumer in consumers:
         consumer.request_shutdown()

@@ -1,11 +1,12 @@
 """`kcl-daemon run` and `leases`: build the worker (or the report) from the settings.
 
 The composition root: settings -> AWS clients -> lease table, Kinesis reader, polling sources, child
-launcher -> :class:`Scheduler`. The first SIGTERM/SIGINT starts the graceful shutdown (final
-checkpoints, leases released); a second one stops at once. Exit codes: 0 after a graceful shutdown,
-1 when the worker cannot start (the lease table cannot be created or reached, after the ``STARTUP``
-retries) or cannot go on (a background loop kept failing, or the lease table was deleted while running:
-then the worker shuts down as on SIGTERM first).
+launcher -> :class:`Scheduler`. The first SIGTERM/SIGINT/SIGHUP starts the graceful shutdown (final
+checkpoints, leases released; during start-up the start is abandoned at once); a second one kills the
+children and stops at once (``kcl_daemon.stopping``). Exit codes: 0 after a graceful shutdown, 130 after
+a second signal, 1 when the worker cannot start (the lease table cannot be created or reached, after the
+``STARTUP`` retries) or cannot go on (a background loop kept failing, or the lease table was deleted
+while running: then the worker shuts down as on SIGTERM first).
 """
 
 from __future__ import annotations
@@ -15,15 +16,16 @@ import contextlib
 import functools
 import logging
 import os
-import signal
 import socket
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Any
 
-from kcl_daemon.aws.clients import AwsClients, build_clients, client_settings_from
+from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients, client_settings_from
 from kcl_daemon.aws.coordinator_state import locate
+from kcl_daemon.aws.fanout import Fanout
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable, ScanResult
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
@@ -31,10 +33,12 @@ from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.consumer.configure import consumer_settings
+from kcl_daemon.consumer.ports import ShardRecordSource
 from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.assignment import DeciderConfig
 from kcl_daemon.core.client_version import ClientVersionConfig
 from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.zones import resolve_zone
 from kcl_daemon.errors import DependencyUnavailable, KclError
 from kcl_daemon.leases.assignment_loop import AssignmentConfig
 from kcl_daemon.leases.coordinator import CoordinatorConfig
@@ -42,17 +46,23 @@ from kcl_daemon.leases.inspect import LeaseTableReport, inspect_lease_table
 from kcl_daemon.leases.leader_mode import LeaderMode, LeaderModeConfig
 from kcl_daemon.leases.shard_sync import ShardSyncConfig
 from kcl_daemon.leases.worker_metrics import WorkerMetricsConfig
+from kcl_daemon.metrics.registry import DaemonMetrics
+from kcl_daemon.metrics.runtime import MetricsOptions, MetricsRuntime, build_metrics
+from kcl_daemon.retrieval.consumer import ConsumerResolver
+from kcl_daemon.retrieval.fanout import FanoutRecordSource
 from kcl_daemon.retrieval.polling import PollingRecordSource
-from kcl_daemon.retrieval.settings import RetrievalSettings
+from kcl_daemon.retrieval.settings import RetrievalSettings, resolve_mode
 from kcl_daemon.retry import KINESIS
+from kcl_daemon.stopping import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StopSignals
 from kcl_daemon.worker.scheduler import Scheduler, SchedulerConfig
+from kcl_daemon.zone_lookup import zone_from_environment
 
 logger = logging.getLogger(__name__)
 
-EXIT_OK = 0
-EXIT_FAILED = 1
 #: GetRecords calls in flight at once, across all shards of this worker.
 READ_THREADS = 16
+#: Enhanced fan-out: one thread per subscribed shard (a subscription blocks its thread).
+FANOUT_THREADS = 512
 
 
 def default_worker_id() -> str:
@@ -113,6 +123,11 @@ def plan_worker(
         idle_between_reads_s=settings.idle_time_between_reads_s,
         reduced_tps_threshold_s=settings.millis_behind_latest_threshold_for_reduced_tps_s,
         at_timestamp=settings.initial_position_timestamp,
+        mode=resolve_mode(
+            settings.retrieval_mode, settings.effective_retrieval_mode, from_file=bool(settings.sources)
+        ),
+        consumer_name=settings.fanout_consumer_name or settings.application_name,
+        consumer_arn=settings.fanout_consumer_arn,
     )
     app = settings.application_name or table
     return WorkerPlan(
@@ -149,6 +164,7 @@ def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
                 dampening_percent=settings.dampening_percent,
                 allow_throughput_overshoot=settings.allow_throughput_overshoot,
                 graceful_handoff=settings.graceful_lease_handoff,
+                max_handoffs_per_worker=settings.max_handoffs_per_worker,
             ),
         ),
         metrics=WorkerMetricsConfig(
@@ -157,12 +173,22 @@ def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
             report_s=settings.worker_metrics_report_s,
             history=settings.worker_metrics_history,
             disabled=settings.disable_worker_metrics,
+            zone=worker_zone(settings, worker_id),
         ),
         discovery_s=max(interval / 2 - 0.025, 0.1),
         lock_duration_s=settings.failover_s,
         handoff_timeout_s=settings.graceful_lease_handoff_timeout_s,
         balancing_frequency=settings.variance_balancing_frequency,
+        restart_grace_s=settings.restart_grace_s,
     )
+
+
+def worker_zone(settings: Settings, worker_id: str) -> str | None:
+    """workerZone, else the environment (zoneFromEnvironment), else the workerId prefix (core.zones)."""
+    from_environment = zone_from_environment() if settings.zone_from_environment else None
+    zone = resolve_zone(worker_id, settings.lease_cluster_separator, settings.worker_zone, from_environment)
+    logger.info("worker %s: zone %s", worker_id, zone or "none")
+    return zone
 
 
 def threads_calling_aws(plan: WorkerPlan) -> int:
@@ -171,13 +197,28 @@ def threads_calling_aws(plan: WorkerPlan) -> int:
 
 
 def build_scheduler(
-    plan: WorkerPlan, clients: AwsClients, *, clock: Clock, cwd: str | None = None
+    plan: WorkerPlan,
+    clients: AwsClients,
+    *,
+    clock: Clock,
+    cwd: str | None = None,
+    metrics: DaemonMetrics | None = None,
 ) -> Scheduler:
     table = LeaseTable3x(clients.dynamodb, plan.table_name)
     kinesis = Kinesis(clients.kinesis)
     read_pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="kinesis-read")
+    fanout = None
+    if plan.retrieval.mode == "FANOUT":
+        fanout_pool = ThreadPoolExecutor(FANOUT_THREADS, thread_name_prefix="fanout")
+        fanout = Fanout(clients.kinesis)
+        consumer = ConsumerResolver(
+            fanout,
+            plan.stream_name,
+            plan.retrieval.consumer_name or plan.table_name,
+            plan.retrieval.consumer_arn,
+        )
 
-    def make_source(from_lease: Shard) -> PollingRecordSource:
+    def make_source(from_lease: Shard) -> ShardRecordSource:
         """Runs on a worker thread. ListShards' view of the shard says whether it is closed and where it
         ends, which ends closed shards on emulators that never send ChildShards."""
         shard = from_lease
@@ -186,6 +227,9 @@ def build_scheduler(
             shard = listed.get(from_lease.shard_id, from_lease)
         except KclError as exc:
             logger.warning("shard %s: ListShards failed, reading without it: %s", from_lease.shard_id, exc)
+        if fanout is not None:
+            arn = consumer.arn()
+            return FanoutRecordSource(fanout, arn, shard, fanout_pool, plan.retrieval, clock=clock)
         return PollingRecordSource(kinesis, plan.stream_name, shard, read_pool, plan.retrieval, clock=clock)
 
     def child_shards_of(shard_id: str) -> Sequence[str] | None:
@@ -218,6 +262,7 @@ def build_scheduler(
         launch,
         clock,
         child_shard_lookup=child_shards_of,
+        metrics=metrics,
         lease_mode=lease_mode,
     )
 
@@ -229,28 +274,35 @@ async def run_worker(
     clock: Clock | None = None,
     on_status: Callable[[Scheduler], None] | None = None,
     status_every_s: float = 2.0,
+    metrics: MetricsRuntime | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code."""
-    scheduler = build_scheduler(plan, clients, clock=clock or SystemClock())
-    loop = asyncio.get_running_loop()
+    clock = clock or SystemClock()
+    scheduler = build_scheduler(plan, clients, clock=clock, metrics=metrics.metrics if metrics else None)
     stop = asyncio.Event()
-    signals_seen = 0
     main = asyncio.current_task()
-
-    def on_signal(signum: int) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        if signals_seen == 1:
-            logger.info(
-                "%s received: shutting down gracefully (again to stop at once)", signal.Signals(signum).name
+    signals = StopSignals(on_first=stop.set, on_second=main.cancel if main is not None else stop.set)
+    with signals:
+        try:
+            return await _run_until_stopped(
+                plan, scheduler, stop, signals, on_status, status_every_s, metrics=metrics, clock=clock
             )
-            stop.set()
-        elif main is not None:
-            logger.warning("second signal: stopping at once")
-            main.cancel()
+        finally:
+            if metrics is not None:
+                await metrics.close()
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal, signum)
+
+async def _run_until_stopped(
+    plan: WorkerPlan,
+    scheduler: Scheduler,
+    stop: asyncio.Event,
+    signals: StopSignals,
+    on_status: Callable[[Scheduler], None] | None,
+    status_every_s: float,
+    *,
+    metrics: MetricsRuntime | None = None,
+    clock: Clock,
+) -> int:
     logger.info(
         "worker %s (pid %d) starting: stream %s, lease table %s, processor %s",
         plan.worker_id,
@@ -260,14 +312,28 @@ async def run_worker(
         " ".join(plan.executable),
     )
     try:
-        await scheduler.start()
+        starting = asyncio.ensure_future(scheduler.start())
+        if await _first_of(stop, starting):  # a signal during start-up: do not wait for it to finish
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, KclError):
+                await starting
+            logger.info("stopped during start-up: no lease was taken")
+            await scheduler.close()
+            return EXIT_OK
+        starting.result()
     except KclError as exc:
         logger.error("cannot start the worker: %s", exc)  # noqa: TRY400 - the message is the whole story
         await scheduler.close()
         return EXIT_FAILED
+    except asyncio.CancelledError:
+        await scheduler.close()
+        return EXIT_INTERRUPTED if signals.immediate else EXIT_FAILED
+    if metrics is not None:
+        metrics.start(clock)
     reporter = asyncio.create_task(_report(scheduler, on_status, status_every_s)) if on_status else None
     try:
-        failed = await _first_of(stop, scheduler.failed)
+        failed_waiter = asyncio.ensure_future(scheduler.failed.wait())
+        failed = not await _first_of(stop, failed_waiter) and scheduler.failed.is_set()
         if failed:
             logger.error("the worker cannot go on: %s; shutting down", scheduler.failure)
         await scheduler.shutdown()
@@ -275,26 +341,27 @@ async def run_worker(
             return EXIT_FAILED
     except asyncio.CancelledError:
         await scheduler.close()
-        return EXIT_FAILED
+        return EXIT_INTERRUPTED if signals.immediate else EXIT_FAILED
     finally:
         if reporter is not None:
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reporter
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
     return EXIT_OK
 
 
-async def _first_of(stop: asyncio.Event, failed: asyncio.Event) -> bool:
-    """Wait for a stop request or a fatal failure; True if it was the failure."""
-    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(failed.wait())]
+async def _first_of(stop: asyncio.Event, other: asyncio.Future[Any]) -> bool:
+    """Wait for a stop request or ``other`` to finish; True if the stop request came first."""
+    stopping = asyncio.ensure_future(stop.wait())
     try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([stopping, other], return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for waiter in waiters:
-            waiter.cancel()
-    return failed.is_set() and not stop.is_set()
+        stopping.cancel()
+    if stop.is_set():
+        if not other.done():
+            other.cancel()
+        return True
+    return False
 
 
 async def _report(scheduler: Scheduler, on_status: Callable[[Scheduler], None], every_s: float) -> None:
@@ -304,21 +371,46 @@ async def _report(scheduler: Scheduler, on_status: Callable[[Scheduler], None], 
 
 
 def run_from_settings(
-    settings: Settings, *, local: bool = False, worker_id: str | None = None, status_every_s: float = 10.0
+    settings: Settings,
+    *,
+    local: bool = False,
+    worker_id: str | None = None,
+    status_every_s: float = 10.0,
+    metrics_options: MetricsOptions | None = None,
 ) -> int:
     """Build the AWS clients (or the embedded local backend) and run the worker; returns the exit code."""
     plan = plan_worker(settings, worker_id=worker_id)
-    if settings.effective_retrieval_mode == "FANOUT":
+    options = metrics_options or MetricsOptions()
+
+    def with_metrics(clients: AwsClients, client_settings: ClientSettings | None) -> MetricsRuntime:
+        return build_metrics(
+            settings,
+            options,
+            clients,
+            client_settings,
+            worker_id=plan.worker_id,
+            stream=plan.stream_name,
+            clock=SystemClock(),
+            local=local,
+        )
+
+    if plan.retrieval.mode == "FANOUT" and local:
+        logger.warning("local mode: the embedded backend has no SubscribeToShard; polling instead of fan-out")
+        plan = replace(plan, retrieval=replace(plan.retrieval, mode="POLLING"))
+    elif plan.retrieval.mode == "FANOUT" and settings.retrieval_mode == "DEFAULT":
         logger.warning(
-            "retrievalMode resolves to FANOUT (enhanced fan-out), which kcl-daemon does not implement yet: "
-            "reading with GetRecords polling instead (set retrievalMode = POLLING to silence this)"
+            "retrievalMode DEFAULT resolves to FANOUT (enhanced fan-out, as in Java: no polling key is "
+            "set): a stream consumer is registered; set retrievalMode = POLLING to poll instead"
         )
     if not local:
         client_settings = replace(
             client_settings_from(settings), max_pool_connections=threads_calling_aws(plan)
         )
         clients = build_clients(client_settings)
-        return asyncio.run(run_worker(plan, clients, on_status=_log_status, status_every_s=status_every_s))
+        runtime = with_metrics(clients, client_settings)
+        return asyncio.run(
+            run_worker(plan, clients, on_status=_log_status, status_every_s=status_every_s, metrics=runtime)
+        )
 
     from kcl_daemon.local import local_stack  # moto is an optional extra: import only when asked
 
@@ -335,7 +427,12 @@ def run_from_settings(
             produced = stack.producer.stats.user_records if stack.producer else 0
             logger.info("progress: %d records produced; %s", produced, scheduler.status().line())
 
-        return asyncio.run(run_worker(plan, stack.clients, on_status=progress, status_every_s=status_every_s))
+        # The daemon's own clients: the sample producer's PutRecords calls are not the daemon's to count.
+        clients = stack.backend.build_clients()
+        runtime = with_metrics(clients, None)
+        return asyncio.run(
+            run_worker(plan, clients, on_status=progress, status_every_s=status_every_s, metrics=runtime)
+        )
 
 
 def _log_status(scheduler: Scheduler) -> None:

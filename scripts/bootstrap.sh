@@ -3,7 +3,8 @@
 #   .venv/           Python virtualenv: kcl-daemon (editable, with the dev extra), the stdlib-only
 #                    Python client, and the real amazon_kclpy client library.
 #   .cache/node/     npm packages: aws-kcl (the real Node client), kinesalite + dynalite (emulators).
-#   Debian packages: golang-go (Go client), jq and shellcheck (shell client), when missing.
+#   Debian packages: golang-go (Go client), jq and shellcheck (shell client), a Java 17 runtime (the
+#                    Spark source's tests), when missing.
 # Idempotent and quiet; safe to run before every command. Set KCL_SKIP_APT=1 to skip apt-get.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,6 +23,7 @@ command -v go >/dev/null 2>&1 || need_apt+=(golang-go)
 command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 command -v shellcheck >/dev/null 2>&1 || need_apt+=(shellcheck)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)  # the Spark source's tests
 if ((${#need_apt[@]})) && [[ -z ${KCL_SKIP_APT:-} ]]; then
   SUDO=; [[ $(id -u) -eq 0 ]] || SUDO=sudo
   log "apt-get install ${need_apt[*]}"
@@ -50,8 +52,8 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 deps_hash=$(cat pyproject.toml clients/python/pyproject.toml | sha256sum | cut -c1-16)
 if [[ ! -f $STAMP_DIR/pip-$deps_hash ]]; then
-  log "pip install (kcl-daemon[dev], clients/python)"
-  .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]' -e clients/python
+  log "pip install (kcl-daemon[dev,spark], clients/python)"
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[dev,spark]' -e clients/python
   touch "$STAMP_DIR/pip-$deps_hash"
 fi
 if [[ ! -f $STAMP_DIR/kclpy-3.2.0 ]]; then

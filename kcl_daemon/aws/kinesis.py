@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
+from kcl_daemon.aws import records_page
 from kcl_daemon.aws.errors import map_aws_errors
+from kcl_daemon.aws.records_page import EncodedRawRecord
 from kcl_daemon.core.shard_graph import ChildShard, Shard
 from kcl_daemon.core.shard_iterator import IteratorPosition
 from kcl_daemon.errors import AwsError, IteratorExpired, ShardNotFound
@@ -76,9 +78,13 @@ class RawRecord:
     approximate_arrival_timestamp: int  # epoch milliseconds
 
 
+#: A record from GetRecords: decoded by botocore, or (the raw path) its payload still base64 text.
+AnyRawRecord = RawRecord | EncodedRawRecord
+
+
 @dataclass(frozen=True, slots=True)
 class GetRecordsResult:
-    records: tuple[RawRecord, ...]
+    records: tuple[AnyRawRecord, ...]
     next_iterator: str | None  # None: the shard is closed and read to its end (or the response is bad)
     millis_behind_latest: int | None
     child_shards: tuple[ChildShard, ...]
@@ -90,10 +96,15 @@ _READ_ERRORS: Final = {"ResourceNotFoundException": ShardNotFound}
 _GET_RECORDS_ERRORS: Final = {**_READ_ERRORS, "InvalidArgumentException": IteratorExpired}
 
 
-def epoch_millis(value: datetime | None) -> int:
-    """A timestamp as epoch milliseconds (naive = UTC); a missing one is 0."""
+def epoch_millis(value: datetime | float | None) -> int:
+    """A timestamp as epoch milliseconds (naive = UTC); a missing one is 0.
+
+    A number is epoch seconds as the service sent it (the Spark source's clients keep them so).
+    """
     if value is None:
         return 0
+    if isinstance(value, int | float):
+        return round(value * 1000)
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return (value - _EPOCH) // _ONE_MS
@@ -129,10 +140,17 @@ def iterator_request(position: IteratorPosition) -> dict[str, Any]:
 
 
 class Kinesis:
-    """Synchronous Kinesis adapter over one boto3 client (thread-safe)."""
+    """Synchronous Kinesis adapter over one boto3 client (thread-safe).
 
-    def __init__(self, client: KinesisClient) -> None:
+    With ``raw_get_records`` (the default) GetRecords responses are parsed by
+    :mod:`kcl_daemon.aws.records_page` instead of botocore, and payloads stay base64 text.
+    """
+
+    def __init__(self, client: KinesisClient, *, raw_get_records: bool = True) -> None:
         self._client = client
+        self._raw = raw_get_records
+        if raw_get_records:
+            records_page.install(client)
 
     def list_shards(self, stream_name: str, shard_filter: ShardFilter | None = None) -> list[Shard]:
         """Every shard ListShards returns, following ``NextToken`` (follow-up pages carry only the token).
@@ -177,7 +195,20 @@ class Kinesis:
         """
         what = "get records"
         with map_aws_errors(what, _GET_RECORDS_ERRORS):
-            response = self._client.get_records(ShardIterator=iterator, Limit=limit)
+            if self._raw:
+                with records_page.raw_body():
+                    response = self._client.get_records(ShardIterator=iterator, Limit=limit)
+            else:
+                response = self._client.get_records(ShardIterator=iterator, Limit=limit)
+        body = response.get(records_page.RAW_BODY_KEY)
+        if isinstance(body, bytes):
+            try:
+                page = records_page.parse_page(body)
+            except (KeyError, ValueError, TypeError) as exc:
+                raise AwsError(f"{what}: malformed response: {exc!r}") from exc
+            return GetRecordsResult(
+                page.records, page.next_iterator, page.millis_behind_latest, page.child_shards
+            )
         try:
             records = tuple(record_from_response(record) for record in response.get("Records", []))
             children = tuple(child_shard_from_response(c) for c in response.get("ChildShards") or ())

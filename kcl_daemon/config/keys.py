@@ -201,6 +201,21 @@ KEYS: Final[tuple[Key, ...]] = (
         choices=("DEFAULT", "POLLING", "FANOUT"),
     ),
     Key(
+        "fanoutConfig.consumerName",
+        "fanout_consumer_name",
+        Kind.STRING,
+        None,
+        "Enhanced fan-out: the stream consumer to register or reuse (Java's FanOutConfig).",
+        unset="applicationName",
+    ),
+    Key(
+        "fanoutConfig.consumerArn",
+        "fanout_consumer_arn",
+        Kind.STRING,
+        None,
+        "Enhanced fan-out: use this registered consumer (never registers one); overrides consumerName.",
+    ),
+    Key(
         "maxRecords",
         "max_records",
         Kind.INT,
@@ -305,6 +320,7 @@ KEYS: Final[tuple[Key, ...]] = (
         20,
         "Threads renewing leases.",
         minimum=1,
+        maximum=1000,  # each is a thread and an HTTP connection; 2147483647 hangs the start
     ),
     Key(
         "listShardsBackoffTimeInMillis",
@@ -378,7 +394,41 @@ KEYS: Final[tuple[Key, ...]] = (
         "Metric dimensions to publish; Operation is always included.",
         choices=("ALL", "Operation", "ShardId", "WorkerIdentifier", "StreamId"),
     ),
+    Key(
+        "metricsBufferTimeMillis",
+        "metrics_buffer_time_s",
+        Kind.MILLIS,
+        10000,
+        "How often CloudWatch metrics are published (one batch of PutMetricData calls per interval).",
+        minimum=1,
+    ),
+    Key(
+        "metricsMaxQueueSize",
+        "metrics_max_queue_size",
+        Kind.INT,
+        10000,
+        "CloudWatch data points waiting to be published; more are dropped and counted.",
+        minimum=1,
+    ),
     # --- kcl-daemon's own
+    Key(
+        "cloudWatchEndpoint",
+        "cloudwatch_endpoint",
+        Kind.URL,
+        None,
+        "CloudWatch endpoint. With kinesisEndpoint or dynamoDBEndpoint set, or with `run --local`, "
+        "CloudWatch metrics are published only when this is set.",
+        extension=True,
+        unset="the region's",
+    ),
+    Key(
+        "childChannel",
+        "child_channel",
+        Kind.BOOL,
+        True,
+        "Offer the child the log/metric channel in initialize (a field old children ignore).",
+        extension=True,
+    ),
     Key(
         "leaseClusterSeparator",
         "lease_cluster_separator",
@@ -386,6 +436,43 @@ KEYS: Final[tuple[Key, ...]] = (
         "-",
         "`kcl-daemon leases` groups workers into clusters by the part of the worker id before this.",
         extension=True,
+    ),
+    Key(
+        "workerZone",
+        "worker_zone",
+        Kind.STRING,
+        None,
+        "This worker's zone for zone-balanced assignment (3.x mode), published with its worker metrics.",
+        extension=True,
+        unset="from the environment (zoneFromEnvironment), else the workerId part before "
+        "leaseClusterSeparator",
+    ),
+    Key(
+        "zoneFromEnvironment",
+        "zone_from_environment",
+        Kind.BOOL,
+        False,
+        "Ask ECS task metadata, then EC2 instance metadata, for the availability zone at start.",
+        extension=True,
+    ),
+    Key(
+        "restartGraceMillis",
+        "restart_grace_s",
+        Kind.MILLIS,
+        0,
+        "On a graceful stop, keep this worker's leases for it this long (3.x mode, stable workerId): "
+        "a restart within it moves nothing; 0 hands them off at once.",
+        extension=True,
+        minimum=0,
+    ),
+    Key(
+        "maxHandoffsPerWorker",
+        "max_handoffs_per_worker",
+        Kind.INT,
+        2,
+        "At most this many planned hand-offs away from one worker per assignment round.",
+        extension=True,
+        minimum=1,
     ),
     Key(
         "initializeTimeoutInSeconds",
@@ -481,11 +568,12 @@ KEYS: Final[tuple[Key, ...]] = (
         "leaseAssignmentStrategy",
         "lease_assignment_strategy",
         Kind.CHOICE,
-        "VARIANCE",
-        "3.x leader's decider: VARIANCE = Java's VarianceBasedLeaseAssignmentDecider (CPU and throughput); "
+        "COOPERATIVE",
+        "3.x leader's decider: COOPERATIVE = kcl-daemon's sticky, zone-aware assignor (see Balancing); "
+        "VARIANCE = Java's VarianceBasedLeaseAssignmentDecider (CPU and throughput); "
         "LEASE_COUNT_BASED = equal lease counts (Java's LeaseCountBasedLeaseAssignmentDecider).",
         extension=True,
-        choices=("VARIANCE", "LEASE_COUNT_BASED"),
+        choices=("COOPERATIVE", "VARIANCE", "LEASE_COUNT_BASED"),
     ),
     Key(
         "gracefulLeaseHandoffTimeoutMillis",
@@ -624,7 +712,6 @@ class IgnoredKey:
 
 _PRESENCE = "only whether it is set counts: setting it selects polling when retrievalMode is DEFAULT"
 _THREE_X = "not implemented in kcl-daemon's KCL 3.x mode"
-_METRICS = "metrics buffering is not configurable in kcl-daemon"
 _LEGACY_TABLES = "the coordinator and worker-metrics tables are created on-demand without extras"
 
 IGNORED_KEYS: Final[tuple[IgnoredKey, ...]] = (
@@ -645,8 +732,6 @@ IGNORED_KEYS: Final[tuple[IgnoredKey, ...]] = (
     IgnoredKey("schedulerInitializationBackoffTimeMillis", "kcl-daemon's start-up does not use it"),
     IgnoredKey("shardPrioritization", "not settable from a properties file in Java either"),
     IgnoredKey("logWarningForTaskAfterMillis", "child timeouts (timeoutInSeconds) cover slow tasks"),
-    IgnoredKey("metricsBufferTimeMillis", _METRICS),
-    IgnoredKey("metricsMaxQueueSize", _METRICS),
     IgnoredKey("migrateAllEntitiesToLeaseTable", _THREE_X),
     IgnoredKey("tableMigrationCompleteBakeTimeSeconds", _THREE_X),
     IgnoredKey("maxThroughputPerHostKBps", _THREE_X),

@@ -8,8 +8,10 @@
   ``:``, and more whitespace are skipped; the rest is the value. Leading whitespace of the value is
   dropped, trailing whitespace is kept.
 * Escapes in keys and values: ``\\t \\n \\r \\f``, ``\\uXXXX``, and ``\\x`` -> ``x`` for anything else.
-  A malformed ``\\uXXXX`` is an error naming the line (Java throws too).
+  A malformed ``\\uXXXX`` is an error naming the line (Java throws too); every malformed escape in the
+  file is reported, not only the first.
 * A repeated key: the last value wins, and the entry remembers every line it was set on.
+* A UTF-8 byte order mark at the start is dropped (Java would make it part of the first key).
 """
 
 from __future__ import annotations
@@ -21,10 +23,15 @@ _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
 class PropertiesSyntaxError(ValueError):
-    def __init__(self, line: int, message: str, source: str = "<properties>") -> None:
+    """The first syntax error; ``problems`` lists every one in the file (each naming its line)."""
+
+    def __init__(
+        self, line: int, message: str, source: str = "<properties>", problems: tuple[str, ...] = ()
+    ) -> None:
         self.line = line
         self.source = source
         super().__init__(f"{source}:{line}: {message}")
+        self.problems = problems or (str(self),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +39,7 @@ class PropertyEntry:
     key: str
     value: str
     line: int  # 1-based line where the (last) logical line defining this key starts
+    earlier_lines: tuple[int, ...] = ()  # the lines an earlier value for the same key was set on
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
@@ -58,7 +66,7 @@ def _ends_with_odd_backslashes(line: str) -> bool:
     return count % 2 == 1
 
 
-def _unescape(raw: str, line_no: int, source: str) -> str:
+def _unescape(raw: str, line_no: int, source: str, errors: list[PropertiesSyntaxError]) -> str:
     out: list[str] = []
     i = 0
     while i < len(raw):
@@ -71,7 +79,11 @@ def _unescape(raw: str, line_no: int, source: str) -> str:
         if nxt == "u":
             digits = raw[i + 2 : i + 6]
             if len(digits) != 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
-                raise PropertiesSyntaxError(line_no, f"malformed \\uxxxx escape: \\u{digits}", source)
+                errors.append(
+                    PropertiesSyntaxError(line_no, f"malformed \\uxxxx escape: \\u{digits}", source)
+                )
+                i += 2
+                continue
             out.append(chr(int(digits, 16)))
             i += 6
         else:
@@ -100,8 +112,15 @@ def _split_key_value(line: str) -> tuple[str, str]:
 def parse_properties(text: str, source: str = "<properties>") -> dict[str, PropertyEntry]:
     """Parse ``text``; keys map to their last entry, in first-seen order."""
     entries: dict[str, PropertyEntry] = {}
-    for line_no, line in _logical_lines(text):
+    errors: list[PropertiesSyntaxError] = []
+    for line_no, line in _logical_lines(text.removeprefix("\ufeff")):
         raw_key, raw_value = _split_key_value(line)
-        key = _unescape(raw_key, line_no, source)
-        entries[key] = PropertyEntry(key, _unescape(raw_value, line_no, source), line_no)
+        key = _unescape(raw_key, line_no, source, errors)
+        earlier = entries.get(key)
+        before = (*earlier.earlier_lines, earlier.line) if earlier is not None else ()
+        entries[key] = PropertyEntry(key, _unescape(raw_value, line_no, source, errors), line_no, before)
+    if errors:
+        first = errors[0]
+        message = str(first).removeprefix(f"{source}:{first.line}: ")
+        raise PropertiesSyntaxError(first.line, message, source, tuple(str(e) for e in errors))
     return entries

@@ -1,7 +1,8 @@
 """The effective configuration as rows (key, value in the key's own unit, source) for ``check-config``.
 
 Pure: the caller passes what boto3 would use for unset region/endpoint keys (see
-:func:`kcl_daemon.aws.clients.boto3_defaults`). An ``externalId`` in a credentials value is masked.
+:func:`kcl_daemon.aws.clients.boto3_defaults`). An ``externalId`` in a credentials value and a password
+in an endpoint URL are masked.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from datetime import datetime
 
 from kcl_daemon.config.keys import IGNORED_BY_NAME, KEYS, Key, Kind
 from kcl_daemon.config.providers import describe, parse_providers
+from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.settings import Settings
 
 _EXTERNAL_ID = re.compile(r"(externalId\s*=)[^|,]*")
@@ -58,6 +60,8 @@ def user_value(key: Key, value: object) -> JsonValue:
             return int(value.timestamp())
         case Kind.CREDENTIALS:
             return mask(str(value))
+        case Kind.URL:
+            return mask_url_password(str(value))
         case Kind.POSITION:
             return str(value)
     assert isinstance(value, str | int | float | bool)

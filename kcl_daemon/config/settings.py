@@ -19,6 +19,7 @@ What a command needs (``run``: executableName, applicationName, streamName or st
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ import yaml
 from kcl_daemon.config.keys import IGNORED_BY_NAME, KEYS, Key, Kind, lookup_key
 from kcl_daemon.config.properties import PropertiesSyntaxError, parse_properties
 from kcl_daemon.config.providers import parse_providers
+from kcl_daemon.config.secrets import mask_url_password
+from kcl_daemon.config.validate import check_values
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.errors import ConfigError
 
@@ -85,6 +88,8 @@ class Settings:
     dynamodb_endpoint: str | None = None
     # retrieval
     retrieval_mode: str = "DEFAULT"
+    fanout_consumer_name: str | None = None
+    fanout_consumer_arn: str | None = None
     max_records: int = 10000
     idle_time_between_reads_s: float = 1.5
     millis_behind_latest_threshold_for_reduced_tps_s: float = 0.0
@@ -109,8 +114,16 @@ class Settings:
     task_backoff_s: float = 0.5
     metrics_level: str = "DETAILED"
     metrics_enabled_dimensions: tuple[str, ...] = ("ALL",)
+    metrics_buffer_time_s: float = 10.0
+    metrics_max_queue_size: int = 10000
     # kcl-daemon's own
     lease_cluster_separator: str = "-"
+    cloudwatch_endpoint: str | None = None
+    child_channel: bool = True
+    worker_zone: str | None = None
+    zone_from_environment: bool = False
+    restart_grace_s: float = 0.0
+    max_handoffs_per_worker: int = 2
     initialize_timeout_s: float | None = None
     process_records_timeout_s: float | None = None
     shutdown_timeout_s: float | None = None
@@ -123,7 +136,7 @@ class Settings:
     child_stall_warning_s: float = 60.0
     # KCL 3.x lease assignment
     client_version_config: str = "CLIENT_VERSION_CONFIG_3X"
-    lease_assignment_strategy: str = "VARIANCE"
+    lease_assignment_strategy: str = "COOPERATIVE"
     graceful_lease_handoff_timeout_s: float = 30.0
     graceful_lease_handoff: bool = True
     worker_metrics_capture_s: float = 1.0
@@ -227,8 +240,15 @@ def parse_value(key: Key, raw: str, warnings: list[str] | None = None) -> object
             return Sentinel(_choice(key, text))
         case Kind.URL:
             parts = urlsplit(text)
+            shown = mask_url_password(text)
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError(f"{text!r} is not a URL with a scheme and host (e.g. https://host:port)")
+                raise ValueError(f"{shown!r} is not a URL with a scheme and host (e.g. https://host:port)")
+            try:
+                port = parts.port
+            except ValueError:
+                raise ValueError(f"{shown!r} has a port outside 1..65535") from None
+            if port == 0:
+                raise ValueError(f"{shown!r} has a port outside 1..65535")
             return text
         case Kind.STREAM_ARN:
             if not STREAM_ARN_PATTERN.fullmatch(text):
@@ -263,15 +283,19 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-def _yaml_lines(text: str) -> dict[str, int]:
-    """Flattened YAML key -> 1-based line number."""
+def _yaml_lines(text: str, source: str = "<yaml>", warnings: list[str] | None = None) -> dict[str, int]:
+    """Flattened YAML key -> 1-based line number; a key set twice is warned about with both lines."""
     lines: dict[str, int] = {}
 
     def walk(node: yaml.Node, prefix: str) -> None:
         if isinstance(node, yaml.MappingNode):
             for key_node, value_node in node.value:
                 name = f"{prefix}{key_node.value}"
-                lines[name] = key_node.start_mark.line + 1
+                line = key_node.start_mark.line + 1
+                if name in lines and warnings is not None:
+                    again = f"{name} is set again (also on line {lines[name]}); the last value wins"
+                    warnings.append(f"{source}:{line}: {again}")
+                lines[name] = line
                 walk(value_node, f"{name}.")
 
     root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -299,18 +323,21 @@ def _flatten(mapping: Mapping[object, object], prefix: str, out: dict[str, str])
             out[name] = _yaml_scalar(v)
 
 
-def _read_raw(path: Path) -> dict[str, tuple[str, str]]:
-    """key -> (raw value, where) from a .properties or YAML file."""
+def _read_raw(path: Path, warnings: list[str]) -> dict[str, tuple[str, str]]:
+    """key -> (raw value, where) from a .properties or YAML file; duplicate keys are warned about."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read the configuration file: {exc.strerror or exc}"]) from None
     except UnicodeDecodeError as exc:
         raise ConfigError([f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"]) from None
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
+            root = yaml.compose(text, Loader=yaml.SafeLoader)
+            if root is not None:
+                refuse_alias_bombs(root, str(path))
             loaded = yaml.safe_load(text)
-            lines = _yaml_lines(text)
+            lines = _yaml_lines(text, str(path), warnings)
         except yaml.YAMLError as exc:
             raise ConfigError([f"{path}: invalid YAML: {exc}"]) from None
         if loaded is None:
@@ -323,8 +350,39 @@ def _read_raw(path: Path) -> dict[str, tuple[str, str]]:
     try:
         entries = parse_properties(text, source=str(path))
     except PropertiesSyntaxError as exc:
-        raise ConfigError([str(exc)]) from None
+        raise ConfigError(exc.problems) from None
+    for key, entry in entries.items():
+        if entry.earlier_lines:
+            earlier = ", ".join(str(line) for line in entry.earlier_lines)
+            warnings.append(
+                f"{path}:{entry.line}: {key} is set again (also on line {earlier}); the last value wins"
+            )
     return {k: (e.value, f"{path}:{e.line}") for k, e in entries.items()}
+
+
+#: YAML nodes a configuration may expand to through aliases; far beyond any real configuration.
+YAML_NODE_BUDGET: Final = 10_000
+
+
+def refuse_alias_bombs(root: yaml.Node, source: str) -> None:
+    """Raise :class:`ConfigError` for aliases that recurse or expand past :data:`YAML_NODE_BUDGET`."""
+    seen = 0
+    stack: list[tuple[yaml.Node, frozenset[int]]] = [(root, frozenset())]
+    while stack:
+        node, path = stack.pop()
+        seen += 1
+        if seen > YAML_NODE_BUDGET:
+            raise ConfigError(
+                [f"{source}: YAML aliases expand to more than {YAML_NODE_BUDGET} values; refusing the file"]
+            )
+        if id(node) in path:
+            line = node.start_mark.line + 1
+            raise ConfigError([f"{source}:{line}: a YAML alias refers to itself (a recursive structure)"])
+        inner = path | {id(node)}
+        if isinstance(node, yaml.MappingNode):
+            stack.extend((child, inner) for pair in node.value for child in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((child, inner) for child in node.value)
 
 
 def _missing(requirements: Sequence[Requirement], present: set[str]) -> list[str]:
@@ -353,15 +411,17 @@ def validate_for_leases(settings: Settings) -> list[str]:
     return _missing(REQUIRED_FOR_LEASES, _present_fields(settings))
 
 
-def load_settings(path: Path, *, required: Sequence[Requirement] = REQUIRED_FOR_REPLAY) -> Settings:
+def load_settings(
+    path: Path, *, required: Sequence[Requirement] = REQUIRED_FOR_REPLAY, now: datetime | None = None
+) -> Settings:
     """Read ``path`` and return its settings; raise :class:`ConfigError` listing every problem.
 
     ``required``: keys the caller's command needs (:data:`REQUIRED_FOR_RUN`, ...); a tuple inside
     means "one of these". Missing keys are reported together with every other problem.
     """
-    raw = _read_raw(path)
-    problems: list[str] = []
     warnings: list[str] = []
+    raw = _read_raw(path, warnings)
+    problems: list[str] = []
     values: dict[str, object] = {}
     set_by: dict[str, tuple[str, str, object]] = {}  # field -> (name, where, value)
     sources: dict[str, str] = {key.name: "default" for key in KEYS}
@@ -390,8 +450,11 @@ def load_settings(path: Path, *, required: Sequence[Requirement] = REQUIRED_FOR_
         values[key.field] = parsed
         sources[key.name] = where if name == key.name else f"{where} ({name})"
     problems.extend(f"{path}: {problem}" for problem in _missing(required, present))
+    found, noted = check_values(values, sources, now=now or datetime.now(tz=UTC))
+    problems.extend(found)
+    warnings.extend(noted)
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(problems, warnings)
     _cross_check(values, sources, warnings)
     settings = Settings(**values)  # type: ignore[arg-type]
     return dataclasses.replace(settings, sources=sources, warnings=tuple(warnings), ignored=ignored)
@@ -412,11 +475,19 @@ def _unknown(
         )
     elif "." in name:
         warnings.append(
-            f"{where}: nested key {name!r} is ignored (kcl-daemon supports kinesisClient.endpointOverride "
-            "and dynamoDbClient.endpointOverride)"
+            f"{where}: nested key {name!r} is ignored (kcl-daemon supports kinesisClient.endpointOverride, "
+            "dynamoDbClient.endpointOverride, fanoutConfig.consumerName and fanoutConfig.consumerArn)"
         )
     else:
-        warnings.append(f"{where}: unknown key {name!r} is ignored")
+        warnings.append(f"{where}: unknown key {name!r} is ignored{_suggestion(name)}")
+
+
+def _suggestion(name: str) -> str:
+    """ " - did you mean `failoverTimeMillis`?" for a near miss of a known key, else ""."""
+    known = [n for key in KEYS for n in key.names] + list(IGNORED_BY_NAME)
+    by_lower = {n.lower(): n for n in known}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.8)
+    return f" - did you mean {by_lower[close[0]]!r}?" if close else ""
 
 
 def _cross_check(values: dict[str, object], sources: dict[str, str], warnings: list[str]) -> None:

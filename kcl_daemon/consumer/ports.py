@@ -13,12 +13,12 @@ from typing import Protocol
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shard_graph import ChildShard
 from kcl_daemon.process.child import ChildProcess
-from kcl_protocol import Record
+from kcl_protocol import AnyRecord
 
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    records: tuple[Record, ...]
+    records: tuple[AnyRecord, ...]
     millis_behind_latest: int | None = None
 
 

@@ -117,7 +117,8 @@ class Decision:
 class Decider(Protocol):
     """A pure lease-assignment policy."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def decide(
         self,

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from kcl_daemon.core.zones import EXTRA_ATTRIBUTE
+
 WORKER_ID: Final = "wid"
 LAST_UPDATE: Final = "lut"
 STATS: Final = "sts"
@@ -34,6 +36,8 @@ class WorkerMetricStats:
     last_update_s: float | None
     stats: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     operating_range: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    #: kcl-daemon's extra attribute (zone, capacity, restart grace; core.zones), None for Java workers
+    extra: Mapping[str, object] | None = None
 
     @property
     def is_default_metric(self) -> bool:
@@ -74,11 +78,14 @@ def append_sample(history: Sequence[float], sample: float, limit: int) -> tuple[
 
 def to_item(stats: WorkerMetricStats) -> dict[str, object]:
     """Plain attributes for an upsert (the key ``wid`` is the item's key, not included)."""
-    return {
+    item: dict[str, object] = {
         LAST_UPDATE: int(stats.last_update_s or 0),
         STATS: {name: list(values) for name, values in stats.stats.items()},
         OPERATING_RANGE: {name: list(values) for name, values in stats.operating_range.items()},
     }
+    if stats.extra is not None:
+        item[EXTRA_ATTRIBUTE] = dict(stats.extra)
+    return item
 
 
 def _series(worker: str, attribute: str, raw: object) -> dict[str, tuple[float, ...]]:
@@ -103,11 +110,13 @@ def from_item(item: Mapping[str, object], key_name: str = WORKER_ID) -> WorkerMe
     lut = item.get(LAST_UPDATE)
     if lut is not None and not isinstance(lut, int | float):
         raise WorkerMetricsItemError(f"worker metrics of {worker}: {LAST_UPDATE} is not a number")
+    extra = item.get(EXTRA_ATTRIBUTE)
     return WorkerMetricStats(
         worker,
         None if lut is None else float(lut),
         _series(worker, STATS, item.get(STATS)),
         _series(worker, OPERATING_RANGE, item.get(OPERATING_RANGE)),
+        extra if isinstance(extra, Mapping) else None,
     )
 
 

@@ -30,12 +30,22 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kcl_daemon.clock import Clock, sleep_unless_set
-from kcl_daemon.core.assignment import Decider, DeciderConfig, DeciderState, LeaseView, Move, WorkerView
+from kcl_daemon.core.assignment import (
+    Decider,
+    DeciderConfig,
+    DeciderState,
+    LeaseView,
+    Move,
+    WorkerState,
+    WorkerView,
+)
 from kcl_daemon.core.expiry import LeaseObservations
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.worker_metrics import CPU, WorkerMetricStats, assignable
+from kcl_daemon.core.zones import WorkerExtras, WorkerExtrasError, extras_from_attribute
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.leases.leader_election import LeaderElection
+from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -89,6 +99,8 @@ class AssignmentLoop:
         self._state = DeciderState()
         self._failures = 0
         self._leader_since: float | None = None
+        #: Told each scan (the fleet figures of kcl_daemon.metrics come from the leader in 3.x mode).
+        self.observer: WorkerObserver = NULL_WORKER_OBSERVER
         election.on_change.append(self._on_leadership)
 
     def _on_leadership(self, leading: bool) -> None:
@@ -102,14 +114,39 @@ class AssignmentLoop:
     async def _call(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
 
-    def _workers(self, entries: Sequence[WorkerMetricStats]) -> list[WorkerView]:
+    def _workers(
+        self, entries: Sequence[WorkerMetricStats], now_mono: float | None = None
+    ) -> list[WorkerView]:
+        """Assignable workers, plus those restarting within their grace (kcl-daemon's extra attribute).
+
+        A grace is published in epoch seconds; the decider gets it on the monotonic clock of ``now_mono``.
+        """
         now = self._wall()
+        mono = self._clock.monotonic() if now_mono is None else now_mono
         views = []
         for stats in entries:
-            if assignable(stats, now, self.config.reporter_period_s):
-                views.append(
-                    WorkerView(stats.worker_id, cpu_percent=stats.value(CPU), last_update=stats.last_update_s)
+            try:
+                extras = extras_from_attribute(stats.worker_id, stats.extra)
+            except WorkerExtrasError as exc:
+                logger.warning("assignment: %s; treating it as a plain worker", exc)
+                extras = WorkerExtras()
+            grace = extras.grace_until_epoch_s
+            restarting = extras.state is WorkerState.RESTARTING and grace is not None and grace > now
+            if not restarting and not assignable(stats, now, self.config.reporter_period_s):
+                continue
+            views.append(
+                WorkerView(
+                    stats.worker_id,
+                    zone=extras.zone,
+                    cpu_percent=stats.value(CPU),
+                    capacity=extras.capacity,
+                    state=extras.state
+                    if restarting or extras.state is WorkerState.LEAVING
+                    else WorkerState.ACTIVE,
+                    grace_until=mono + (grace - now) if restarting and grace is not None else None,
+                    last_update=stats.last_update_s,
                 )
+            )
         return views
 
     def _views(self, leases: Sequence[Lease], now: float) -> tuple[list[LeaseView], set[str]]:
@@ -152,12 +189,15 @@ class AssignmentLoop:
             logger.warning("assignment: skipping item: %s", problem)
         now = self._clock.monotonic()
         self._observations = self._observations.observe(scan.leases, now)
-        workers = self._workers(entries)
+        workers = self._workers(entries, now)
         views, frozen = self._views(scan.leases, now)
         decision = self.decider.decide(views, workers, now, self._state, self.config.decider)
         self._state = decision.state
         by_key = {lease.lease_key: lease for lease in scan.leases}
         expired = {view.lease_key for view in views if view.expired or view.owner is None}
+        self.observer.scanned(
+            scan.leases, frozenset(v.lease_key for v in views if v.expired and v.owner is not None)
+        )
         report = RunReport(len(views), len(workers))
         moves = [m for m in decision.moves if m.lease_key not in frozen and m.lease_key in by_key]
         report.moves = moves

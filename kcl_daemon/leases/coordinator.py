@@ -11,8 +11,10 @@ The shell around :func:`kcl_daemon.core.taker.plan_takes`, :class:`LeaseObservat
 * every counter-fenced write (renew, take, steal, checkpoint, release) whose outcome is unknown (a
   5xx, a dropped connection, a timeout) or that fails its condition is followed by a consistent
   re-read and reconciled: ours with the counter (and checkpoint) we wrote means it was applied; only a
-  different owner or counter means the lease is lost. Retries follow the ``LEASE_IO`` policy, cut to
-  the lease's remaining time;
+  different owner or counter means the lease is lost. A throttled write was rejected, not applied
+  (botocore makes one attempt per call), so it is retried without a re-read, which would only add load
+  to a table that is over its capacity. Retries follow the ``LEASE_IO`` policy, cut to the lease's
+  remaining time;
 * a lease item that cannot be decoded affects that lease only: it is given up with a warning;
 * ``take_once`` scans the table, updates the counter observations, asks the planner, and attempts each
   planned take; a steal re-reads its lease first (see :meth:`LeaseCoordinator._fresh_steal_candidate`);
@@ -48,8 +50,10 @@ from kcl_daemon.errors import (
     LeaseConflict,
     LeaseTableGone,
     LeaseUnreadable,
+    Throttled,
     TransientNetwork,
 )
+from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 from kcl_daemon.retry import LEASE_IO
 
 logger = logging.getLogger(__name__)
@@ -146,6 +150,8 @@ class LeaseCoordinator:
         self.config = config
         self.held: dict[str, HeldLease] = {}
         self.listeners = LeaseListeners()
+        #: Reports takes, losses, renewals and each scan (kcl_daemon.metrics); does nothing by default.
+        self.observer: WorkerObserver = NULL_WORKER_OBSERVER
         self.last_plan: TakePlan | None = None
         self.table_missing_since: float | None = None
         self._table = table
@@ -241,8 +247,8 @@ class LeaseCoordinator:
             return await self._bounded(pool, functools.partial(fn, write.before), deadline, what)
         except CorruptLeaseItem as exc:
             raise LeaseUnreadable(f"{what} was written but the item cannot be read: {exc}") from exc
-        except DependencyUnavailable:
-            raise
+        except (DependencyUnavailable, Throttled):
+            raise  # the table is gone, or the write was rejected unapplied: nothing to reconcile
         except KclError as exc:  # a condition failure, or an unknown outcome (5xx, connection, timeout)
             failure = exc
         read = functools.partial(self._table.get_lease, key, consistent=True)
@@ -272,6 +278,7 @@ class LeaseCoordinator:
 
     def _lose(self, lease_key: str, why: str, *, level: int = logging.INFO) -> None:
         if self.held.pop(lease_key, None) is not None:
+            self.observer.lease_lost()
             logger.log(level, "lease %s lost: %s", lease_key, why)
             for listener in self.listeners.lost:
                 listener(lease_key)
@@ -305,12 +312,14 @@ class LeaseCoordinator:
             self._lose_for(key, exc)
             return
         except KclError as exc:
+            self.observer.renew_failed()
             now = self._clock.monotonic()
             if now >= deadline:
                 self._lose(key, f"not renewed for {now - held.renewed_at:.1f}s (local expiry); last: {exc}")
             else:
                 logger.warning("renewing lease %s failed, will retry: %s", key, exc)
             return
+        self.observer.renewed(self._clock.monotonic() - sent_at)
         if key in self.held:
             self.held[key] = self._held(renewed, sent_at)
             self._observations = self._observations.record_write(key, renewed.lease_counter, sent_at)
@@ -386,6 +395,7 @@ class LeaseCoordinator:
                 logger.warning("releasing lease %s failed; it expires instead: %s", lease_key, exc)
                 return False
             logger.info("lease %s released", lease_key)
+            self.observer.lease_handed_off()
             return True
 
     def drop(self, lease_key: str, why: str) -> None:
@@ -420,6 +430,14 @@ class LeaseCoordinator:
             logger.warning("skipping lease item: %s", problem)
         now = self._clock.monotonic()
         self._observations = self._observations.observe(scan.leases, now)
+        failover_s = self.config.failover_s
+        expired = frozenset(
+            lease.lease_key
+            for lease in scan.leases
+            if lease.lease_owner is not None
+            and self._observations.is_expired(lease.lease_key, now, failover_s)
+        )
+        self.observer.scanned(scan.leases, expired)
         plan = plan_takes(
             scan.leases, self._observations, self.config.worker_id, now, self.config.taker_config(), self._rng
         )
@@ -450,6 +468,7 @@ class LeaseCoordinator:
                 taken.lease_key, taken.lease_counter, sent_at
             )
             logger.info("lease %s taken (%s): %s", taken.lease_key, planned.kind.value, planned.reason)
+            self.observer.lease_taken(planned.kind.value)
             for listener in self.listeners.taken:
                 listener(taken)
         return plan

@@ -12,7 +12,8 @@ algorithms on one table. In 3.x mode the worker runs, each as a supervised loop:
 
 In 2.x mode it runs the taker (plus the metrics reporter in ``UPGRADE_FROM_2X``, so that the fleet can
 flip). When the stored version changes the worker switches algorithm in place. On a graceful stop the
-worker deletes its metrics item (the leader stops assigning to it at once) and releases the lock.
+worker deletes its metrics item (the leader stops assigning to it at once) and releases the lock; with
+``restartGraceMillis`` it instead publishes RESTARTING and keeps its leases for its return.
 
 :func:`make_decider` maps ``leaseAssignmentStrategy`` to a decider; add a strategy there.
 """
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.assignment import Decider
+from kcl_daemon.core.assignor import Assignor
 from kcl_daemon.core.client_version import (
     MIGRATION_KEY,
     Algorithm,
@@ -57,13 +59,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-STRATEGIES = ("VARIANCE", "LEASE_COUNT_BASED")
+STRATEGIES = ("COOPERATIVE", "VARIANCE", "LEASE_COUNT_BASED")
 MIGRATION_ENTITY_TYPE = "CLIENT_VERSION_MIGRATION"
 
 
 def make_decider(strategy: str, balancing_frequency: int = 3) -> Decider:
     """The decider of a ``leaseAssignmentStrategy`` value (one line per strategy)."""
     deciders: dict[str, Callable[[], Decider]] = {
+        "COOPERATIVE": Assignor,
         # cast: the frozen dataclass's read-only ``name`` satisfies the protocol at run time
         "VARIANCE": lambda: cast(Decider, VarianceDecider(balancing_frequency=balancing_frequency)),
         "LEASE_COUNT_BASED": LeaseCountDecider,
@@ -77,7 +80,7 @@ def make_decider(strategy: str, balancing_frequency: int = 3) -> Decider:
 class LeaderModeConfig:
     worker_id: str
     client_version: ClientVersionConfig = ClientVersionConfig.V3X
-    strategy: str = "VARIANCE"
+    strategy: str = "COOPERATIVE"
     assignment: AssignmentConfig = field(default_factory=lambda: AssignmentConfig(20.0, 10.0))
     metrics: WorkerMetricsConfig = field(default_factory=lambda: WorkerMetricsConfig("?"))
     discovery_s: float = 9.975
@@ -85,6 +88,8 @@ class LeaderModeConfig:
     handoff_timeout_s: float = 30.0
     migration_poll_s: float = 60.0
     balancing_frequency: int = 3
+    #: on a graceful stop, keep this worker's leases for it this long (0: withdraw, let them go)
+    restart_grace_s: float = 0.0
 
 
 class LeaderMode:
@@ -234,6 +239,7 @@ class LeaderMode:
             self._pool,
             wall=self._wall,
         )
+        self.assignment.observer = scheduler.coordinator.observer
         self.discovery = LeaseDiscovery(
             self.table, scheduler.coordinator, self._clock, self._pool, interval_s=cfg.discovery_s
         )
@@ -266,10 +272,20 @@ class LeaderMode:
                 await self._switch(resolved.version if resolved.write is None else stored)
 
     async def stop(self) -> None:
-        """Graceful stop: delete our metrics (no more assignments to us), give up the leader lock."""
+        """Graceful stop: delete our metrics (no more assignments to us), give up the leader lock.
+
+        With a restart grace (3.x mode): publish RESTARTING instead, and tell the scheduler to keep the
+        leases (checkpointed, not released), so a restart within the grace moves nothing."""
         for task in self._algorithm_loops:
             task.cancel()
         if self.publisher is not None:
-            await self.publisher.withdraw()
+            grace = self.config.restart_grace_s
+            kept = False
+            if grace > 0 and self.algorithm is Algorithm.LEADER:
+                kept = await self.publisher.declare_restart(grace)
+            if kept and self._scheduler is not None:
+                self._scheduler.keep_leases_on_stop = True
+            if not kept:
+                await self.publisher.withdraw()
         if self.election is not None:
             await self.election.release("worker shutting down")

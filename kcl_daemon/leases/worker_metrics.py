@@ -5,7 +5,9 @@ since the last report are averaged (-1 if none succeeded), appended to the bound
 is upserted with ``lut`` = now (epoch seconds). With ``disableWorkerMetrics`` the item carries empty maps
 (the leader then balances this worker by throughput). The first report goes out at once, so a new
 worker is assignable from its first seconds. :meth:`withdraw` deletes the item on a graceful stop, so the
-leader stops assigning to this worker at once (Java keeps doing so for 60 s, KCL#1452).
+leader stops assigning to this worker at once (Java keeps doing so for 60 s, KCL#1452); with a restart
+grace, :meth:`declare_restart` publishes the RESTARTING state instead, so its leases wait for it. Each item
+carries kcl-daemon's extra attribute (zone, capacity, state; :mod:`kcl_daemon.core.zones`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from kcl_daemon.clock import Clock
+from kcl_daemon.core.assignment import WorkerState
 from kcl_daemon.core.worker_metrics import CPU, FAILED_SAMPLE, WorkerMetricStats, append_sample
+from kcl_daemon.core.zones import WorkerExtras, extras_to_attribute
 from kcl_daemon.errors import KclError
 from kcl_daemon.metrics_cpu import CpuSampler
 
@@ -32,6 +36,9 @@ class WorkerMetricsConfig:
     report_s: float = 30.0
     history: int = 10
     disabled: bool = False
+    #: published in kcl-daemon's extra attribute for the assignor (core.zones)
+    zone: str | None = None
+    capacity: float = 1.0
 
 
 class WorkerMetricsPublisher:
@@ -62,15 +69,23 @@ class WorkerMetricsPublisher:
             self._samples.append(value)
             del self._samples[:-300]  # Java keeps up to 300 raw samples per metric
 
+    def _extra(
+        self, state: WorkerState = WorkerState.ACTIVE, grace_until: float | None = None
+    ) -> dict[str, object]:
+        extras = WorkerExtras(self.config.zone, self.config.capacity, state, grace_until)
+        return extras_to_attribute(extras)
+
     def next_stats(self) -> WorkerMetricStats:
         """The item of the next report (consumes the captured samples)."""
         now = self._wall()
         if self.config.disabled:
-            return WorkerMetricStats(self.config.worker_id, now)
+            return WorkerMetricStats(self.config.worker_id, now, extra=self._extra())
         sample = sum(self._samples) / len(self._samples) if self._samples else FAILED_SAMPLE
         self._samples.clear()
         self._history = append_sample(self._history, sample, self.config.history)
-        return WorkerMetricStats(self.config.worker_id, now, {CPU: self._history}, {CPU: (100.0,)})
+        return WorkerMetricStats(
+            self.config.worker_id, now, {CPU: self._history}, {CPU: (100.0,)}, extra=self._extra()
+        )
 
     async def publish_once(self) -> None:
         if self._withdrawn:
@@ -93,6 +108,30 @@ class WorkerMetricsPublisher:
                 next_report = self._clock.monotonic() + self.config.report_s
             await self._clock.sleep(min(self.config.capture_s, max(next_report - self._clock.monotonic(), 0)))
             self.capture()
+
+    async def declare_restart(self, grace_s: float) -> bool:
+        """Graceful stop with a restart grace: publish RESTARTING until ``now + grace_s``, report no more.
+
+        The leader keeps this worker's leases for it until then (core.assignor). Returns False if the
+        item could not be written (the caller then withdraws instead)."""
+        self._withdrawn = True
+        now = self._wall()
+        last = self.last_published
+        stats = WorkerMetricStats(
+            self.config.worker_id,
+            now,
+            last.stats if last is not None else {},
+            last.operating_range if last is not None else {},
+            extra=self._extra(WorkerState.RESTARTING, now + grace_s),
+        )
+        publish = self._table.publish  # type: ignore[attr-defined]
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._pool, publish, stats)
+        except KclError as exc:
+            logger.warning("declaring the restart grace of %s failed: %s", self.config.worker_id, exc)
+            return False
+        logger.info("worker %s restarting: its leases wait for it %.1fs", self.config.worker_id, grace_s)
+        return True
 
     async def withdraw(self) -> None:
         """Delete this worker's item (graceful stop); no more reports after this."""

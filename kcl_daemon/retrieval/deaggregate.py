@@ -18,7 +18,11 @@ The library (``iter_deaggregate_records``) splits aggregates; this wrapper adds 
   one does not, the whole aggregate is dropped (Java ``AggregatorUtil``: duplicates a KPL aggregate
   can carry across a reshard) and counted.
 
-Plain records pass through with sub-sequence number 0. Never logs payloads.
+Plain records pass through with sub-sequence number 0. A record whose payload is still the base64 text
+of the GetRecords response (:class:`~kcl_daemon.aws.records_page.EncodedRawRecord`) and that cannot be
+an aggregate (its text does not start with the magic's base64, ``84maw``) becomes a
+:class:`kcl_protocol.EncodedRecord` without being decoded; only possible aggregates are decoded. Never
+logs payloads.
 """
 
 from __future__ import annotations
@@ -34,14 +38,17 @@ from typing import Any, Final
 import aws_kinesis_agg
 from aws_kinesis_agg import deaggregator
 
-from kcl_daemon.aws.kinesis import RawRecord
+from kcl_daemon.aws.kinesis import AnyRawRecord, RawRecord
+from kcl_daemon.aws.records_page import EncodedRawRecord
 from kcl_daemon.core.lease import MAX_HASH_KEY
-from kcl_protocol import Record
+from kcl_protocol import AnyRecord, EncodedRecord, Record
 
 logger = logging.getLogger(__name__)
 
 MAGIC: Final[bytes] = aws_kinesis_agg.MAGIC
 DIGEST_SIZE: Final[int] = aws_kinesis_agg.DIGEST_SIZE
+#: Every base64 text of a payload that starts with MAGIC starts with this (its first 3 bytes, 6 more bits).
+MAGIC_B64_PREFIX: Final[str] = base64.b64encode(MAGIC).decode("ascii")[:5]
 # The library's generated module imports its sibling ``config_pb2`` as a top-level module, which works
 # only after ``deaggregator`` has put the package directory on sys.path: take it from there.
 messages_pb2: Final[Any] = deaggregator.messages_pb2
@@ -121,6 +128,12 @@ def _library_split(raw: RawRecord) -> list[dict[str, Any]]:
     ]
 
 
+def _decoded(raw: AnyRawRecord) -> RawRecord:
+    if type(raw) is EncodedRawRecord:
+        return RawRecord(raw.data, raw.partition_key, raw.sequence_number, raw.approximate_arrival_timestamp)
+    return raw  # type: ignore[return-value]
+
+
 class Deaggregator:
     """Turns one shard's Kinesis records into user records; ``stats`` counts what happened."""
 
@@ -132,21 +145,41 @@ class Deaggregator:
         self.ending_hash_key = ending_hash_key
         self.stats = DeaggregationStats()
 
-    def deaggregate(self, records: Iterable[RawRecord]) -> list[Record]:
-        out: list[Record] = []
+    def deaggregate(self, records: Iterable[AnyRawRecord]) -> list[AnyRecord]:
+        out: list[AnyRecord] = []
         for raw in records:
-            out.extend(self._one(raw))
+            if type(raw) is EncodedRawRecord:
+                if not raw.data_b64.startswith(MAGIC_B64_PREFIX):
+                    out.append(
+                        EncodedRecord(
+                            raw.data_b64,
+                            raw.partition_key,
+                            raw.sequence_number,
+                            0,
+                            raw.approximate_arrival_timestamp,
+                        )
+                    )
+                    continue
+                raw = RawRecord(
+                    raw.data, raw.partition_key, raw.sequence_number, raw.approximate_arrival_timestamp
+                )
+            out.extend(record for record, _ in self._one(raw))  # type: ignore[arg-type]
         return out
+
+    def deaggregate_with_hash_keys(self, records: Iterable[AnyRawRecord]) -> list[tuple[Record, int | None]]:
+        """Like :meth:`deaggregate`, with each user record's explicit hash key (None: it has none); payloads
+        come out decoded, whether or not the page kept them as base64."""
+        return [pair for raw in records for pair in self._one(_decoded(raw))]
 
     def _plain(self, raw: RawRecord) -> Record:
         return Record(raw.data, raw.partition_key, raw.sequence_number, 0, raw.approximate_arrival_timestamp)
 
-    def _one(self, raw: RawRecord) -> list[Record]:
+    def _one(self, raw: RawRecord) -> list[tuple[Record, int | None]]:
         if not raw.data.startswith(MAGIC):
-            return [self._plain(raw)]
+            return [(self._plain(raw), None)]
         aggregate, problem = _parse_aggregate(raw.data)
         if aggregate is None:
-            return [self._undecodable(raw, problem or "it is not an aggregate")]
+            return [(self._undecodable(raw, problem or "it is not an aggregate"), None)]
         self.stats.aggregates += 1
         subs, bad_index = _sub_records(aggregate)
         if bad_index is None:
@@ -184,7 +217,10 @@ class Deaggregator:
             )
             return []
         return [
-            Record(s.data, s.partition_key, raw.sequence_number, sub, raw.approximate_arrival_timestamp)
+            (
+                Record(s.data, s.partition_key, raw.sequence_number, sub, raw.approximate_arrival_timestamp),
+                s.explicit_hash_key,
+            )
             for sub, s in enumerate(subs)
         ]
 

@@ -45,6 +45,9 @@ class PrefetchingSource:
 
     async def aclose(self) -> None:
         await self._drop_ahead()
+        close = getattr(self._inner, "aclose", None)  # a fan-out source stops its subscription
+        if close is not None:
+            await close()
 
     async def _drop_ahead(self) -> None:
         ahead, self._ahead = self._ahead, None

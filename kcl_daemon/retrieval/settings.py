@@ -24,6 +24,11 @@ class RetrievalSettings:
     at_timestamp: datetime | None = None
     #: Backoff for throttling, network trouble, expired iterators and inconsistent responses.
     retry: RetryPolicy = GET_RECORDS
+    #: ``retrievalMode`` resolved: POLLING (GetRecords) or FANOUT (SubscribeToShard).
+    mode: str = "POLLING"
+    #: ``fanoutConfig.consumerName`` (None: the application name) and ``fanoutConfig.consumerArn``.
+    consumer_name: str | None = None
+    consumer_arn: str | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_records <= MAX_RECORDS_LIMIT:
@@ -36,3 +41,15 @@ class RetrievalSettings:
     @property
     def effective_idle_s(self) -> float:
         return effective_idle_s(self.idle_between_reads_s)
+
+
+def resolve_mode(retrieval_mode: str, java_rule: str, *, from_file: bool) -> str:
+    """POLLING or FANOUT for the worker.
+
+    ``retrievalMode`` POLLING/FANOUT decides. DEFAULT follows Java's rule (``java_rule``: fan-out unless
+    a polling key is set) for settings loaded from a properties/YAML file, which is what the rule is
+    about; settings built in code (tests, benchmarks) with DEFAULT poll.
+    """
+    if retrieval_mode in ("POLLING", "FANOUT"):
+        return retrieval_mode
+    return java_rule if from_file else "POLLING"

@@ -39,6 +39,8 @@ from kcl_daemon.errors import LeaseTableGone
 from kcl_daemon.leases.cleanup import ChildShardLookup, LeaseCleaner
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from kcl_daemon.leases.shard_sync import ShardSyncConfig, ShardSyncer
+from kcl_daemon.metrics.observer import no_shard_observer
+from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.supervise import LoopFactory, supervise
 from kcl_daemon.worker.shard_failures import TaskFailures, decide_after_failure, is_retriable
 from kcl_daemon.worker.shard_task import ShardTask, ShardTaskContext
@@ -116,11 +118,14 @@ class Scheduler:
         clock: Clock,
         *,
         child_shard_lookup: ChildShardLookup | None = None,
+        metrics: DaemonMetrics | None = None,
         lease_mode: LeaseMode | None = None,
     ) -> None:
         self.config = config
         #: who assigns leases: None = the 2.x taker; else the KCL 3.x-aware mode (leases.leader_mode)
         self.lease_mode = lease_mode
+        #: set by the lease mode's stop when a restart grace keeps the leases for this worker's return
+        self.keep_leases_on_stop = False
         self._handing_off: set[str] = set()
         self._clock = clock
         self._table = table
@@ -158,7 +163,11 @@ class Scheduler:
             enqueue_cleanup=self.cleaner.enqueue,
             parent_poll_s=config.parent_poll_s,
             task_backoff_s=config.task_backoff_s,
+            shard_observer=no_shard_observer if metrics is None else metrics.shard,
         )
+        if metrics is not None:
+            self.coordinator.observer = self.syncer.observer = metrics.worker
+            metrics.set_leases_held(lambda: len(self.coordinator.held))
         self.tasks: dict[str, ShardTask] = {}
         self._runners: dict[str, asyncio.Task[None]] = {}
         self._loops: list[asyncio.Task[None]] = []
@@ -396,7 +405,10 @@ class Scheduler:
                 await _cancel(list(pending))
         released = 0
         for key in list(self.coordinator.held):
-            released += await self.coordinator.release(key)
+            if self.keep_leases_on_stop:
+                self.coordinator.drop(key, "kept for this worker's restart grace")
+            else:
+                released += await self.coordinator.release(key)
         if self._renewer is not None:
             await _cancel([self._renewer])
         logger.info("shutdown complete: %d lease(s) released", released)

@@ -3,12 +3,17 @@
 Python field names are snake_case; the camelCase wire names live only in :mod:`kcl_protocol.codec`.
 Sequence numbers are strings (numeric or a sentinel such as ``TRIM_HORIZON``); sub-sequence numbers
 are integers. ``Record.data`` holds the raw payload bytes; the codec base64-encodes it.
+:class:`EncodedRecord` holds the payload as the padded base64 text it arrived in (from Kinesis), which the
+codec writes through untouched.
 """
 
 from __future__ import annotations
 
+import binascii
 from dataclasses import dataclass
 from typing import ClassVar
+
+from kcl_protocol.extensions import ChannelOffer
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,17 +28,52 @@ class Record:
 
 
 @dataclass(frozen=True, slots=True)
+class EncodedRecord:
+    """A user record whose payload stays the padded base64 text Kinesis returned (pass-through).
+
+    On the wire it is the same as a :class:`Record` with ``data`` = the decoded text; ``data`` decodes on
+    demand. Kinesis always sends canonical padded base64, so passing the text through is byte-identical
+    to decoding and encoding again.
+    """
+
+    data_b64: str
+    partition_key: str
+    sequence_number: str
+    sub_sequence_number: int
+    approximate_arrival_timestamp: int  # epoch milliseconds
+
+    @property
+    def data(self) -> bytes:
+        return binascii.a2b_base64(self.data_b64)
+
+    def decoded(self) -> Record:
+        return Record(
+            self.data,
+            self.partition_key,
+            self.sequence_number,
+            self.sub_sequence_number,
+            self.approximate_arrival_timestamp,
+        )
+
+
+#: A record in a ``processRecords`` message, with its payload as bytes or as its base64 text.
+AnyRecord = Record | EncodedRecord
+
+
+@dataclass(frozen=True, slots=True)
 class Initialize:
     action: ClassVar[str] = "initialize"
     shard_id: str
     sequence_number: str | None
     sub_sequence_number: int | None
+    #: kcl-daemon's log/metric channel offer (:mod:`kcl_protocol.extensions`); None: not offered
+    channel: ChannelOffer | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ProcessRecords:
     action: ClassVar[str] = "processRecords"
-    records: tuple[Record, ...]
+    records: tuple[AnyRecord, ...]
     millis_behind_latest: int | None
 
 

@@ -254,8 +254,8 @@ def test_missing_executable_is_a_clear_error(tmp_path: Path) -> None:
     result = run_replay(
         tmp_path, "executableName = ./no-such-processor --flag\nchildRestartBackoffMillis = 1\n", records(3)
     )
-    assert result.returncode == 1
-    assert "cannot start './no-such-processor': No such file or directory" in result.stdout
+    assert result.returncode == 2
+    assert "executableName './no-such-processor' does not exist" in result.stderr
 
 
 def test_human_report(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -32,6 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 NODE_MODULES = REPO / ".cache" / "node" / "node_modules"
 MOTO_SERVER = REPO / ".venv" / "bin" / "moto_server"
 LOOPBACK = Path(__file__).with_name("kinesalite_loopback.js")
+SURVIVE_ABORTS = Path(__file__).with_name("survive_aborted_requests.js")  # see its header
 REGION = "us-east-1"
 
 STARTUP_TIMES: dict[str, float] = {}
@@ -144,7 +146,7 @@ def moto_endpoint(aws_env: None, emulator_logs: Path) -> Iterator[str]:
 def kinesalite_endpoint(aws_env: None, emulator_logs: Path) -> Iterator[str]:
     node = _require_node()
     port = _free_port()
-    argv = [node, str(LOOPBACK), "--host", "127.0.0.1", "--port", str(port)]
+    argv = [node, "--require", str(SURVIVE_ABORTS), str(LOOPBACK), "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--createStreamMs", "0", "--deleteStreamMs", "0", "--updateStreamMs", "0", "--shardLimit", "100"]
     yield from _run_emulator("kinesalite", argv, port, [_probe_kinesis], emulator_logs)
 
@@ -153,7 +155,8 @@ def kinesalite_endpoint(aws_env: None, emulator_logs: Path) -> Iterator[str]:
 def dynalite_endpoint(aws_env: None, emulator_logs: Path) -> Iterator[str]:
     node = _require_node()
     port = _free_port()
-    argv = [node, str(NODE_MODULES / "dynalite" / "cli.js"), "--host", "127.0.0.1", "--port", str(port)]
+    argv = [node, "--require", str(SURVIVE_ABORTS), str(NODE_MODULES / "dynalite" / "cli.js")]
+    argv += ["--host", "127.0.0.1", "--port", str(port)]
     argv += ["--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"]
     yield from _run_emulator("dynalite", argv, port, [_probe_dynamodb], emulator_logs)
 
@@ -233,3 +236,36 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"emulator restart: {note}")
     for name, text in FIGURES.items():
         terminalreporter.write_line(f"{name}: {text}")
+
+
+@pytest.fixture(scope="session")
+def spark_session(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One local[2] SparkSession for every Spark test, with the Kinesis source registered.
+
+    Skipped (with the reason) where Java is missing; pyspark missing fails under CI like any emulator.
+    """
+    if shutil.which("java") is None:
+        pytest.skip("the Spark tests need a Java 17 runtime (java is not on PATH)")
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        _missing("pyspark is not installed (scripts/bootstrap.sh installs kcl-daemon[spark])")
+    from kcl_daemon.spark import register
+
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this venv's packages
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("kcl-daemon-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    yield spark
+    spark.stop()

@@ -1,8 +1,9 @@
 """One emulator process (moto_server, kinesalite or dynalite) on a fixed loopback port, restarted if it dies.
 
-kinesalite and dynalite can die on a request whose client vanished (a SIGKILLed daemon), and every later
-test of the session would then fail on a refused connection. An :class:`Emulator` keeps its port for
-the whole session, so endpoints handed to session-scoped fixtures stay valid: :meth:`ensure_alive`
+kinesalite and dynalite died on a request whose client vanished mid-body (a SIGKILLed daemon); they now
+run with ``survive_aborted_requests.js`` preloaded, and this is the backstop for any other death: without
+it every later test of the session would fail on a refused connection. An :class:`Emulator` keeps its
+port for the whole session, so endpoints handed to session-scoped fixtures stay valid: :meth:`ensure_alive`
 (called around every integration test) restarts a dead or deaf process on the same port and records why.
 State is lost with the process; every test creates its own streams and tables.
 """

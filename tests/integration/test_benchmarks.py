@@ -43,3 +43,21 @@ def test_first_record_prints_in_process_and_cli_times() -> None:
     assert "baseline (child's first reply + raw read)" in out
     assert "kcl-daemon in-process" in out and "ratio daemon/baseline" in out
     assert "kcl-daemon run --local" in out and "ms" in out
+
+
+def test_metrics_overhead_prints_on_off_and_the_ratio() -> None:
+    out = run_bench("metrics_overhead.py", "--batches", "20", "--records", "50", "--runs", "1")
+    assert "metrics off (baseline)" in out and "metrics on" in out and "ratio on/off" in out
+
+
+def test_vs_java_without_java_prints_the_daemon_against_the_raw_loop() -> None:
+    out = run_bench("vs_java.py", "--no-java", "--scenario", "2:600:100", "--runs", "1")
+    assert "kcl-daemon against the raw GetRecords loop only" in out
+    assert "raw loop" in out and "kcl-daemon" in out and "CPU-s/10k" in out and "peak RSS MB" in out
+    assert "vs raw loop: records/s x" in out
+
+
+def test_profile_retrieval_prints_cpu_per_10k_and_the_profile() -> None:
+    out = run_bench("profile_retrieval.py", "--records", "400", "--shards", "2", "--top", "5")
+    assert "CPU-s per 10k" in out
+    assert "event loop thread, by tottime" in out and "GetRecords threads, by cumulative" in out

@@ -23,6 +23,7 @@ from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.shard_iterator import IteratorPosition, IteratorType
 from kcl_daemon.retrieval.polling import PollingRecordSource
 from kcl_daemon.retrieval.settings import RetrievalSettings
 from kcl_protocol import Record
@@ -181,3 +182,30 @@ async def test_a_missing_shard_is_shard_end_without_children(
     await source.start(TRIM_HORIZON)
     assert await source.next_batch() is None
     assert source.child_shards == ()
+
+
+def test_raw_get_records_path_matches_botocore_parse(aws_clients: AwsClients, stream: str) -> None:
+    """The orjson page (payloads kept as base64) reads the same records as botocore's parse, and an
+    expired/invalid iterator still maps to the same error through botocore's error parsing."""
+    agg = RecordAggregator()
+    agg.add_user_record("a", b"sub-1")
+    agg.add_user_record("b", b"sub-2")
+    aggregated = agg.clear_and_get()
+    assert aggregated is not None
+    put(aws_clients, stream, bytes(aggregated.get_contents()[2]), "agg")
+    for index in range(5):
+        put(aws_clients, stream, f"plain-{index}".encode(), f"k{index}")
+    raw, parsed = Kinesis(aws_clients.kinesis), Kinesis(aws_clients.kinesis, raw_get_records=False)
+    shard = raw.list_shards(stream)[0]
+    iterator = raw.get_shard_iterator(stream, shard.shard_id, IteratorPosition(IteratorType.TRIM_HORIZON))
+    from_raw, from_parsed = raw.get_records(iterator, 100), parsed.get_records(iterator, 100)
+    assert [(r.data, r.partition_key, r.sequence_number) for r in from_raw.records] == [
+        (r.data, r.partition_key, r.sequence_number) for r in from_parsed.records
+    ]
+    assert [r.approximate_arrival_timestamp for r in from_raw.records] == [
+        r.approximate_arrival_timestamp for r in from_parsed.records
+    ]
+    assert len(from_raw.records) == 6
+    # the plain client is untouched for other callers: botocore still decodes for them
+    direct = aws_clients.kinesis.get_records(ShardIterator=iterator, Limit=100)
+    assert isinstance(direct["Records"][0]["Data"], bytes)

@@ -21,7 +21,7 @@ AWSCredentialsProvider = StsAssumeRoleCredentialsProvider|arn:aws:iam::123456789
 failoverTimeMillis = 20000
 idleTimeBetweenReadsInMillis = 100
 maxActiveThreads = 8
-fanoutConfig.consumerName = c
+fanoutConfig.retryBackoffMillis = 5
 """
 
 
@@ -79,7 +79,7 @@ def test_text_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "  streamName: orders (from streamArn)" in lines
     assert "  retrievalMode: POLLING (retrievalMode DEFAULT: a polling key is set)" in lines
     assert any(line.startswith("warning: ") and "raised to 200" in line for line in lines)
-    assert any(line.startswith("warning: ") and "fanoutConfig.consumerName" in line for line in lines)
+    assert any(line.startswith("warning: ") and "fanoutConfig.retryBackoffMillis" in line for line in lines)
 
 
 def test_json_output(tmp_path: Path) -> None:
@@ -148,7 +148,7 @@ def test_problems_as_json(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("command", "text", "code"),
     [
-        ("leases", "tableName = t\n", 0),
+        ("leases", "tableName = tab\n", 0),
         ("leases", "streamName = s\n", 2),
         ("replay", "executableName = x\n", 0),
         ("run", "executableName = x\n", 2),
@@ -161,7 +161,7 @@ def test_for_command(tmp_path: Path, command: str, text: str, code: int) -> None
 def test_yaml(tmp_path: Path) -> None:
     path = write(
         tmp_path,
-        "executableName: python3 app.py\napplicationName: a\nstreamName: s\nmaxRecords: 100\n",
+        "executableName: python3 app.py\napplicationName: app\nstreamName: s\nmaxRecords: 100\n",
         name="app.yaml",
     )
     code, out, _ = run("check-config", "--properties", str(path))

@@ -287,7 +287,7 @@ def test_lookup_key() -> None:
     [
         ("failovertimemillis = 5\n", "unknown key 'failovertimemillis' is ignored"),
         ("AwsCredentialsProviderKinesis = x\n", "unknown key 'AwsCredentialsProviderKinesis'"),
-        ("fanoutConfig.consumerName = c\n", "nested key 'fanoutConfig.consumerName' is ignored"),
+        ("fanoutConfig.retryBackoffMillis = 5\n", "nested key 'fanoutConfig.retryBackoffMillis' is ignored"),
         ("kinesisClient.region = us-east-1\n", "nested key 'kinesisClient.region' is ignored"),
         ("timestampAtInitialPositionInStream = 1\n", "use initialPositionInStreamExtended"),
         ("billingMode = PROVISIONED\n", "billingMode is ignored"),
@@ -344,7 +344,7 @@ def test_run_requirements_all_at_once(tmp_path: Path) -> None:
 
 
 def test_an_invalid_required_key_is_reported_once(tmp_path: Path) -> None:
-    path = write(tmp_path, "executableName = x\napplicationName = a\nstreamArn = nope\n")
+    path = write(tmp_path, "executableName = x\napplicationName = app\nstreamArn = nope\n")
     with pytest.raises(ConfigError) as info:
         load_settings(path, required=REQUIRED_FOR_RUN)
     assert len(info.value.problems) == 1
@@ -353,8 +353,8 @@ def test_an_invalid_required_key_is_reported_once(tmp_path: Path) -> None:
 
 def test_leases_needs_only_a_table(tmp_path: Path) -> None:
     assert (
-        load_settings(write(tmp_path, "tableName = t\n"), required=REQUIRED_FOR_LEASES).lease_table_name
-        == "t"
+        load_settings(write(tmp_path, "tableName = tab\n"), required=REQUIRED_FOR_LEASES).lease_table_name
+        == "tab"
     )
     with pytest.raises(ConfigError, match="one of applicationName or tableName is required"):
         load_settings(write(tmp_path, "streamName = s\n"), required=REQUIRED_FOR_LEASES)

@@ -67,7 +67,8 @@ def test_unknown_keys_warn_but_java_keys_do_not(tmp_path: Path) -> None:
         )
     )
     assert settings.warnings == (
-        f"{tmp_path / 'app.properties'}:5: unknown key 'failovertimemillis' is ignored",
+        f"{tmp_path / 'app.properties'}:5: unknown key 'failovertimemillis' is ignored - did you mean "
+        "'failoverTimeMillis'?",
     )
     assert settings.ignored == {"maxActiveThreads": ("8", f"{tmp_path / 'app.properties'}:4")}
 

@@ -1,0 +1,107 @@
+"""Checks on parsed values that ``run`` would otherwise fail on later (pure, except the executable
+check, which looks at the file system as the daemon will when it starts a child).
+
+Each check returns problems (errors) and warnings, each naming the key and where it was set:
+
+* ``regionName`` must look like an AWS region (``us-east-1``, ``us-gov-west-1``, ``cn-north-1``);
+* the lease table name (``tableName``, else ``applicationName``) must be a valid DynamoDB table name
+  and ``streamName`` a valid Kinesis stream name;
+* the processor in ``executableName``: a path must exist and be executable (an error); a bare name not
+  found on ``PATH`` now is a warning from :func:`executable_warnings`, which the commands that start
+  children call (it is looked up on PATH again when each child starts);
+* ``initialPositionInStreamExtended`` must not be in the future (Kinesis rejects it on every read).
+
+Endpoint URLs (port range, scheme, host) are checked where they are parsed (``settings.parse_value``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Final
+
+REGION_PATTERN: Final = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
+TABLE_NAME_PATTERN: Final = re.compile(r"[a-zA-Z0-9_.-]{3,255}")
+STREAM_NAME_PATTERN: Final = re.compile(r"[a-zA-Z0-9_.-]{1,128}")
+
+
+def check_values(
+    values: Mapping[str, object],
+    sources: Mapping[str, str],
+    *,
+    now: datetime,
+    path_env: str | None = None,
+    cwd: Path | None = None,
+) -> tuple[list[str], list[str]]:
+    """(problems, warnings) for the parsed ``values`` (Settings field -> value)."""
+    problems: list[str] = []
+    warnings: list[str] = []
+
+    def at(key: str) -> str:
+        return sources.get(key, "default")
+
+    region = values.get("region_name")
+    if isinstance(region, str) and not REGION_PATTERN.fullmatch(region):
+        problems.append(
+            f"{at('regionName')}: regionName {region!r} is not an AWS region name (like us-east-1)"
+        )
+    table_key = "tableName" if values.get("table_name") is not None else "applicationName"
+    table = values.get("table_name") or values.get("application_name")
+    if isinstance(table, str) and not TABLE_NAME_PATTERN.fullmatch(table):
+        problems.append(
+            f"{at(table_key)}: {table_key} {table!r} is not a valid DynamoDB table name for the lease table "
+            "(3-255 characters: letters, digits, '_', '-', '.')"
+            + ("; set tableName to a valid one" if table_key == "applicationName" else "")
+        )
+    stream = values.get("stream_name")
+    if isinstance(stream, str) and not STREAM_NAME_PATTERN.fullmatch(stream):
+        problems.append(
+            f"{at('streamName')}: streamName {stream!r} is not a valid Kinesis stream name "
+            "(1-128 characters: letters, digits, '_', '-', '.')"
+        )
+    argv = values.get("executable")
+    if isinstance(argv, tuple) and argv:
+        problem, _warning = check_executable(str(argv[0]), path_env=path_env, cwd=cwd)
+        if problem:
+            problems.append(f"{at('executableName')}: executableName {problem}")
+    timestamp = values.get("initial_position_timestamp")
+    if isinstance(timestamp, datetime) and timestamp > now:
+        problems.append(
+            f"{at('initialPositionInStreamExtended')}: initialPositionInStreamExtended "
+            f"{int(timestamp.timestamp())} ({timestamp.isoformat()}) is in the future; Kinesis refuses it"
+        )
+    return problems, warnings
+
+
+def executable_warnings(
+    executable: tuple[str, ...] | None, where: str, *, path_env: str | None = None
+) -> list[str]:
+    """A warning when the processor is a bare name that is not on PATH now."""
+    if not executable:
+        return []
+    _problem, warning = check_executable(executable[0], path_env=path_env, cwd=None)
+    return [f"{where}: executableName {warning}"] if warning else []
+
+
+def check_executable(
+    program: str, *, path_env: str | None, cwd: Path | None
+) -> tuple[str | None, str | None]:
+    """(problem, warning) for the program a child is started with."""
+    if "/" in program:
+        path = Path(program) if Path(program).is_absolute() else (cwd or Path.cwd()) / program
+        if not path.exists():
+            return f"{program!r} does not exist (looked for {path})", None
+        if path.is_dir():
+            return f"{program!r} is a directory, not a program", None
+        if not os.access(path, os.X_OK):
+            return f"{program!r} is not executable (chmod +x {path})", None
+        return None, None
+    if shutil.which(program, path=path_env if path_env is not None else os.environ.get("PATH")) is None:
+        return None, (
+            f"{program!r} is not found on PATH now; it is looked up on PATH again when each child starts"
+        )
+    return None, None

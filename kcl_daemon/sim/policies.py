@@ -1,0 +1,71 @@
+"""The policies a simulated fleet can run: the 2.x taker, Java's 3.x leader, and this project's leader.
+
+Each policy names the real pure decision code it drives and the fleet-level rules that come with it:
+how fast a dead leader is replaced, and whether a gracefully stopping worker declares a restart grace
+(only this project's workers publish one; Java has no such state).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from kcl_daemon.core.assignment import Decider
+from kcl_daemon.core.assignor import Assignor
+from kcl_daemon.core.variance_decider import VarianceDecider
+
+
+class Mode(enum.Enum):
+    TAKER = "taker"  # every worker runs the 2.x lease taker
+    LEADER = "leader"  # one leader runs a decider
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    name: str
+    mode: Mode
+    description: str
+    decider: Decider | None = None
+    #: a dead leader is replaced after this long; None: FleetConfig.leader_failover_s (Java's lock)
+    leader_failover_s: float | None = None
+    #: stopping workers publish RESTARTING with their grace (this project's workers only)
+    declares_grace: bool = False
+    #: the leader's lock follows the failover time plus this check period (this project's daemon)
+    lock_follows_failover: bool = False
+
+
+def taker_2x() -> Policy:
+    return Policy("2.x", Mode.TAKER, "KCL 2.x: every worker takes and steals (core/taker.py)")
+
+
+def variance(seed: int = 0) -> Policy:
+    return Policy(
+        "variance",
+        Mode.LEADER,
+        "KCL 3.x: Java's VarianceBasedLeaseAssignmentDecider behind a 120 s leader lock",
+        decider=VarianceDecider(seed=seed),
+    )
+
+
+def ours() -> Policy:
+    return Policy(
+        "ours",
+        Mode.LEADER,
+        "kcl-daemon: the sticky, zone-aware, cooperative assignor; lock = failover time",
+        decider=Assignor(),
+        declares_grace=True,
+        lock_follows_failover=True,
+    )
+
+
+POLICY_NAMES = ("2.x", "variance", "ours")
+
+
+def by_name(name: str, seed: int = 0) -> Policy:
+    if name == "2.x":
+        return taker_2x()
+    if name == "variance":
+        return variance(seed)
+    if name == "ours":
+        return ours()
+    raise ValueError(f"unknown policy {name!r}: choose from {', '.join(POLICY_NAMES)}")

@@ -1,0 +1,28 @@
+"""A PySpark Structured Streaming source for Kinesis that shares the KCL lease table (optional extra).
+
+``pip install 'kcl-daemon[spark]'`` (pyspark >= 4.2, pyarrow), then::
+
+    from kcl_daemon.spark import register
+    register(spark)
+    df = spark.readStream.format("kinesis").option("streamName", "orders").load()
+
+Importing this package never imports pyspark; :func:`register` does, with a clear error if it is missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FORMAT_NAME = "kinesis"
+
+
+def register(spark: Any) -> None:
+    """Register the source with ``spark`` as ``spark.readStream.format("kinesis")``."""
+    try:
+        from kcl_daemon.spark.source import KinesisDataSource
+    except ImportError as exc:
+        raise ImportError(
+            "the Kinesis Spark source needs pyspark >= 4.2 and pyarrow: "
+            f"pip install 'kcl-daemon[spark]' ({exc})"
+        ) from exc
+    spark.dataSource.register(KinesisDataSource)

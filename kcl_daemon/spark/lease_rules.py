@@ -1,0 +1,88 @@
+"""Decisions of the Spark source's lease bridge, over plain leases: pure, no I/O.
+
+* :func:`positions_from_leases`: a KCL checkpoint is a Spark position as it stands (sub-sequence
+  exact); ``LATEST`` / ``AT_TIMESTAMP`` sentinels carry no position (the fallback applies).
+* :func:`live_owners`: leases another worker renewed between two scans a failover time apart.
+* :func:`checkpoints_to_write`: the positions of a committed offset that move a lease forward.
+* :func:`children_of`: the ``ChildShards`` of a shard from a ListShards result (for child leases).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.sequence import ExtendedSequenceNumber, Sentinel
+from kcl_daemon.core.shard_graph import ChildShard, Shard
+from kcl_daemon.spark.offsets import ShardPos, SourceOffset
+
+
+def positions_from_leases(
+    leases: Iterable[Lease], stream_identifier: str | None = None
+) -> dict[str, ShardPos]:
+    """shard id -> position for every lease of the stream whose checkpoint is a position."""
+    out: dict[str, ShardPos] = {}
+    for lease in leases:
+        if lease.stream != stream_identifier:
+            continue
+        seq = lease.checkpoint.sequence_number
+        if seq in (Sentinel.LATEST, Sentinel.AT_TIMESTAMP):
+            continue
+        out[lease.shard_id] = ShardPos(lease.checkpoint)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LiveLease:
+    lease_key: str
+    owner: str
+
+
+def live_owners(before: Iterable[Lease], after: Iterable[Lease], me: str) -> list[LiveLease]:
+    """Leases held by another worker that renewed them (counter moved) between the two scans."""
+    earlier = {lease.lease_key: lease for lease in before}
+    live = []
+    for lease in after:
+        if lease.lease_owner is None or lease.lease_owner == me:
+            continue
+        old = earlier.get(lease.lease_key)
+        if old is None or old.lease_counter != lease.lease_counter:
+            live.append(LiveLease(lease.lease_key, lease.lease_owner))
+    return sorted(live, key=lambda live_lease: live_lease.lease_key)
+
+
+def checkpoints_to_write(
+    offset: SourceOffset, written: Mapping[str, ExtendedSequenceNumber]
+) -> dict[str, ExtendedSequenceNumber]:
+    """shard id -> checkpoint for each shard of ``offset`` that is past what the table already has.
+
+    Only real positions are written: a sequence number (with its sub-sequence) or SHARD_END.
+    """
+    out = {}
+    for shard_id in sorted(offset.shards):
+        checkpoint = offset.shards[shard_id].checkpoint
+        if checkpoint.is_sentinel and not checkpoint.is_shard_end:
+            continue
+        known = written.get(shard_id)
+        if known is None or checkpoint > known:
+            out[shard_id] = checkpoint
+    return out
+
+
+def children_of(shard_id: str, shards: Iterable[Shard]) -> list[ChildShard]:
+    """The listed shards that name ``shard_id`` as a parent, as GetRecords' ChildShards would."""
+    return [
+        ChildShard(s.shard_id, s.parent_shard_ids, s.starting_hash_key, s.ending_hash_key)
+        for s in sorted(shards, key=lambda s: s.shard_id)
+        if shard_id in s.parent_shard_ids
+    ]
+
+
+def is_ahead(lease_checkpoint: ExtendedSequenceNumber, pos: ShardPos) -> bool:
+    """True when the table's checkpoint is past ``pos``: someone read further than this query."""
+    if lease_checkpoint.sequence_number in (Sentinel.LATEST, Sentinel.AT_TIMESTAMP):
+        return False
+    if pos.checkpoint.sequence_number == Sentinel.AT_TIMESTAMP:
+        return False
+    return lease_checkpoint > pos.checkpoint

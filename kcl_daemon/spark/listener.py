@@ -1,0 +1,52 @@
+"""A query listener that mirrors each finished batch's end offset into the KCL lease table.
+
+Install it with ``spark.streams.addListener(KinesisLeaseSyncListener(options))`` in the driver, with the
+source's own options. It runs in the driver's Python process, asynchronously to the query: see
+:mod:`kcl_daemon.spark.handover` for why it exists and what it cannot promise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+from kcl_daemon.spark.handover import write_offset
+from kcl_daemon.spark.lease_bridge import CheckpointReport
+from kcl_daemon.spark.offsets import SourceOffset
+from kcl_daemon.spark.options import parse_options
+
+logger = logging.getLogger(__name__)
+
+
+class KinesisLeaseSyncListener(StreamingQueryListener):
+    """Write every finished batch's end offset of this stream as lease-table checkpoints."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        super().__init__()
+        self.options = parse_options(options)
+        if self.options.lease_table_name is None:
+            raise ValueError("KinesisLeaseSyncListener needs the source's leaseTableName option")
+        self.last_report: CheckpointReport | None = None
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        for source in event.progress.sources:
+            try:
+                data = json.loads(source.endOffset or "null")
+                if not isinstance(data, dict) or data.get("stream") != self.options.stream_name:
+                    continue
+                self.last_report = write_offset(self.options, SourceOffset.from_json(data))
+            except Exception:  # a listener must never take the query down; say why it did nothing
+                logger.exception("lease sync of batch %s failed", event.progress.batchId)

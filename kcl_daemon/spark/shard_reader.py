@@ -1,0 +1,214 @@
+"""Read one shard from a position, by the daemon's rules: the driver's probe and the executors' read.
+
+The same loop serves both sides, so they agree record for record:
+
+* the **probe** (driver, ``latestOffset``) reads from the batch's start until its budget, the shard's
+  tip (an empty page at ``millisBehindLatest == 0``), the shard's end, a call cap, or the first record
+  that arrived after the AvailableNow cut-off; it keeps only the position it reached;
+* the **read** (executor, ``read()``) reads from the same start up to and including the planned end.
+
+Reads start where the daemon would (:func:`iterator_position_for` + :func:`records_after`: at the
+checkpoint's sequence number, dropping user records at or before it), KPL aggregates are split by the
+daemon's :class:`Deaggregator`, calls are paced per shard (:mod:`kcl_daemon.core.read_pacing`) and
+retried under the named ``GET_RECORDS`` policy, re-getting an expired iterator after the last record
+fetched. Never logs payloads.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from kcl_daemon.aws.kinesis import AnyRawRecord, GetRecordsResult, Kinesis
+from kcl_daemon.core.read_pacing import seconds_until_next_read
+from kcl_daemon.core.sequence import ExtendedSequenceNumber
+from kcl_daemon.core.shard_iterator import IteratorPosition, iterator_position_for, refresh_position
+from kcl_daemon.errors import IteratorExpired, KclError, ShardNotFound
+from kcl_daemon.retrieval.deaggregate import Deaggregator
+from kcl_daemon.retry import GET_RECORDS
+from kcl_daemon.spark.offsets import AT_SHARD_END, ShardPos, after
+from kcl_protocol import Record
+
+logger = logging.getLogger(__name__)
+
+
+class DataLoss(KclError):
+    """Records the batch planned to read are gone (trimmed, or the shard vanished)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadLimits:
+    max_records: int | None = None  # None: no limit (the executor reads to the planned end)
+    max_calls: int | None = None
+    get_records_limit: int = 10_000
+    min_interval_s: float = 0.2
+    cutoff_ms: int | None = None  # stop before the first record that arrived after this (AvailableNow)
+
+
+@dataclass(frozen=True, slots=True)
+class UserRecord:
+    record: Record
+    explicit_hash_key: int | None = None
+
+
+@dataclass(slots=True)
+class ShardRead:
+    end: ShardPos
+    records: list[UserRecord] = field(default_factory=list)
+    millis_behind_latest: int | None = None
+    calls: int = 0
+    at_tip: bool = False
+
+
+@dataclass(slots=True)
+class _Cursor:
+    kinesis: Kinesis
+    stream: str
+    shard_id: str
+    start: IteratorPosition
+    interval_s: float
+    sleep: Callable[[float], None]
+    monotonic: Callable[[], float]
+    iterator: str | None = None
+    last_fetched: str | None = None
+    last_call: float | None = None
+
+    def fetch(self, limit: int) -> GetRecordsResult:
+        for attempt in GET_RECORDS.retrying(sleep=self.sleep, monotonic=self.monotonic):
+            with attempt:
+                wait = seconds_until_next_read(self.monotonic(), self.last_call, self.interval_s)
+                if wait > 0:
+                    self.sleep(wait)
+                if self.iterator is None:
+                    position = refresh_position(self.last_fetched, self.start)
+                    self.iterator = self.kinesis.get_shard_iterator(self.stream, self.shard_id, position)
+                self.last_call = self.monotonic()
+                try:
+                    result = self.kinesis.get_records(self.iterator, limit)
+                except IteratorExpired:
+                    self.iterator = None
+                    raise
+                if result.records:
+                    self.last_fetched = result.records[-1].sequence_number
+                self.iterator = result.next_iterator
+                return result
+        raise AssertionError("unreachable: the retry policy re-raises the last error")  # pragma: no cover
+
+
+def _timestamp(pos: ShardPos) -> datetime | None:
+    if pos.timestamp_ms is None:
+        return None
+    return datetime.fromtimestamp(pos.timestamp_ms / 1000, tz=UTC)
+
+
+def _split(deaggregator: Deaggregator | None, raws: tuple[AnyRawRecord, ...]) -> list[UserRecord]:
+    if deaggregator is None:
+        return [
+            UserRecord(Record(r.data, r.partition_key, r.sequence_number, 0, r.approximate_arrival_timestamp))
+            for r in raws
+        ]
+    return [UserRecord(rec, ehk) for rec, ehk in deaggregator.deaggregate_with_hash_keys(raws)]
+
+
+def read_shard(
+    kinesis: Kinesis,
+    stream: str,
+    shard_id: str,
+    start: ShardPos,
+    *,
+    stop_at: ShardPos | None = None,
+    limits: ReadLimits,
+    deaggregate: bool = True,
+    hash_range: tuple[int, int] = (0, 2**128 - 1),
+    fail_on_data_loss: bool = True,
+    closed: bool = False,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> ShardRead:
+    """Read ``shard_id`` after ``start`` (see the module docstring); ``stop_at`` is the planned end.
+
+    ``closed``: the shard is known to be closed, so an empty page is not its tip (emulators and the
+    service can answer empty pages before the one without a next iterator); the read goes on to the
+    end, within ``max_calls``. Raises :class:`DataLoss` (when ``fail_on_data_loss``) if the read cannot
+    reach ``stop_at`` or the first record is later than the numeric start, i.e. records were trimmed
+    before they were read.
+    """
+    result = ShardRead(end=start)
+    if start.is_shard_end:
+        return result
+    cursor = _Cursor(
+        kinesis,
+        stream,
+        shard_id,
+        iterator_position_for(start.checkpoint, timestamp=_timestamp(start)),
+        limits.min_interval_s,
+        sleep,
+        monotonic,
+    )
+    deaggregator = Deaggregator(shard_id, *hash_range) if deaggregate else None
+    stop_esn = None if stop_at is None or stop_at.is_shard_end else stop_at.checkpoint
+    first_page = True
+    done = False
+
+    def lost(why: str) -> ShardRead:
+        message = f"shard {shard_id} of stream {stream}: {why}"
+        if fail_on_data_loss:
+            raise DataLoss(message + " (set failOnDataLoss=false to skip it)")
+        logger.warning("%s; skipping it (failOnDataLoss=false)", message)
+        return result
+
+    while not done:
+        if limits.max_calls is not None and result.calls >= limits.max_calls:
+            break
+        try:
+            page = cursor.fetch(limits.get_records_limit)
+        except ShardNotFound:
+            if stop_at is None or stop_at.is_shard_end:
+                result.end = AT_SHARD_END
+                return result
+            return lost("the shard is gone before the planned end was read")
+        result.calls += 1
+        result.millis_behind_latest = page.millis_behind_latest
+        if first_page and page.records and not start.checkpoint.is_sentinel:
+            first_page = False
+            if int(page.records[0].sequence_number) > int(start.checkpoint.sequence_number):
+                lost(
+                    f"records after {start.checkpoint} were trimmed before they were read "
+                    f"(the first one left is {page.records[0].sequence_number})"
+                )
+        users = _split(deaggregator, page.records)
+        for user in users:
+            esn = ExtendedSequenceNumber(user.record.sequence_number, user.record.sub_sequence_number)
+            if esn <= start.checkpoint and not start.checkpoint.is_sentinel:
+                continue  # the daemon's rule: read AT the checkpoint, drop what it covers
+            if stop_esn is not None and esn > stop_esn:
+                done = True
+                break
+            if limits.cutoff_ms is not None and user.record.approximate_arrival_timestamp > limits.cutoff_ms:
+                done = True
+                break
+            if limits.max_records is not None and len(result.records) >= limits.max_records:
+                done = True
+                break
+            result.records.append(user)
+            result.end = after(user.record.sequence_number, user.record.sub_sequence_number)
+            if stop_esn is not None and esn == stop_esn:
+                done = True
+                break
+        if done:
+            break
+        if page.next_iterator is None:
+            result.end = AT_SHARD_END  # closed, and every record of it was taken
+            break
+        going_to_end = closed or (stop_at is not None and stop_at.is_shard_end)
+        if not page.records and page.millis_behind_latest in (0, None) and not going_to_end:
+            result.at_tip = True
+            if stop_esn is not None:
+                return lost(f"the shard's tip was reached before the planned end {stop_esn}")
+            break
+    if stop_at is not None and stop_at.is_shard_end and not result.end.is_shard_end:
+        return lost("the planned shard end was not reached")
+    return result
