@@ -43,3 +43,10 @@ def test_first_record_prints_in_process_and_cli_times() -> None:
     assert "baseline (child's first reply + raw read)" in out
     assert "kcl-daemon in-process" in out and "ratio daemon/baseline" in out
     assert "kcl-daemon run --local" in out and "ms" in out
+
+
+def test_balance_prints_the_comparison_speed_cost_and_failover() -> None:
+    out = run_bench("balance.py", "--quick", "--runs", "1")
+    assert "scale-out" in out and "ours (grace 120 s)" in out
+    assert "unowned leases over" in out and "x variance" in out
+    assert "ratio" in out and "Failover of a crashed worker" in out
