@@ -6,6 +6,7 @@ Prints CPU-seconds per 10,000 records (``time.process_time`` of this process acr
 and the top functions by own time and by cumulative time.
 
     .venv/bin/python bench/profile_retrieval.py [--records 40000] [--shards 4] [--size 100] [--top 25]
+                                                [--max-records 10000]
                                                 [--no-profile] [--botocore-parse]
 
 ``--botocore-parse`` turns the raw GetRecords path off (botocore parses and decodes every record, as
@@ -58,6 +59,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--max-records", type=int, default=10000, help="maxRecords (GetRecords Limit)")
     parser.add_argument("--no-profile", action="store_true", help="CPU-seconds only (no profiler overhead)")
     parser.add_argument("--botocore-parse", action="store_true", help="without the raw GetRecords path")
     args = parser.parse_args()
@@ -68,7 +70,7 @@ def main() -> None:
         clients = emulators.clients()
         stream = create_stream(clients, args.shards)
         put_records(clients, stream, args.records, args.size)
-        plan = worker_plan(stream)
+        plan = worker_plan(stream, max_records=args.max_records)
         profiler = cProfile.Profile()
         cpu0, wall0 = time.process_time(), time.perf_counter()
         if not args.no_profile:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -197,9 +198,17 @@ def leases(properties: Path, as_json: bool, check_expiry: bool) -> None:
     except KclError as exc:
         _fail(f"cannot read lease table {settings.lease_table_name}: {exc}", EXIT_FAILED)
     if as_json:
-        click.echo(orjson.dumps(report_json(result), option=orjson.OPT_INDENT_2).decode())
+        click.echo(dumps_json(report_json(result)))
     else:
         click.echo(report_text(result))
+
+
+def dumps_json(payload: object) -> str:
+    """Indented JSON; integers beyond 64 bits (a corrupt ``leaseCounter``) are written exactly."""
+    try:
+        return orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:  # orjson holds 64-bit integers only
+        return json.dumps(payload, indent=2, ensure_ascii=False, default=str)
 
 
 @main.command("deregister-consumer")

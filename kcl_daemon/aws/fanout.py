@@ -162,7 +162,8 @@ _SUBSCRIBE_ERRORS: Final[dict[str, type[AwsError]]] = {
 
 class Subscription:
     """One open SubscribeToShard stream. Iterating yields its events until Kinesis ends it (about 5
-    minutes) or it fails with a mapped :class:`AwsError`; :meth:`close` (from any thread) ends it."""
+    minutes), nothing arrives for the client's read timeout (it ends too), or it fails with a mapped
+    :class:`AwsError`; :meth:`close` (from any thread) ends it."""
 
     def __init__(self, what: str, stream: Any) -> None:
         self._what = what
@@ -175,6 +176,8 @@ class Subscription:
                 try:
                     with map_aws_errors(self._what, _SUBSCRIBE_ERRORS):
                         event = next(events, None)
+                except urllib3.exceptions.ReadTimeoutError:
+                    return  # nothing for a whole read timeout (an idle shard): end; the caller resubscribes
                 except (urllib3.exceptions.HTTPError, OSError) as exc:  # the stream broke mid-read
                     raise TransientNetwork(f"{self._what}: the event stream broke: {exc!r}") from exc
                 if event is None:

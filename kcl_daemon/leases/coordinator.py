@@ -11,8 +11,10 @@ The shell around :func:`kcl_daemon.core.taker.plan_takes`, :class:`LeaseObservat
 * every counter-fenced write (renew, take, steal, checkpoint, release) whose outcome is unknown (a
   5xx, a dropped connection, a timeout) or that fails its condition is followed by a consistent
   re-read and reconciled: ours with the counter (and checkpoint) we wrote means it was applied; only a
-  different owner or counter means the lease is lost. Retries follow the ``LEASE_IO`` policy, cut to
-  the lease's remaining time;
+  different owner or counter means the lease is lost. A throttled write was rejected, not applied
+  (botocore makes one attempt per call), so it is retried without a re-read, which would only add load
+  to a table that is over its capacity. Retries follow the ``LEASE_IO`` policy, cut to the lease's
+  remaining time;
 * a lease item that cannot be decoded affects that lease only: it is given up with a warning;
 * ``take_once`` scans the table, updates the counter observations, asks the planner, and attempts each
   planned take; a steal re-reads its lease first (see :meth:`LeaseCoordinator._fresh_steal_candidate`);
@@ -48,6 +50,7 @@ from kcl_daemon.errors import (
     LeaseConflict,
     LeaseTableGone,
     LeaseUnreadable,
+    Throttled,
     TransientNetwork,
 )
 from kcl_daemon.retry import LEASE_IO
@@ -241,8 +244,8 @@ class LeaseCoordinator:
             return await self._bounded(pool, functools.partial(fn, write.before), deadline, what)
         except CorruptLeaseItem as exc:
             raise LeaseUnreadable(f"{what} was written but the item cannot be read: {exc}") from exc
-        except DependencyUnavailable:
-            raise
+        except (DependencyUnavailable, Throttled):
+            raise  # the table is gone, or the write was rejected unapplied: nothing to reconcile
         except KclError as exc:  # a condition failure, or an unknown outcome (5xx, connection, timeout)
             failure = exc
         read = functools.partial(self._table.get_lease, key, consistent=True)

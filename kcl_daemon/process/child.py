@@ -200,7 +200,7 @@ class ChildProcess:
             raise ChildTimeout(f"no answer to {waiting_for} within {timeout_s:g}s") from None
         except ValueError:
             raise ChildLineTooLong(
-                f"a stdout line is longer than the {self._line_limit_bytes} byte limit (maxChildLineBytes)"
+                f"a stdout line is longer than the {self._line_limit_bytes} byte limit (childMaxLineBytes)"
             ) from None
         if line is None:
             raise ChildExited(

@@ -112,6 +112,8 @@ class PollingRecordSource:
         self.deaggregator = Deaggregator(shard.shard_id, shard.starting_hash_key, shard.ending_hash_key)
         #: None while the shard has not ended; then its children (empty: gone, or none known).
         self.child_shards: tuple[ChildShard, ...] | None = None
+        #: Why the shard ended as "not found" (ResourceNotFound), if it did: not a real shard end.
+        self.not_found: str | None = None
         self._kinesis = kinesis
         self._executor = executor
         self._clock: Clock = clock or SystemClock()
@@ -153,6 +155,7 @@ class PollingRecordSource:
             verdict, result = await self._read(position)
         except ShardNotFound as exc:
             logger.info("shard %s: %s; the shard ended without children", self.shard_id, exc)
+            self.not_found = str(exc)
             self._end(())
             return None
         records = self.deaggregator.deaggregate(result.records)

@@ -9,6 +9,8 @@ Lifecycle (spec 6.4, Java ``ShardConsumer`` task chain):
    shard's records run out, :meth:`ShardTask.before_shard_end` creates the child leases and records
    ``childShardIds`` before the child hears ``shardEnded``;
 4. a finished shard's lease is queued for cleanup, which deletes it once the children have started.
+   A shard that Kinesis says is not in the stream (ResourceNotFound) is *not* finished: its lease is
+   left as it is (a warning says so), unlike Java's SHARD_END checkpoint (spec 6.6).
 
 Lease loss and shutdown requests arrive as signals; before the consumer exists they cancel the wait.
 """
@@ -97,6 +99,9 @@ class ShardTask:
         self.waiting_on: tuple[str, ...] = ()
         self._ctx = context
         self._source: PrefetchingSource | None = None
+        self._made: ShardRecordSource | None = None
+        #: Set when the shard is not in the stream: its lease is left as it is (see README).
+        self.left_unfinished: str | None = None
         self._store = LeaseCheckpointStore(context.coordinator, lease.lease_key, clock=context.clock)
         self._stop: asyncio.Event = asyncio.Event()
         self._lost = False
@@ -152,6 +157,7 @@ class ShardTask:
                 return None
             # The factory may ask ListShards for the shard (its ending sequence number), so off the loop.
             made = await self._call(functools.partial(self._ctx.make_source, shard_of(self.lease)))
+            self._made = made
             self._source = PrefetchingSource(made)
             self.consumer = ShardConsumer(
                 self.lease.shard_id,
@@ -212,6 +218,19 @@ class ShardTask:
 
     async def _before_shard_end(self) -> bool:
         assert self._source is not None
+        missing = getattr(self._made, "not_found", None)
+        if missing is not None:
+            # Java (spec 6.6) checkpoints SHARD_END here; a lease for a shard that is not in the stream
+            # (another stream's lease, a stream re-created under the same name) is better left alone.
+            self.left_unfinished = missing
+            logger.warning(
+                "shard %s is not in the stream (%s): its lease is left as it is, not checkpointed at "
+                "SHARD_END; the child gets leaseLost and the lease stays held, unprocessed, until this "
+                "worker stops. Delete the lease if the shard is really gone",
+                self.lease.shard_id,
+                missing,
+            )
+            return False
         children = self._source.child_shards or ()
         while True:
             held = self._ctx.coordinator.held_lease(self.key)

@@ -302,13 +302,13 @@ def run_chaos(
                         report.events.append(f"{now:.1f}s faults on for {config.fault_window_s:.0f}s")
                     elif what == "kill":
                         live = sorted(n for n, d in daemons.items() if d.process.poll() is None)
-                        victim = rng.choice(live)
-                        owned = {
-                            item["leaseKey"]["S"]
-                            for item in clients.dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]
-                            if item.get("leaseOwner", {}).get("S") == victim
-                            and item.get("checkpoint", {}).get("S") != "SHARD_END"
-                        }
+                        leases: dict[str, set[str]] = defaultdict(set)
+                        for item in clients.dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]:
+                            if item.get("checkpoint", {}).get("S") != "SHARD_END":
+                                leases[item.get("leaseOwner", {}).get("S", "")].add(item["leaseKey"]["S"])
+                        # a victim without leases would measure no takeover: pick among those with some
+                        victim = rng.choice([n for n in live if leases[n]] or live)
+                        owned = leases[victim]
                         daemons[victim].process.send_signal(signal.SIGKILL)
                         kill_times[victim] = time.time()
                         victims_leases[victim] = owned

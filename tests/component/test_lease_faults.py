@@ -20,7 +20,13 @@ from kcl_daemon.clock import SystemClock
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.lease_codec import CorruptLeaseItem
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.errors import DependencyUnavailable, LeaseConflict, LeaseTableGone, TransientNetwork
+from kcl_daemon.errors import (
+    DependencyUnavailable,
+    LeaseConflict,
+    LeaseTableGone,
+    Throttled,
+    TransientNetwork,
+)
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from tests.component.test_lease_coordinator import FakeTable, Scan, owned_by, shards
 from tests.fake_clock import FakeClock, VirtualClock
@@ -34,14 +40,17 @@ class FaultyTable(FakeTable):
 
     def __init__(self, leases: list[Lease]) -> None:
         super().__init__(leases)
-        self.faults: dict[str, list[str]] = {}  # method -> ["after" | "before" | "corrupt", ...]
+        self.faults: dict[str, list[str]] = {}  # method -> ["after" | "before" | "throttle" | "corrupt", ...]
         self.reads_fail = 0
+        self.reads = 0
 
     def _fault(self, method: str, apply: Callable[[], Lease]) -> Lease:
         queue = self.faults.get(method, [])
         fault = queue.pop(0) if queue else None
         if fault == "before":
             raise TransientNetwork(f"{method}: InternalServerError (before)")
+        if fault == "throttle":
+            raise Throttled(f"{method}: ProvisionedThroughputExceededException")
         result = apply()
         if fault == "after":
             raise TransientNetwork(f"{method}: read timeout (after the write applied)")
@@ -50,6 +59,7 @@ class FaultyTable(FakeTable):
         return result
 
     def get_lease(self, lease_key: str, *, consistent: bool = False) -> Lease | None:
+        self.reads += 1
         if self.reads_fail:
             self.reads_fail -= 1
             raise TransientNetwork("get: connection reset")
@@ -115,6 +125,22 @@ async def test_other_writes_applied_before_the_reply_was_lost_are_not_mistaken_f
         assert table.items[KEY].lease_owner is None
     await coordinator.renew_once()
     assert not lost
+
+
+async def test_a_throttled_write_is_retried_without_a_re_read(caplog: pytest.LogCaptureFixture) -> None:
+    table = FaultyTable(shards(1))
+    coordinator = coordinator_for(table, FakeClock())
+    lost: list[str] = []
+    coordinator.listeners.lost.append(lost.append)
+    await coordinator.take_once()
+    table.faults["checkpoint"] = ["throttle", "throttle"]
+    table.faults["renew"] = ["throttle"]
+    with caplog.at_level(logging.WARNING):
+        written = await coordinator.checkpoint(KEY, ExtendedSequenceNumber("7"))
+        await coordinator.renew_once()
+    assert written.checkpoint == ExtendedSequenceNumber("7") and KEY in coordinator.held and not lost
+    assert table.reads == 0, "a throttled write was rejected unapplied: re-reading only adds load"
+    assert caplog.text.count("ProvisionedThroughputExceededException") == 3  # one retry warning each
 
 
 async def test_an_unknown_outcome_whose_re_read_fails_too_keeps_the_lease_and_retries() -> None:

@@ -113,7 +113,7 @@ def assert_healthy_shard_unaffected(outcome: ShardOutcome, delivered: Counter[st
         ),
         ("hang", {"action": 0.5}, "no answer to processRecords within 0.5s"),
         ("wrong-status", {}, "child answered 'processRecords' with a status for 'initialize'"),
-        ("long-line", {}, "longer than the 1048576 byte limit"),
+        ("long-line", {}, "longer than the 1048576 byte limit \\(childMaxLineBytes\\)"),
         ("stop-reading", {"write": 0.5}, "did not read .* bytes from its stdin within 0.5s"),
         ("no-shard-end", {}, "answered shardEnded without checkpointing SHARD_END"),
     ],

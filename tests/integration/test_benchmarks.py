@@ -45,6 +45,19 @@ def test_first_record_prints_in_process_and_cli_times() -> None:
     assert "kcl-daemon run --local" in out and "ms" in out
 
 
+def test_vs_java_without_java_prints_the_daemon_against_the_raw_loop() -> None:
+    out = run_bench("vs_java.py", "--no-java", "--scenario", "2:600:100", "--runs", "1")
+    assert "kcl-daemon against the raw GetRecords loop only" in out
+    assert "raw loop" in out and "kcl-daemon" in out and "CPU-s/10k" in out and "peak RSS MB" in out
+    assert "vs raw loop: records/s x" in out
+
+
+def test_profile_retrieval_prints_cpu_per_10k_and_the_profile() -> None:
+    out = run_bench("profile_retrieval.py", "--records", "400", "--shards", "2", "--top", "5")
+    assert "CPU-s per 10k" in out
+    assert "event loop thread, by tottime" in out and "GetRecords threads, by cumulative" in out
+
+
 def test_balance_prints_the_comparison_speed_cost_and_failover() -> None:
     out = run_bench("balance.py", "--quick", "--runs", "1")
     assert "scale-out" in out and "ours (grace 120 s)" in out

@@ -36,9 +36,11 @@ REPO = Path(__file__).resolve().parents[2]
 RECORDER = REPO / "tests" / "fixtures" / "children" / "recording_processor.py"
 
 
-def kinesis_client(endpoint: str) -> Any:
+def kinesis_client(endpoint: str, read_timeout_s: float = 30) -> Any:
     return boto3.session.Session(region_name="us-east-1").client(
-        "kinesis", endpoint_url=endpoint, config=Config(retries={"total_max_attempts": 1}, read_timeout=30)
+        "kinesis",
+        endpoint_url=endpoint,
+        config=Config(retries={"total_max_attempts": 1}, read_timeout=read_timeout_s),
     )
 
 
@@ -128,6 +130,33 @@ def test_source_resubscribes_after_errors_and_timeouts_and_ends_with_the_childre
         assert all(c.parent_shard_ids == (parent,) for c in source.child_shards)
         assert server.subscriptions[parent] >= 300 // 40 // 2  # an injected error every 2 events
         assert source.stats.resubscribes_after_error >= 2
+
+
+def test_an_idle_shard_outlasting_the_read_timeout_is_resubscribed_not_failed(
+    kinesalite: Any, kinesalite_endpoint: str, pool: ThreadPoolExecutor
+) -> None:
+    stream = new_stream(kinesalite, 1)
+    with FanoutServer(kinesalite_endpoint) as server:
+        fanout = Fanout(kinesis_client(server.endpoint, read_timeout_s=0.5))
+        arn = fanout.ensure_consumer(fanout.stream_arn(stream), "efo-idle")
+        shard = Kinesis(kinesalite).list_shards(stream)[0]
+        source = FanoutRecordSource(fanout, arn, shard, pool, RetrievalSettings())
+
+        async def run() -> list[str]:
+            await source.start(TRIM_HORIZON)
+            try:
+                reading = asyncio.ensure_future(source.next_batch())
+                await asyncio.sleep(2.0)  # four read timeouts with nothing to read
+                put(kinesalite, stream, ["late"])
+                batch = await asyncio.wait_for(reading, timeout=30)
+                assert batch is not None
+                return [r.data.decode() for r in batch.records]
+            finally:
+                await source.aclose()
+
+        assert asyncio.run(run()) == ["late"]
+        assert server.subscriptions[shard.shard_id] >= 3
+        assert source.stats.resubscribes_after_error == 0
 
 
 def test_a_slow_reader_holds_the_server_back(

@@ -171,6 +171,7 @@ async def test_throttles_and_500s_before_the_write_are_retried_within_the_lease_
     await coordinator.checkpoint(KEY, ExtendedSequenceNumber("5"))
     await coordinator.renew_once()
     assert KEY in coordinator.held and not lost and proxy.total_injected() == 4
+    assert proxy.calls["GetItem"] == 2, "only the 500s are re-read; a throttled write was not applied"
 
 
 def test_start_up_rides_out_transient_errors_on_describe_and_create_table(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,8 @@ from kcl_daemon.clock import SystemClock
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.run import build_scheduler, plan_worker
+from tests.integration.conftest import Backend
+from tests.integration.test_leases_cli import leases_cli
 from tests.integration.test_worker import records_file, settings_for, wait_until  # noqa: F401
 
 pytestmark = pytest.mark.integration
@@ -57,3 +60,58 @@ async def test_a_shard_that_keeps_failing_is_parked_with_its_reason(
         await scheduler.shutdown()
     parked = [r.getMessage() for r in caplog.records if "parked, its lease is kept" in r.getMessage()]
     assert len(parked) == 1 and "failed 3 times in a row (childMaxConsecutiveFailures)" in parked[0]
+
+
+async def test_a_lease_for_a_shard_not_in_the_stream_is_left_as_it_is(
+    aws_clients: AwsClients,
+    lease_table: DynamoLeaseTable,
+    make_stream: Callable[[int], str],
+    records_file: Path,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stream = make_stream(1)
+    stranger = "shardId-000000000099"
+    assert lease_table.create_lease(Lease(stranger, ExtendedSequenceNumber("TRIM_HORIZON")))
+    scheduler = build_scheduler(
+        plan_worker(settings_for(stream, lease_table.table_name), worker_id="w-1"),
+        aws_clients,
+        clock=SystemClock(),
+    )
+    caplog.set_level(logging.INFO)
+    await scheduler.start()
+    try:
+        await wait_until(
+            lambda: any("is not in the stream" in r.getMessage() for r in caplog.records),
+            30,
+            "the warning about the unknown shard",
+        )
+        await asyncio.sleep(0.5)
+        lease = lease_table.get_lease(stranger, consistent=True)
+        assert lease is not None and not lease.checkpoint.is_shard_end, lease
+        assert stranger in scheduler.coordinator.held
+        assert SHARD in scheduler.coordinator.held, "the real shard is served as usual"
+    finally:
+        await scheduler.shutdown()
+    lease = lease_table.get_lease(stranger, consistent=True)
+    assert lease is not None and lease.checkpoint == ExtendedSequenceNumber("TRIM_HORIZON")
+
+
+def test_leases_json_shows_a_counter_beyond_64_bits_exactly(
+    tmp_path: Path, backend: Backend, lease_table: DynamoLeaseTable, aws_clients: AwsClients
+) -> None:
+    huge = 2**64 + 7
+    aws_clients.dynamodb.put_item(
+        TableName=lease_table.table_name,
+        Item={
+            "leaseKey": {"S": SHARD},
+            "leaseCounter": {"N": str(huge)},
+            "leaseOwner": {"S": "w-1"},
+            "checkpoint": {"S": "TRIM_HORIZON"},
+            "ownerSwitchesSinceCheckpoint": {"N": "0"},
+        },
+    )
+    result = leases_cli(tmp_path, backend, lease_table.table_name, "--json")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    rows = [row for row in json.loads(result.stdout)["leases"] if row["leaseKey"] == SHARD]
+    assert rows and rows[0]["leaseCounter"] == huge

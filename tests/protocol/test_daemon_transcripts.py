@@ -14,7 +14,13 @@ import pytest
 
 from kcl_daemon.process.child import ChildProcess
 from kcl_daemon.process.session import ActionTimeouts, ChildSession
-from kcl_protocol import ACTION_MESSAGES, CheckpointReply, CheckpointRequest, decode_daemon_line
+from kcl_protocol import (
+    ACTION_MESSAGES,
+    CheckpointReply,
+    CheckpointRequest,
+    decode_child_line,
+    decode_daemon_line,
+)
 from tests.protocol.transcripts import TRANSCRIPT_DIR, Transcript, all_transcripts
 
 CHILD = Path(__file__).resolve().parents[1] / "fixtures" / "children" / "transcript_child.py"
@@ -30,11 +36,17 @@ def _encode(message: dict[str, object]) -> bytes:
 async def test_daemon_side(transcript: Transcript) -> None:
     actions = []
     replies: list[CheckpointReply] = []
+    answered_by_the_session = False  # a malformed request: the session replies, not the handler
     for entry in transcript.entries:
-        if "daemon" in entry:
+        if "child_raw" in entry:
+            raw = decode_child_line(entry["child_raw"].encode())
+            answered_by_the_session = isinstance(raw, CheckpointRequest) and raw.malformed is not None
+        elif "daemon" in entry:
             message = decode_daemon_line(_encode(entry["daemon"]))
             if isinstance(message, CheckpointReply):
-                replies.append(message)
+                if not answered_by_the_session:
+                    replies.append(message)
+                answered_by_the_session = False
             else:
                 assert type(message) in ACTION_MESSAGES.values()
                 actions.append(message)
