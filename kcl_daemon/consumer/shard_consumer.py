@@ -34,6 +34,7 @@ from kcl_daemon.core.lifecycle import (
     ShutdownReason,
     next_state,
 )
+from kcl_daemon.core.multi_stream import stream_fields
 from kcl_daemon.core.restart_policy import FailureHistory, Park, RestartPolicy, decide_restart
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import CheckpointRefused, CheckpointUnusable, ChildFault, ChildProtocolViolation
@@ -101,8 +102,11 @@ class ShardConsumer:
         *,
         clock: Clock | None = None,
         before_shard_end: BeforeShardEnd | None = None,
+        stream: str | None = None,
     ) -> None:
         self.shard_id = shard_id
+        #: multi-stream: the serialized stream identity, told to the child in ``initialize``
+        self.stream = stream
         self.state = ShardState.WAITING_ON_PARENTS
         self.stats = ConsumerStats()
         self._source = source
@@ -233,7 +237,12 @@ class ShardConsumer:
         self.stats.child_starts += 1
         self._session = ChildSession(child, self._settings.timeouts)
         await self._send(
-            Initialize(self.shard_id, self._checkpoint.sequence_number, self._checkpoint.sub_sequence_number)
+            Initialize(
+                self.shard_id,
+                self._checkpoint.sequence_number,
+                self._checkpoint.sub_sequence_number,
+                **stream_fields(self.stream),
+            )
         )()
 
     async def _process_next(self) -> None:

@@ -82,12 +82,17 @@ def _record_dict(record: AnyRecord) -> dict[str, object]:
 def _daemon_dict(message: DaemonMessage) -> dict[str, object]:
     match message:
         case Initialize(shard_id=shard_id, sequence_number=seq, sub_sequence_number=sub):
-            return {
+            initialize: dict[str, object] = {
                 "action": "initialize",
                 "shardId": shard_id,
                 "sequenceNumber": seq,
                 "subSequenceNumber": sub,
             }
+            if message.stream_name is not None:  # old clients ignore unknown fields
+                initialize["streamName"] = message.stream_name
+            if message.stream_identifier is not None:
+                initialize["streamIdentifier"] = message.stream_identifier
+            return initialize
         case ProcessRecords(records=records, millis_behind_latest=behind):
             return {
                 "action": "processRecords",
@@ -170,6 +175,8 @@ def decode_daemon_line(line: bytes | str) -> DaemonMessage:
                     shard_id=_req_str(obj["shardId"], "shardId"),
                     sequence_number=_opt_str(obj["sequenceNumber"], "sequenceNumber"),
                     sub_sequence_number=_opt_int(obj["subSequenceNumber"], "subSequenceNumber"),
+                    stream_name=_opt_str(obj.get("streamName"), "streamName"),
+                    stream_identifier=_opt_str(obj.get("streamIdentifier"), "streamIdentifier"),
                 )
             case "processRecords":
                 records = obj["records"]

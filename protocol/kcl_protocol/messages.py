@@ -64,6 +64,10 @@ class Initialize:
     shard_id: str
     sequence_number: str | None
     sub_sequence_number: int | None
+    #: several streams per application (kcl-daemon extension): the plain stream name and the
+    #: ``accountId:streamName:creationEpoch`` identity; absent on the wire for single-stream workers
+    stream_name: str | None = None
+    stream_identifier: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
