@@ -14,6 +14,7 @@ import click
 import orjson
 
 from kcl_daemon.config import report
+from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.settings import (
     REQUIRED_FOR_LEASES,
     REQUIRED_FOR_REPLAY,
@@ -37,16 +38,16 @@ EXIT_CONFIG = 2
 
 
 def _fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:
-    click.echo(f"kcl-daemon: {message}", err=True)
+    click.echo(f"kcl-daemon: {mask_url_password(message)}", err=True)
     sys.exit(code)
 
 
 def _print_problems(problems: tuple[str, ...], warnings: tuple[str, ...] = ()) -> None:
     click.echo(f"kcl-daemon: invalid configuration ({len(problems)} problem(s)):", err=True)
     for problem in problems:
-        click.echo(f"  - {problem}", err=True)
+        click.echo(f"  - {mask_url_password(problem)}", err=True)
     for warning in warnings:
-        click.echo(f"kcl-daemon: warning: {warning}", err=True)
+        click.echo(f"kcl-daemon: warning: {mask_url_password(warning)}", err=True)
 
 
 def _path_warnings(settings: Settings) -> list[str]:
@@ -150,7 +151,47 @@ def _parse_checkpoint(_ctx: click.Context, _param: click.Parameter, value: str) 
     default=None,
     help="Seconds between progress lines  [default: 2 with --local, else 30]",
 )
-def run(properties: Path, local: bool, worker_id: str | None, status_interval: float | None) -> None:
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics on this port (0: any free port; the URL is logged).",
+)
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True, help="Address the metrics endpoint binds."
+)
+@click.option(
+    "--otlp-endpoint",
+    default=None,
+    metavar="URL",
+    help="Push OpenTelemetry metrics over OTLP/HTTP here (e.g. http://127.0.0.1:4318; extra `otel`).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 16),
+    default=None,
+    help="With --local: run a fleet of N daemons on the embedded backend and show the live lease view.",
+)
+@click.option(
+    "--kill-after",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="With --workers: SIGKILL one worker after this many seconds to watch a takeover (0: never).",
+)
+@click.option("--refreshes", type=click.IntRange(min=1), default=None, hidden=True)
+def run(
+    properties: Path,
+    local: bool,
+    worker_id: str | None,
+    status_interval: float | None,
+    metrics_port: int | None,
+    metrics_host: str,
+    otlp_endpoint: str | None,
+    workers: int | None,
+    kill_after: float,
+    refreshes: int | None,
+) -> None:
     """Run the daemon: take leases, read the stream, feed every shard's records to its own child process.
 
     Stops gracefully on SIGTERM, SIGHUP or Ctrl-C: each child gets shutdownRequested and may checkpoint,
@@ -159,11 +200,37 @@ def run(properties: Path, local: bool, worker_id: str | None, status_interval: f
     2 for a bad configuration, 130 after a second signal.
     """
     settings = _load(properties, REQUIRED_FOR_RUN)
+    if workers is not None:
+        if not local:
+            _fail("--workers goes with --local (a fleet on the embedded backend)", EXIT_CONFIG)
+        from kcl_daemon.local.fleet import run_local_fleet
+
+        try:
+            code = run_local_fleet(
+                settings,
+                properties,
+                workers,
+                sys.stdout,
+                every_s=status_interval or 2.0,
+                kill_after_s=kill_after or None,
+                refreshes=refreshes,
+                clear=sys.stdout.isatty(),
+            )
+        except ConfigError as exc:
+            _print_problems(exc.problems)
+            sys.exit(EXIT_CONFIG)
+        except KclError as exc:
+            _fail(str(exc), EXIT_FAILED)
+        sys.exit(code)
+    from kcl_daemon.metrics.runtime import MetricsOptions
     from kcl_daemon.run import run_from_settings  # imported here: boto3 only for the AWS commands
 
     interval = status_interval if status_interval is not None else (2.0 if local else 30.0)
+    options = MetricsOptions(metrics_port, metrics_host, otlp_endpoint)
     try:
-        code = run_from_settings(settings, local=local, worker_id=worker_id, status_every_s=interval)
+        code = run_from_settings(
+            settings, local=local, worker_id=worker_id, status_every_s=interval, metrics_options=options
+        )
     except ConfigError as exc:
         _print_problems(exc.problems)
         sys.exit(EXIT_CONFIG)
@@ -182,11 +249,68 @@ def run(properties: Path, local: bool, worker_id: str | None, status_interval: f
     is_flag=True,
     help="Scan twice, failoverTimeMillis apart, to see which owned leases nobody renews (expired).",
 )
-def leases(properties: Path, as_json: bool, check_expiry: bool) -> None:
+@click.option(
+    "--watch", is_flag=True, help="Redraw the table and the per-worker/per-zone spread until Ctrl-C."
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.2),
+    default=2.0,
+    show_default=True,
+    help="Seconds between redraws with --watch.",
+)
+@click.option(
+    "--html",
+    "--plot",
+    "html",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="With --watch: keep FILE up to date with a plot of leases per worker over time.",
+)
+@click.option(
+    "--metrics-url",
+    default=None,
+    metavar="URL",
+    help="With --watch: read the fleet figures from a daemon's metrics endpoint instead of the table.",
+)
+@click.option("--refreshes", type=click.IntRange(min=1), default=None, hidden=True)
+def leases(
+    properties: Path,
+    as_json: bool,
+    check_expiry: bool,
+    watch: bool,
+    interval: float,
+    html: Path | None,
+    metrics_url: str | None,
+    refreshes: int | None,
+) -> None:
     """Show the lease table: every lease with owner, counter, checkpoint and parents, then leases per
     worker and per cluster (the worker id up to leaseClusterSeparator), unclaimed and expired leases,
-    and shards without a lease."""
+    and shards without a lease. --watch redraws it (and --html plots it over time) to watch a rebalance."""
     settings = _load(properties, REQUIRED_FOR_LEASES)
+    if (html is not None or metrics_url is not None) and not watch:
+        _fail("--html and --metrics-url go with --watch", EXIT_CONFIG)
+    if watch:
+        from kcl_daemon.leases.watch import watch_leases
+
+        try:
+            watch_leases(
+                settings,
+                sys.stdout,
+                every_s=interval,
+                html=html,
+                metrics_url=metrics_url,
+                refreshes=refreshes,
+                clear=sys.stdout.isatty(),
+            )
+        except KeyboardInterrupt:
+            pass
+        except ConfigError as exc:
+            _print_problems(exc.problems)
+            sys.exit(EXIT_CONFIG)
+        except KclError as exc:
+            _fail(f"cannot watch {metrics_url or settings.lease_table_name}: {exc}", EXIT_FAILED)
+        return
     from kcl_daemon.leases.report import report_json, report_text
     from kcl_daemon.run import inspect_leases  # imported here: boto3 only for the AWS commands
 
@@ -536,3 +660,47 @@ def simulate(
         click.echo(orjson.dumps(sim_report.to_json(results), option=orjson.OPT_INDENT_2).decode())
     else:
         click.echo(sim_report.table(results))
+
+
+@main.command("spark-sync")
+@click.option(
+    "--checkpoint",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="The stopped Spark query's checkpointLocation (a local or mounted directory).",
+)
+@click.option(
+    "--option",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="The Kinesis source's options, as the query had them (repeatable; leaseTableName is required).",
+)
+@click.option("--source-index", default=0, show_default=True, type=click.IntRange(min=0))
+def spark_sync(checkpoint: Path, options: tuple[str, ...], source_index: int) -> None:
+    """Write a stopped Spark query's exact final checkpoints into the KCL lease table and release its
+    leases, so daemons started next continue exactly where Spark stopped (see README, Spark)."""
+    from kcl_daemon.spark.handover import sync_lease_table
+
+    parsed: dict[str, str] = {}
+    for pair in options:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--option {pair!r}: expected KEY=VALUE")
+        parsed[key.strip()] = value
+    try:
+        result = sync_lease_table(checkpoint, parsed, source_index=source_index)
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        sys.exit(EXIT_CONFIG)
+    except (KclError, ValueError, OSError) as exc:
+        _fail(str(exc), EXIT_FAILED)
+    for shard, checkpoint_text in sorted(result.written.items()):
+        click.echo(f"{shard}: checkpoint {checkpoint_text}")
+    for shard, why in sorted(result.refused.items()):
+        click.echo(f"{shard}: not written ({why})")
+    for shard in result.children_created:
+        click.echo(f"{shard}: child lease created")
+    click.echo(f"{len(result.released)} lease(s) released")
+    if result.refused:
+        sys.exit(EXIT_FAILED)

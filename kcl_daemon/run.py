@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kcl_daemon.aws.clients import AwsClients, build_clients, client_settings_from
+from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients, client_settings_from
 from kcl_daemon.aws.coordinator_state import locate
 from kcl_daemon.aws.fanout import Fanout
 from kcl_daemon.aws.kinesis import Kinesis
@@ -50,6 +50,8 @@ from kcl_daemon.leases.leader_mode import LeaderMode, LeaderModeConfig
 from kcl_daemon.leases.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer
 from kcl_daemon.leases.shard_sync import ShardSyncConfig
 from kcl_daemon.leases.worker_metrics import WorkerMetricsConfig
+from kcl_daemon.metrics.registry import DaemonMetrics
+from kcl_daemon.metrics.runtime import MetricsOptions, MetricsRuntime, build_metrics
 from kcl_daemon.retrieval.consumer import ConsumerResolver
 from kcl_daemon.retrieval.fanout import FanoutRecordSource
 from kcl_daemon.retrieval.polling import PollingRecordSource
@@ -205,7 +207,12 @@ def threads_calling_aws(plan: WorkerPlan) -> int:
 
 
 def build_scheduler(
-    plan: WorkerPlan, clients: AwsClients, *, clock: Clock, cwd: str | None = None
+    plan: WorkerPlan,
+    clients: AwsClients,
+    *,
+    clock: Clock,
+    cwd: str | None = None,
+    metrics: DaemonMetrics | None = None,
 ) -> Scheduler:
     table = LeaseTable3x(clients.dynamodb, plan.table_name)
     kinesis = Kinesis(clients.kinesis)
@@ -291,6 +298,7 @@ def build_scheduler(
         launch,
         clock,
         child_shard_lookup=child_shards_of,
+        metrics=metrics,
         lease_mode=lease_mode,
         syncer=syncer,
         make_stream_source=make_stream_source,
@@ -304,14 +312,22 @@ async def run_worker(
     clock: Clock | None = None,
     on_status: Callable[[Scheduler], None] | None = None,
     status_every_s: float = 2.0,
+    metrics: MetricsRuntime | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code."""
-    scheduler = build_scheduler(plan, clients, clock=clock or SystemClock())
+    clock = clock or SystemClock()
+    scheduler = build_scheduler(plan, clients, clock=clock, metrics=metrics.metrics if metrics else None)
     stop = asyncio.Event()
     main = asyncio.current_task()
     signals = StopSignals(on_first=stop.set, on_second=main.cancel if main is not None else stop.set)
     with signals:
-        return await _run_until_stopped(plan, scheduler, stop, signals, on_status, status_every_s)
+        try:
+            return await _run_until_stopped(
+                plan, scheduler, stop, signals, on_status, status_every_s, metrics=metrics, clock=clock
+            )
+        finally:
+            if metrics is not None:
+                await metrics.close()
 
 
 async def _run_until_stopped(
@@ -321,6 +337,9 @@ async def _run_until_stopped(
     signals: StopSignals,
     on_status: Callable[[Scheduler], None] | None,
     status_every_s: float,
+    *,
+    metrics: MetricsRuntime | None = None,
+    clock: Clock,
 ) -> int:
     logger.info(
         "worker %s (pid %d) starting: stream %s, lease table %s, processor %s",
@@ -347,6 +366,8 @@ async def _run_until_stopped(
     except asyncio.CancelledError:
         await scheduler.close()
         return EXIT_INTERRUPTED if signals.immediate else EXIT_FAILED
+    if metrics is not None:
+        metrics.start(clock)
     reporter = asyncio.create_task(_report(scheduler, on_status, status_every_s)) if on_status else None
     try:
         failed_waiter = asyncio.ensure_future(scheduler.failed.wait())
@@ -388,10 +409,29 @@ async def _report(scheduler: Scheduler, on_status: Callable[[Scheduler], None], 
 
 
 def run_from_settings(
-    settings: Settings, *, local: bool = False, worker_id: str | None = None, status_every_s: float = 10.0
+    settings: Settings,
+    *,
+    local: bool = False,
+    worker_id: str | None = None,
+    status_every_s: float = 10.0,
+    metrics_options: MetricsOptions | None = None,
 ) -> int:
     """Build the AWS clients (or the embedded local backend) and run the worker; returns the exit code."""
     plan = plan_worker(settings, worker_id=worker_id)
+    options = metrics_options or MetricsOptions()
+
+    def with_metrics(clients: AwsClients, client_settings: ClientSettings | None) -> MetricsRuntime:
+        return build_metrics(
+            settings,
+            options,
+            clients,
+            client_settings,
+            worker_id=plan.worker_id,
+            stream=plan.stream_name,
+            clock=SystemClock(),
+            local=local,
+        )
+
     if plan.retrieval.mode == "FANOUT" and local:
         logger.warning("local mode: the embedded backend has no SubscribeToShard; polling instead of fan-out")
         plan = replace(plan, retrieval=replace(plan.retrieval, mode="POLLING"))
@@ -405,7 +445,10 @@ def run_from_settings(
             client_settings_from(settings), max_pool_connections=threads_calling_aws(plan)
         )
         clients = build_clients(client_settings)
-        return asyncio.run(run_worker(plan, clients, on_status=_log_status, status_every_s=status_every_s))
+        runtime = with_metrics(clients, client_settings)
+        return asyncio.run(
+            run_worker(plan, clients, on_status=_log_status, status_every_s=status_every_s, metrics=runtime)
+        )
 
     from kcl_daemon.local import local_stack  # moto is an optional extra: import only when asked
 
@@ -422,7 +465,12 @@ def run_from_settings(
             produced = stack.producer.stats.user_records if stack.producer else 0
             logger.info("progress: %d records produced; %s", produced, scheduler.status().line())
 
-        return asyncio.run(run_worker(plan, stack.clients, on_status=progress, status_every_s=status_every_s))
+        # The daemon's own clients: the sample producer's PutRecords calls are not the daemon's to count.
+        clients = stack.backend.build_clients()
+        runtime = with_metrics(clients, None)
+        return asyncio.run(
+            run_worker(plan, clients, on_status=progress, status_every_s=status_every_s, metrics=runtime)
+        )
 
 
 def _log_status(scheduler: Scheduler) -> None:

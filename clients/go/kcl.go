@@ -62,6 +62,8 @@ type ProcessRecordsInput struct {
 	// MillisBehindLatest is how far the batch is behind the tip of the shard; 0 if unknown.
 	MillisBehindLatest int64
 	Checkpointer       *Checkpointer
+	// Channel is kcl-daemon's log/metric channel (see Channel); usable for the whole shard.
+	Channel *Channel
 }
 
 // ShardEndedInput carries the checkpointer that must checkpoint the end of the shard.
@@ -98,6 +100,7 @@ func Run(p RecordProcessor) {
 // message is written with a single Write call, then flushed if w has a Flush() error method.
 func RunWith(p RecordProcessor, r io.Reader, w io.Writer) error {
 	s := newSession(r, w)
+	channel := &Channel{s: s}
 	for {
 		msg, err := s.next()
 		if errors.Is(err, io.EOF) {
@@ -111,6 +114,10 @@ func RunWith(p RecordProcessor, r io.Reader, w io.Writer) error {
 		switch msg.Action {
 		case "initialize":
 			in := InitializeInput{ShardID: msg.ShardID}
+			channel.offered = map[string]bool{}
+			for _, action := range msg.Channel {
+				channel.offered[action] = true
+			}
 			if msg.SequenceNumber != nil {
 				in.SequenceNumber = *msg.SequenceNumber
 			}
@@ -120,7 +127,7 @@ func RunWith(p RecordProcessor, r io.Reader, w io.Writer) error {
 			handle = func() error { return p.Initialize(in) }
 		case "processRecords":
 			cp = &Checkpointer{s: s}
-			in := ProcessRecordsInput{Records: make([]Record, len(msg.Records)), Checkpointer: cp}
+			in := ProcessRecordsInput{Records: make([]Record, len(msg.Records)), Checkpointer: cp, Channel: channel}
 			for i, rec := range msg.Records {
 				in.Records[i] = rec.record()
 			}
@@ -172,6 +179,7 @@ type message struct {
 	Records            []wireRecord `json:"records"`
 	MillisBehindLatest *int64       `json:"millisBehindLatest"`
 	Error              *string      `json:"error"`
+	Channel            []string     `json:"channel"` // kcl-daemon's channel offer (initialize)
 }
 
 type wireRecord struct {

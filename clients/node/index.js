@@ -137,6 +137,7 @@ class Session {
     this._checkpoints = Promise.resolve(); // chains checkpoint exchanges so they never overlap
     this._inFlight = new Set(); // checkpoint exchanges not yet answered
     this._liveCheckpointer = null; // the checkpointer of the action being handled, if it has one
+    this._offered = []; // the actions of kcl-daemon's log/metric channel offered in initialize
     stdout.on('error', (err) => this._log(`kcl-client: cannot write to the daemon: ${err.message}`));
   }
 
@@ -182,6 +183,7 @@ class Session {
     switch (action) {
       case 'initialize': {
         const { shardId, sequenceNumber, subSequenceNumber } = message;
+        this._offered = Array.isArray(message.channel) ? message.channel : [];
         return this._handle(action, p.initialize, { shardId, sequenceNumber, subSequenceNumber });
       }
       case 'processRecords': {
@@ -213,6 +215,11 @@ class Session {
 
   /** Run one handler (if any) and always answer with a status, as amazon_kclpy does. */
   async _handle(action, handler, input, withCheckpointer = false) {
+    // Not enumerable: the channel is a capability of the input, not part of the data it describes.
+    Object.defineProperties(input, {
+      log: { value: (level, text) => this.channelLog(level, text) },
+      metric: { value: (name, value, unit, dimensions) => this.channelMetric(name, value, unit, dimensions) },
+    });
     let checkpointer = null;
     if (withCheckpointer) {
       checkpointer = this._checkpointer(action);
@@ -229,6 +236,28 @@ class Session {
       await this._settleForgottenCheckpoints(action);
     }
     await this._send({ action: 'status', responseFor: action });
+  }
+
+  /**
+   * kcl-daemon's channel: the daemon logs `text` under the shard at `level` (debug, info, warning,
+   * error, critical). Without the channel (the Java daemon) the line goes to stderr instead.
+   */
+  channelLog(level, text) {
+    if (!this._offered.includes('log')) {
+      this._log(`${String(level).toUpperCase()} ${text}`);
+      return Promise.resolve();
+    }
+    return this._send({ action: 'log', level: String(level), message: String(text) });
+  }
+
+  /**
+   * kcl-daemon's channel: one value of a metric exported with the daemon's metrics. `unit` is a
+   * CloudWatch unit (Count, Milliseconds, Bytes, ...); `dimensions` an object of strings. Without the
+   * channel it is dropped. The daemon rate-limits the channel and bounds the number of series.
+   */
+  channelMetric(name, value, unit = null, dimensions = {}) {
+    if (!this._offered.includes('metric')) return Promise.resolve();
+    return this._send({ action: 'metric', name, value, unit, dimensions });
   }
 
   /** A handler returned without awaiting a checkpoint: let it finish before the status goes out. */
@@ -313,7 +342,9 @@ function consoleToStderr() {
  * Run a record processor until the daemon closes stdin, then exit 0.
  *
  * `processor` has `processRecords` and optionally `initialize`, `leaseLost`, `shardEnded` (default:
- * checkpoint at the end of the shard) and `shutdownRequested`; each may be sync or async.
+ * checkpoint at the end of the shard) and `shutdownRequested`; each may be sync or async. Every
+ * handler's input also has `log(level, text)` and `metric(name, value, unit?, dimensions?)`, kcl-daemon's
+ * log/metric channel (each returns a promise).
  * `options` (for tests): `stdin`, `stdout`, `stderr` streams and `exit` (default true when stdout is
  * process.stdout). With `exit: false` the returned promise resolves at end of input instead.
  */

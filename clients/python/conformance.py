@@ -2,7 +2,8 @@
 
 Per record: payload ``checkpoint`` checkpoints at that record, ``checkpoint-batch`` checkpoints everything
 delivered so far, anything else (including bytes that are not UTF-8) does nothing. ``shard_ended`` and
-``shutdown_requested`` checkpoint everything delivered. A ``ThrottlingException`` is retried once,
+``shutdown_requested`` checkpoint everything delivered. ``log`` and ``metric`` use kcl-daemon's
+channel. A ``ThrottlingException`` is retried once,
 immediately; any other checkpoint error is logged and processing carries on.
 """
 
@@ -35,6 +36,10 @@ class Conformance(RecordProcessor):
                 continue
             if text == "checkpoint":
                 checkpoint(batch.checkpointer, record)
+            elif text == "log":
+                self.log("info", "log")
+            elif text == "metric":
+                self.metric("conformance", 1, unit="Count", dimensions={"source": "transcript"})
             elif text == "checkpoint-batch":
                 checkpoint(batch.checkpointer)
 

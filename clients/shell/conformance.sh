@@ -3,7 +3,7 @@
 # replay against it in tests/protocol/test_shell_client.py:
 #
 #   * processRecords: a record whose text is "checkpoint" checkpoints at that record, "checkpoint-batch"
-#     checkpoints with no position; anything else does nothing.
+#     checkpoints with no position; "log" and "metric" use kcl-daemon's channel; anything else: nothing.
 #   * shardEnded, shutdownRequested: checkpoint with no position.  leaseLost, initialize: nothing.
 #   * ThrottlingException is retried once, immediately; other errors are logged and processing carries on.
 set -euo pipefail
@@ -16,6 +16,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/kcl.sh"
 # encodings spares a base64 process per record; a payload that is not UTF-8 never matches either.
 CHECKPOINT_B64=$(printf %s checkpoint | base64)
 CHECKPOINT_BATCH_B64=$(printf %s checkpoint-batch | base64)
+LOG_B64=$(printf %s log | base64)
+METRIC_B64=$(printf %s metric | base64)
 
 checkpoint() {
   kcl_checkpoint "$@" && return 0
@@ -30,6 +32,8 @@ kcl_process_records() {
     case $KCL_DATA_BASE64 in
       "$CHECKPOINT_B64") checkpoint "$KCL_SEQUENCE_NUMBER" "$KCL_SUB_SEQUENCE_NUMBER" ;;
       "$CHECKPOINT_BATCH_B64") checkpoint ;;
+      "$LOG_B64") kcl_channel_log info log ;;
+      "$METRIC_B64") kcl_metric conformance 1 Count source=transcript ;;
     esac
   done
 }

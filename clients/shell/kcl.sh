@@ -19,6 +19,7 @@
 #   kcl_lease_lost          no checkpointing possible (the daemon answers InvalidStateException)
 #   kcl_shard_ended         must checkpoint; the default does `kcl_checkpoint` (retrying throttling)
 #   kcl_shutdown_requested  may checkpoint; the default does nothing
+# kcl-daemon's log/metric channel: kcl_channel_log LEVEL MESSAGE, kcl_metric NAME VALUE [UNIT [K=V...]]
 #
 # Rules the library enforces (see README.md):
 #   * kcl_run moves the protocol to private file descriptors and then points stdout at stderr and stdin at
@@ -76,7 +77,7 @@ _KCL_NEXT=0       # index of the record kcl_next_record loads next
 # The raw line is the line as received (for kcl_message_json and kcl_records_json; for a line that is
 # not JSON, its first 200 characters). The fields, one array element each:
 #   [0] action: a plain word; "?" for JSON without a usable action; "" for a line that is not JSON
-#   initialize:      [1] shardId [2] sequenceNumber [3] subSequenceNumber
+#   initialize:      [1] shardId [2] sequenceNumber [3] subSequenceNumber [4] channel offer, comma-joined
 #   processRecords:  [1] millisBehindLatest [2] record count, then 5 fields per record from [3]:
 #                    sequenceNumber, subSequenceNumber, partitionKey, approximateArrivalTimestamp, data
 #   checkpoint:      [1] sequenceNumber [2] subSequenceNumber [3] error
@@ -101,7 +102,10 @@ select(test("\\S"))
     | ($m.action | if type == "string" and test("^[A-Za-z]+$") then . else "?" end) as $action
     | ([$line | if index("\u0000") then gsub("\\x00"; "") else . end] | frame),
       ( [ $action,
-          ( if $action == "initialize" then ($m.shardId, $m.sequenceNumber, $m.subSequenceNumber | field)
+          ( if $action == "initialize" then
+              ($m.shardId, $m.sequenceNumber, $m.subSequenceNumber | field),
+              ($m.channel | if type == "array" then map(select(type == "string")) | join(",") else "" end
+               | field)
             elif $action == "processRecords" then
               ($m.records | if type == "array" then . else [] end) as $records
               | ($m.millisBehindLatest | field),
@@ -121,6 +125,57 @@ select(test("\\S"))
 # kcl_log MESSAGE...: one line on stderr, prefixed with the shard id. The daemon logs the child's stderr.
 kcl_log() {
   printf 'kcl[%s]: %s\n' "${KCL_SHARD_ID:-?}" "$*" >&2
+}
+
+# ---- kcl-daemon's log/metric channel ------------------------------------------------------------------
+# Offered by kcl-daemon in initialize (the Java daemon does not): without it kcl_channel_log falls back to
+# kcl_log and kcl_metric does nothing. The daemon rate-limits the channel and bounds the metric series.
+_KCL_CHANNEL=,,
+
+# _kcl_json_string VAR TEXT: VAR = TEXT as a JSON string literal (quotes included).
+_kcl_json_string() {
+  local text=$2
+  text=${text//\\/\\\\}
+  text=${text//\"/\\\"}
+  text=${text//$'\n'/\\n}
+  text=${text//$'\r'/\\r}
+  text=${text//$'\t'/\\t}
+  text=${text//[$'\001'-$'\037']/}
+  printf -v "$1" '"%s"' "$text"
+}
+
+# kcl_channel_log LEVEL MESSAGE...: the daemon logs MESSAGE under this shard at LEVEL (debug, info,
+# warning, error, critical).
+kcl_channel_log() {
+  local level=$1 message
+  shift
+  if [[ $_KCL_CHANNEL != *,log,* ]]; then
+    kcl_log "$level $*"
+    return 0
+  fi
+  _kcl_json_string level "$level"
+  _kcl_json_string message "$*"
+  _kcl_send "{\"action\":\"log\",\"level\":$level,\"message\":$message}"
+}
+
+# kcl_metric NAME VALUE [UNIT [DIMENSION=VALUE...]]: one value of a metric the daemon exports with its
+# own. UNIT is a CloudWatch unit (Count, Milliseconds, Bytes, ...; "" for none). Returns 1 for a VALUE
+# that is not a number.
+kcl_metric() {
+  local name=$1 value=$2 unit=${3:-} dims='' pair key val
+  [[ $_KCL_CHANNEL == *,metric,* ]] || return 0
+  if ! [[ $value =~ ^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$ ]]; then
+    kcl_log "kcl_metric $name: $value is not a number"
+    return 1
+  fi
+  _kcl_json_string name "$name"
+  if [[ -n $unit ]]; then _kcl_json_string unit "$unit"; else unit=null; fi
+  for pair in "${@:4}"; do
+    _kcl_json_string key "${pair%%=*}"
+    _kcl_json_string val "${pair#*=}"
+    dims+="${dims:+,}$key:$val"
+  done
+  _kcl_send "{\"action\":\"metric\",\"name\":$name,\"value\":$value,\"unit\":$unit,\"dimensions\":{$dims}}"
 }
 
 # ---- Main loop -----------------------------------------------------------------------------------------
@@ -204,6 +259,7 @@ _kcl_handle_message() {
       KCL_SHARD_ID=${_KCL_MSG[1]}
       KCL_INITIAL_SEQUENCE_NUMBER=${_KCL_MSG[2]}
       KCL_INITIAL_SUB_SEQUENCE_NUMBER=${_KCL_MSG[3]}
+      _KCL_CHANNEL=",${_KCL_MSG[4]:-},"
       _kcl_unescape KCL_SHARD_ID
       _kcl_unescape KCL_INITIAL_SEQUENCE_NUMBER
       _kcl_call kcl_initialize

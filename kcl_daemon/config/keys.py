@@ -415,7 +415,41 @@ KEYS: Final[tuple[Key, ...]] = (
         "Metric dimensions to publish; Operation is always included.",
         choices=("ALL", "Operation", "ShardId", "WorkerIdentifier", "StreamId"),
     ),
+    Key(
+        "metricsBufferTimeMillis",
+        "metrics_buffer_time_s",
+        Kind.MILLIS,
+        10000,
+        "How often CloudWatch metrics are published (one batch of PutMetricData calls per interval).",
+        minimum=1,
+    ),
+    Key(
+        "metricsMaxQueueSize",
+        "metrics_max_queue_size",
+        Kind.INT,
+        10000,
+        "CloudWatch data points waiting to be published; more are dropped and counted.",
+        minimum=1,
+    ),
     # --- kcl-daemon's own
+    Key(
+        "cloudWatchEndpoint",
+        "cloudwatch_endpoint",
+        Kind.URL,
+        None,
+        "CloudWatch endpoint. With kinesisEndpoint or dynamoDBEndpoint set, or with `run --local`, "
+        "CloudWatch metrics are published only when this is set.",
+        extension=True,
+        unset="the region's",
+    ),
+    Key(
+        "childChannel",
+        "child_channel",
+        Kind.BOOL,
+        True,
+        "Offer the child the log/metric channel in initialize (a field old children ignore).",
+        extension=True,
+    ),
     Key(
         "leaseClusterSeparator",
         "lease_cluster_separator",
@@ -699,7 +733,6 @@ class IgnoredKey:
 
 _PRESENCE = "only whether it is set counts: setting it selects polling when retrievalMode is DEFAULT"
 _THREE_X = "not implemented in kcl-daemon's KCL 3.x mode"
-_METRICS = "metrics buffering is not configurable in kcl-daemon"
 _LEGACY_TABLES = "the coordinator and worker-metrics tables are created on-demand without extras"
 
 IGNORED_KEYS: Final[tuple[IgnoredKey, ...]] = (
@@ -720,8 +753,6 @@ IGNORED_KEYS: Final[tuple[IgnoredKey, ...]] = (
     IgnoredKey("schedulerInitializationBackoffTimeMillis", "kcl-daemon's start-up does not use it"),
     IgnoredKey("shardPrioritization", "not settable from a properties file in Java either"),
     IgnoredKey("logWarningForTaskAfterMillis", "child timeouts (timeoutInSeconds) cover slow tasks"),
-    IgnoredKey("metricsBufferTimeMillis", _METRICS),
-    IgnoredKey("metricsMaxQueueSize", _METRICS),
     IgnoredKey("migrateAllEntitiesToLeaseTable", _THREE_X),
     IgnoredKey("tableMigrationCompleteBakeTimeSeconds", _THREE_X),
     IgnoredKey("maxThroughputPerHostKBps", _THREE_X),

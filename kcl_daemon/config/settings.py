@@ -116,8 +116,12 @@ class Settings:
     task_backoff_s: float = 0.5
     metrics_level: str = "DETAILED"
     metrics_enabled_dimensions: tuple[str, ...] = ("ALL",)
+    metrics_buffer_time_s: float = 10.0
+    metrics_max_queue_size: int = 10000
     # kcl-daemon's own
     lease_cluster_separator: str = "-"
+    cloudwatch_endpoint: str | None = None
+    child_channel: bool = True
     worker_zone: str | None = None
     zone_from_environment: bool = False
     restart_grace_s: float = 0.0

@@ -32,5 +32,6 @@ def consumer_settings(settings: Settings, *, return_when_parked: bool) -> Consum
             max_consecutive_failures=settings.child_max_consecutive_failures,
         ),
         call_process_records_even_for_empty_record_list=settings.call_process_records_even_for_empty_record_list,
+        child_channel=settings.child_channel,
         return_when_parked=return_when_parked,
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -39,11 +40,14 @@ from kcl_daemon.core.restart_policy import FailureHistory, Park, RestartPolicy, 
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import CheckpointRefused, CheckpointUnusable, ChildFault, ChildProtocolViolation
 from kcl_daemon.log_context import shard_id_var
+from kcl_daemon.metrics.observer import NULL_SHARD_OBSERVER, ShardObserver
+from kcl_daemon.process.channel_sink import ChannelSink
 from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts, ChildSession
 from kcl_protocol import (
     ActionMessage,
     AnyRecord,
+    ChannelOffer,
     CheckpointErrorName,
     CheckpointRequest,
     Initialize,
@@ -68,6 +72,8 @@ class ConsumerSettings:
     call_process_records_even_for_empty_record_list: bool = False
     #: Stop the consumer once parked (replay) instead of waiting for a shutdown or lease loss.
     return_when_parked: bool = False
+    #: Offer the log/metric channel in initialize (kcl_protocol.extensions; key childChannel).
+    child_channel: bool = False
 
 
 @dataclass(slots=True)
@@ -102,7 +108,11 @@ class ShardConsumer:
         *,
         clock: Clock | None = None,
         before_shard_end: BeforeShardEnd | None = None,
+<<<<<<< HEAD
         stream: str | None = None,
+=======
+        observer: ShardObserver = NULL_SHARD_OBSERVER,
+>>>>>>> main
     ) -> None:
         self.shard_id = shard_id
         #: multi-stream: the serialized stream identity, told to the child in ``initialize``
@@ -115,6 +125,7 @@ class ShardConsumer:
         self._settings = settings
         self._clock = clock or SystemClock()
         self._before_shard_end = before_shard_end
+        self._observer = observer
         self._signal: ShardEvent | None = None
         self._wake = asyncio.Event()
         self._session: ChildSession | None = None
@@ -167,6 +178,7 @@ class ShardConsumer:
             await self._run()
         finally:
             await self._stop_child()
+            self._observer.closed()
         return ShardOutcome(
             self.shard_id, self.state, self._reason, self._checkpoint, self.stats, self._parked_because
         )
@@ -225,7 +237,9 @@ class ShardConsumer:
     def _send(self, message: ActionMessage) -> Callable[[], Awaitable[None]]:
         async def send() -> None:
             assert self._session is not None
+            started = self._clock.monotonic()
             await self._session.run_action(message, self._checkpoint_handler())
+            self._observer.action_done(message.action, self._clock.monotonic() - started)
 
         return send
 
@@ -235,13 +249,24 @@ class ShardConsumer:
         await self._source.start(self._checkpoint)
         child = await self._launch_child()
         self.stats.child_starts += 1
-        self._session = ChildSession(child, self._settings.timeouts)
+        if self.stats.child_starts > 1:
+            self._observer.child_restart()
+        channel = self._settings.child_channel
+        sink = ChannelSink(self._observer, self._clock) if channel else None
+        self._session = ChildSession(child, self._settings.timeouts, on_channel=sink)
+        checkpoint = self._checkpoint
         await self._send(
             Initialize(
                 self.shard_id,
+<<<<<<< HEAD
                 self._checkpoint.sequence_number,
                 self._checkpoint.sub_sequence_number,
                 **stream_fields(self.stream),
+=======
+                checkpoint.sequence_number,
+                checkpoint.sub_sequence_number,
+                channel=ChannelOffer() if channel else None,
+>>>>>>> main
             )
         )()
 
@@ -263,12 +288,21 @@ class ShardConsumer:
             self._largest_delivered = max(self._largest_delivered, self._in_flight_up_to)
         self.stats.batches += 1
         self.stats.records_delivered += len(records)
-        self.stats.bytes_delivered += sum(len(record.data) for record in records)
+        payload_bytes = sum(len(record.data) for record in records)
+        self.stats.bytes_delivered += payload_bytes
+        self._report_batch(records, batch.millis_behind_latest, payload_bytes)
         await self._step(
             self._send(ProcessRecords(records, batch.millis_behind_latest)), ShardEvent.BATCH_DONE
         )
         if self.state is ShardState.PROCESSING:
             self._history = self._history.after_progress(self._in_flight_up_to)
+
+    def _report_batch(
+        self, records: tuple[AnyRecord, ...], millis_behind_latest: int | None, payload_bytes: int
+    ) -> None:
+        """One observer call per batch (never per record)."""
+        age_ms = time.time() * 1000 - records[-1].approximate_arrival_timestamp if records else 0.0
+        self._observer.batch(len(records), payload_bytes, millis_behind_latest, age_ms)
 
     def _after_checkpoint(self, records: tuple[AnyRecord, ...]) -> tuple[AnyRecord, ...]:
         """Drop records at or before the checkpoint (Java's rule). Batches are ordered, so only a prefix
@@ -313,6 +347,7 @@ class ShardConsumer:
                 f"{self._history.high_water or 'initialize'}; last failure: {last}"
             )
             logger.error("shard %s parked: %s", self.shard_id, self._parked_because)
+            self._observer.parked()
             self._feed(ShardEvent.GIVE_UP)
             return
         logger.warning(
@@ -366,6 +401,7 @@ class ShardConsumer:
                     return refused.java_name
                 self._checkpoint = target
                 self.stats.checkpoints_written += 1
+                self._observer.checkpoint()
                 logger.debug("shard %s: checkpoint %s", self.shard_id, target)
                 return None
         raise AssertionError(decision)  # pragma: no cover

@@ -45,6 +45,7 @@ from kcl_daemon.core.worker_metrics import CPU, WorkerMetricStats, assignable
 from kcl_daemon.core.zones import WorkerExtras, WorkerExtrasError, extras_from_attribute
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.leases.leader_election import LeaderElection
+from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -98,6 +99,8 @@ class AssignmentLoop:
         self._state = DeciderState()
         self._failures = 0
         self._leader_since: float | None = None
+        #: Told each scan (the fleet figures of kcl_daemon.metrics come from the leader in 3.x mode).
+        self.observer: WorkerObserver = NULL_WORKER_OBSERVER
         election.on_change.append(self._on_leadership)
 
     def _on_leadership(self, leading: bool) -> None:
@@ -192,6 +195,9 @@ class AssignmentLoop:
         self._state = decision.state
         by_key = {lease.lease_key: lease for lease in scan.leases}
         expired = {view.lease_key for view in views if view.expired or view.owner is None}
+        self.observer.scanned(
+            scan.leases, frozenset(v.lease_key for v in views if v.expired and v.owner is not None)
+        )
         report = RunReport(len(views), len(workers))
         moves = [m for m in decision.moves if m.lease_key not in frozen and m.lease_key in by_key]
         report.moves = moves

@@ -53,6 +53,7 @@ from kcl_daemon.errors import (
     Throttled,
     TransientNetwork,
 )
+from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 from kcl_daemon.retry import LEASE_IO
 
 logger = logging.getLogger(__name__)
@@ -149,6 +150,8 @@ class LeaseCoordinator:
         self.config = config
         self.held: dict[str, HeldLease] = {}
         self.listeners = LeaseListeners()
+        #: Reports takes, losses, renewals and each scan (kcl_daemon.metrics); does nothing by default.
+        self.observer: WorkerObserver = NULL_WORKER_OBSERVER
         self.last_plan: TakePlan | None = None
         self.table_missing_since: float | None = None
         self._table = table
@@ -275,6 +278,7 @@ class LeaseCoordinator:
 
     def _lose(self, lease_key: str, why: str, *, level: int = logging.INFO) -> None:
         if self.held.pop(lease_key, None) is not None:
+            self.observer.lease_lost()
             logger.log(level, "lease %s lost: %s", lease_key, why)
             for listener in self.listeners.lost:
                 listener(lease_key)
@@ -308,12 +312,14 @@ class LeaseCoordinator:
             self._lose_for(key, exc)
             return
         except KclError as exc:
+            self.observer.renew_failed()
             now = self._clock.monotonic()
             if now >= deadline:
                 self._lose(key, f"not renewed for {now - held.renewed_at:.1f}s (local expiry); last: {exc}")
             else:
                 logger.warning("renewing lease %s failed, will retry: %s", key, exc)
             return
+        self.observer.renewed(self._clock.monotonic() - sent_at)
         if key in self.held:
             self.held[key] = self._held(renewed, sent_at)
             self._observations = self._observations.record_write(key, renewed.lease_counter, sent_at)
@@ -389,6 +395,7 @@ class LeaseCoordinator:
                 logger.warning("releasing lease %s failed; it expires instead: %s", lease_key, exc)
                 return False
             logger.info("lease %s released", lease_key)
+            self.observer.lease_handed_off()
             return True
 
     def drop(self, lease_key: str, why: str) -> None:
@@ -423,6 +430,14 @@ class LeaseCoordinator:
             logger.warning("skipping lease item: %s", problem)
         now = self._clock.monotonic()
         self._observations = self._observations.observe(scan.leases, now)
+        failover_s = self.config.failover_s
+        expired = frozenset(
+            lease.lease_key
+            for lease in scan.leases
+            if lease.lease_owner is not None
+            and self._observations.is_expired(lease.lease_key, now, failover_s)
+        )
+        self.observer.scanned(scan.leases, expired)
         plan = plan_takes(
             scan.leases, self._observations, self.config.worker_id, now, self.config.taker_config(), self._rng
         )
@@ -453,6 +468,7 @@ class LeaseCoordinator:
                 taken.lease_key, taken.lease_counter, sent_at
             )
             logger.info("lease %s taken (%s): %s", taken.lease_key, planned.kind.value, planned.reason)
+            self.observer.lease_taken(planned.kind.value)
             for listener in self.listeners.taken:
                 listener(taken)
         return plan

@@ -188,9 +188,7 @@ class LeaderMode:
 
     async def start(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
-        self.table.throughput_source = ThroughputTracker(
-            scheduler.bytes_delivered, self._clock.monotonic
-        ).on_renew
+        self._throughput = ThroughputTracker(scheduler.bytes_delivered, self._clock.monotonic)
         version = await self.resolve_version()
         await self._switch(version)
         if self.config.client_version is not ClientVersionConfig.COMPATIBLE_WITH_2X_PHASE1 or self._store:
@@ -204,6 +202,10 @@ class LeaderMode:
             Algorithm.LEADER
             if version in (ClientVersion.V3X, ClientVersion.V3X_WITH_ROLLBACK)
             else Algorithm.TAKER
+        )
+        # throughputKBps with renewals and the metrics item: 3.x and the 2.x-compatible upgrade only
+        self.table.throughput_source = (
+            self._throughput.on_renew if publishes_worker_metrics(version) else None
         )
         if publishes_worker_metrics(version) and self._metrics_loop is None:
             await self._call(self.metrics_table.create_table_if_missing)
@@ -237,6 +239,7 @@ class LeaderMode:
             self._pool,
             wall=self._wall,
         )
+        self.assignment.observer = scheduler.coordinator.observer
         self.discovery = LeaseDiscovery(
             self.table, scheduler.coordinator, self._clock, self._pool, interval_s=cfg.discovery_s
         )

@@ -36,6 +36,7 @@ from kcl_daemon.core.shard_graph import (
 )
 from kcl_daemon.errors import KclError
 from kcl_daemon.leases.coordinator import ScanResultLike
+from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 from kcl_daemon.retry import KINESIS
 
 logger = logging.getLogger(__name__)
@@ -107,6 +108,8 @@ class ShardSyncer:
     ) -> None:
         self.config = config
         self.last_result: SyncResult | None = None
+        #: Told the shard count of each sync (kcl_daemon.metrics); does nothing by default.
+        self.observer: WorkerObserver = NULL_WORKER_OBSERVER
         self._kinesis = kinesis
         self._table = table
         self._clock = clock
@@ -161,6 +164,7 @@ class ShardSyncer:
             else:
                 existed.append(lease.lease_key)
         result = SyncResult(empty, len(shards), tuple(created), tuple(existed))
+        self.observer.shards_listed(len(shards))
         if created:
             logger.info(
                 "shard sync of %s created %d lease(s) at %s: %s",

@@ -13,6 +13,7 @@ only moves bytes. Rules it adds:
   warning per stall names the action and the elapsed time (``timeoutInSeconds`` unset means no timeout
   ends it), :attr:`ChildSession.stalled` says so for the status line, and the next line ends the stall.
 * Noise on stdout is logged (blank lines silently) and skipped.
+* Log/metric lines of the channel extension go to ``on_channel`` (ignored without one); no answer.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from kcl_daemon.process.child import ChildProcess
 from kcl_protocol import (
     ActionCompleted,
     ActionMessage,
+    ChannelMessage,
+    ChannelReceived,
     CheckpointErrorName,
     CheckpointRequest,
     CheckpointRequested,
@@ -39,6 +42,8 @@ logger = logging.getLogger(__name__)
 
 #: Serves one checkpoint request; returns None on success or the Java error name for the reply.
 CheckpointHandler = Callable[[CheckpointRequest], Awaitable[str | None]]
+#: Takes one log/metric line of the channel extension (never blocks; the child gets no answer).
+ChannelHandler = Callable[[ChannelMessage], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +62,13 @@ class ActionTimeouts:
 class ChildSession:
     """Drives one child through a sequence of actions. One caller at a time."""
 
-    def __init__(self, child: ChildProcess, timeouts: ActionTimeouts) -> None:
+    def __init__(
+        self, child: ChildProcess, timeouts: ActionTimeouts, *, on_channel: ChannelHandler | None = None
+    ) -> None:
         self.child = child
         self._timeouts = timeouts
+        self._on_channel = on_channel
+        self.channel_lines = 0
         self._conversation = Conversation()
         self.noise_lines = 0
         #: The action the child has been silent on past ``stall_warning_s``, while it is.
@@ -71,25 +80,11 @@ class ChildSession:
             return await self.child.read_line(timeout_s, waiting_for=action)
         loop = asyncio.get_running_loop()
         started = loop.time()
-        read = asyncio.ensure_future(self.child.read_line(timeout_s, waiting_for=action))
+        timer = loop.call_later(stall_s, self._stalled, action, started, timeout_s is None)
         try:
-            done, _ = await asyncio.wait({read}, timeout=stall_s)
-            if not done:
-                self.stalled = action
-                logger.warning(
-                    "child pid %d has not answered %s for %.1fs%s; it may be stuck",
-                    self.child.pid,
-                    action,
-                    loop.time() - started,
-                    ""
-                    if timeout_s is not None
-                    else " (no timeoutInSeconds is set, so nothing ends the wait)",
-                )
-            line = await read
+            return await self.child.read_line(timeout_s, waiting_for=action)
         finally:
-            if not read.done():
-                read.cancel()
-                await asyncio.gather(read, return_exceptions=True)  # stdout is free again on return
+            timer.cancel()
             if self.stalled is not None:
                 logger.info(
                     "child pid %d wrote again after %.1fs waiting on %s",
@@ -98,7 +93,16 @@ class ChildSession:
                     action,
                 )
                 self.stalled = None
-        return line
+
+    def _stalled(self, action: str, started: float, no_timeout: bool) -> None:
+        self.stalled = action
+        logger.warning(
+            "child pid %d has not answered %s for %.1fs%s; it may be stuck",
+            self.child.pid,
+            action,
+            asyncio.get_running_loop().time() - started,
+            " (no timeoutInSeconds is set, so nothing ends the wait)" if no_timeout else "",
+        )
 
     async def run_action(self, message: ActionMessage, on_checkpoint: CheckpointHandler | None) -> None:
         """Send ``message`` and return once the child answered it with a matching status."""
@@ -128,6 +132,10 @@ class ChildSession:
                     else:
                         error = await on_checkpoint(request)
                     await self.child.write(self._conversation.reply_checkpoint(error), self._timeouts.write_s)
+                case ChannelReceived(message=channel_message):
+                    self.channel_lines += 1
+                    if self._on_channel is not None:
+                        self._on_channel(channel_message)
                 case NoiseSkipped(noise=noise):
                     if not noise.is_blank:
                         self.noise_lines += 1

@@ -39,6 +39,8 @@ from kcl_daemon.errors import LeaseTableGone
 from kcl_daemon.leases.cleanup import ChildShardLookup, LeaseCleaner
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from kcl_daemon.leases.shard_sync import ShardSyncConfig, ShardSyncer
+from kcl_daemon.metrics.observer import no_shard_observer
+from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.supervise import LoopFactory, supervise
 from kcl_daemon.worker.shard_failures import TaskFailures, decide_after_failure, is_retriable
 from kcl_daemon.worker.shard_task import ShardTask, ShardTaskContext
@@ -116,6 +118,7 @@ class Scheduler:
         clock: Clock,
         *,
         child_shard_lookup: ChildShardLookup | None = None,
+        metrics: DaemonMetrics | None = None,
         lease_mode: LeaseMode | None = None,
         syncer: Any = None,  # a MultiStreamSyncer (several streams); None: one ShardSyncer
         make_stream_source: Callable[[Shard, str], ShardRecordSource] | None = None,
@@ -163,7 +166,11 @@ class Scheduler:
             enqueue_cleanup=self.cleaner.enqueue,
             parent_poll_s=config.parent_poll_s,
             task_backoff_s=config.task_backoff_s,
+            shard_observer=no_shard_observer if metrics is None else metrics.shard,
         )
+        if metrics is not None:
+            self.coordinator.observer = self.syncer.observer = metrics.worker
+            metrics.set_leases_held(lambda: len(self.coordinator.held))
         self.tasks: dict[str, ShardTask] = {}
         self._runners: dict[str, asyncio.Task[None]] = {}
         self._loops: list[asyncio.Task[None]] = []

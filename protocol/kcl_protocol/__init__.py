@@ -5,7 +5,8 @@ protocol from ``protocol/README.md``. Three parts:
 
 * :mod:`kcl_protocol.messages` - one frozen dataclass per message, in both directions;
 * :mod:`kcl_protocol.codec` - bytes <-> messages (one JSON object per line, orjson);
-* :mod:`kcl_protocol.conversation` - the one-outstanding-action state machine of a child conversation.
+* :mod:`kcl_protocol.conversation` - the one-outstanding-action state machine of a child conversation;
+* :mod:`kcl_protocol.extensions` - kcl-daemon's log/metric channel (offered in ``initialize``).
 """
 
 from kcl_protocol.codec import (
@@ -17,6 +18,7 @@ from kcl_protocol.codec import (
 )
 from kcl_protocol.conversation import (
     ActionCompleted,
+    ChannelReceived,
     CheckpointRequested,
     Conversation,
     ConversationEvent,
@@ -28,6 +30,7 @@ from kcl_protocol.errors import (
     ProtocolError,
     RemoteProtocolError,
 )
+from kcl_protocol.extensions import ChannelMessage, ChannelOffer, LogLine, MetricLine
 from kcl_protocol.messages import (
     ACTION_MESSAGES,
     ActionMessage,
@@ -52,6 +55,9 @@ __all__ = [
     "ActionCompleted",
     "ActionMessage",
     "AnyRecord",
+    "ChannelMessage",
+    "ChannelOffer",
+    "ChannelReceived",
     "CheckpointErrorName",
     "CheckpointReply",
     "CheckpointRequest",
@@ -65,6 +71,8 @@ __all__ = [
     "LeaseLost",
     "LegacyShutdown",
     "LocalProtocolError",
+    "LogLine",
+    "MetricLine",
     "NoiseLine",
     "NoiseSkipped",
     "ProcessRecords",

@@ -27,6 +27,13 @@ from typing import Final
 
 import orjson
 
+from kcl_protocol.extensions import (
+    CHANNEL_ACTIONS,
+    CHANNEL_KEY,
+    ChannelMessage,
+    decode_channel,
+    parse_offer,
+)
 from kcl_protocol.messages import (
     AnyRecord,
     CheckpointReply,
@@ -81,13 +88,15 @@ def _record_dict(record: AnyRecord) -> dict[str, object]:
 
 def _daemon_dict(message: DaemonMessage) -> dict[str, object]:
     match message:
-        case Initialize(shard_id=shard_id, sequence_number=seq, sub_sequence_number=sub):
+        case Initialize(shard_id=shard_id, sequence_number=seq, sub_sequence_number=sub, channel=offer):
             initialize: dict[str, object] = {
                 "action": "initialize",
                 "shardId": shard_id,
                 "sequenceNumber": seq,
                 "subSequenceNumber": sub,
             }
+            if offer is not None:
+                initialize[CHANNEL_KEY] = offer.as_json()
             if message.stream_name is not None:  # old clients ignore unknown fields
                 initialize["streamName"] = message.stream_name
             if message.stream_identifier is not None:
@@ -177,6 +186,7 @@ def decode_daemon_line(line: bytes | str) -> DaemonMessage:
                     sub_sequence_number=_opt_int(obj["subSequenceNumber"], "subSequenceNumber"),
                     stream_name=_opt_str(obj.get("streamName"), "streamName"),
                     stream_identifier=_opt_str(obj.get("streamIdentifier"), "streamIdentifier"),
+                    channel=parse_offer(obj.get(CHANNEL_KEY)),
                 )
             case "processRecords":
                 records = obj["records"]
@@ -295,7 +305,7 @@ def _checkpoint_request(obj: dict[str, object]) -> CheckpointRequest:
     return CheckpointRequest(sequence, sub, "; ".join(problems) or None)
 
 
-def decode_child_line(line: bytes) -> ChildMessage | NoiseLine:
+def decode_child_line(line: bytes) -> ChildMessage | ChannelMessage | NoiseLine:
     """Parse one line of child stdout (with or without its line ending). Never raises."""
     stripped = line.rstrip(b"\r\n")
     if not stripped:
@@ -320,6 +330,8 @@ def decode_child_line(line: bytes) -> ChildMessage | NoiseLine:
             exact = _exact_json(stripped)
             assert isinstance(exact, dict)
             return _checkpoint_request(exact)
+        if action in CHANNEL_ACTIONS:
+            return decode_channel(obj)
     except ValueError as exc:
         return NoiseLine(f"malformed {action} message: {exc}", _preview(text))
     if action is None:

@@ -10,6 +10,7 @@ Rules (all transitions live in this file):
   anything else is read or sent; the reply is an echo of the request plus ``error``.
 * A status whose ``responseFor`` is not the outstanding action is a :class:`RemoteProtocolError`.
 * Noise (blank, non-JSON, unknown actions) is reported and skipped; it never changes the state.
+* Channel lines (``log``, ``metric``: :mod:`kcl_protocol.extensions`) are reported; they never change it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 from kcl_protocol.codec import NoiseLine, decode_child_line, encode_daemon_message
 from kcl_protocol.errors import LocalProtocolError, RemoteProtocolError
+from kcl_protocol.extensions import ChannelMessage, LogLine, MetricLine
 from kcl_protocol.messages import ActionMessage, CheckpointReply, CheckpointRequest, Status
 
 
@@ -44,7 +46,14 @@ class ActionCompleted:
     action: str
 
 
-ConversationEvent = NoiseSkipped | CheckpointRequested | ActionCompleted
+@dataclass(frozen=True, slots=True)
+class ChannelReceived:
+    """A log or metric line of the channel extension; it changes nothing in the conversation."""
+
+    message: ChannelMessage
+
+
+ConversationEvent = NoiseSkipped | CheckpointRequested | ActionCompleted | ChannelReceived
 
 
 class Conversation:
@@ -70,6 +79,8 @@ class Conversation:
         decoded = decode_child_line(line)
         if isinstance(decoded, NoiseLine):
             return NoiseSkipped(decoded)
+        if isinstance(decoded, LogLine | MetricLine):
+            return ChannelReceived(decoded)
         if isinstance(decoded, CheckpointRequest):
             self.state = ConversationState.AWAITING_CHECKPOINT_REPLY
             self._pending_request = decoded

@@ -13,6 +13,8 @@ import binascii
 from dataclasses import dataclass
 from typing import ClassVar
 
+from kcl_protocol.extensions import ChannelOffer
+
 
 @dataclass(frozen=True, slots=True)
 class Record:
@@ -64,6 +66,8 @@ class Initialize:
     shard_id: str
     sequence_number: str | None
     sub_sequence_number: int | None
+    #: kcl-daemon's log/metric channel offer (:mod:`kcl_protocol.extensions`); None: not offered
+    channel: ChannelOffer | None = None
     #: several streams per application (kcl-daemon extension): the plain stream name and the
     #: ``accountId:streamName:creationEpoch`` identity; absent on the wire for single-stream workers
     stream_name: str | None = None

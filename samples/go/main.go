@@ -30,13 +30,17 @@ func (p *processor) Initialize(in kcl.InitializeInput) error {
 }
 
 func (p *processor) ProcessRecords(in kcl.ProcessRecordsInput) error {
-	for _, r := range in.Records {
-		log.Printf("%s: record partitionKey=%q sequenceNumber=%s/%d size=%d",
-			p.shardID, r.PartitionKey, r.SequenceNumber, r.SubSequenceNumber, len(r.Data))
-	}
 	if len(in.Records) == 0 {
 		return nil
 	}
+	bytes := 0
+	for _, r := range in.Records {
+		bytes += len(r.Data) // your processing goes here
+	}
+	first := in.Records[0]
+	log.Printf("%s: %d record(s), %d bytes, first record partitionKey=%q sequenceNumber=%s/%d",
+		p.shardID, len(in.Records), bytes, first.PartitionKey, first.SequenceNumber, first.SubSequenceNumber)
+	_ = in.Channel.Metric("sample_batch_records", float64(len(in.Records)), "Count", nil)
 	return p.checkpoint(in.Checkpointer)
 }
 

@@ -62,11 +62,17 @@ run({
     log(`${shardId}: starting after ${sequenceNumber}`);
   },
 
-  async processRecords({ records, millisBehindLatest, checkpointer }) {
+  async processRecords({ records, millisBehindLatest, checkpointer, metric }) {
     for (const record of records) {
       // Your processing goes here (record.data is a Buffer). Checkpoint only what is really done.
-      log(`${shardId}: record key=${record.partitionKey} seq=${record.sequenceNumber}/${record.subSequenceNumber}`
-        + ` size=${record.data.length}`);
+    }
+    if (records.length) {
+      // One summary per batch, and the batch size as a metric on kcl-daemon's channel.
+      const first = records[0];
+      const bytes = records.reduce((sum, record) => sum + record.data.length, 0);
+      log(`${shardId}: ${records.length} record(s), ${bytes} bytes, first record key=${first.partitionKey}`
+        + ` seq=${first.sequenceNumber}/${first.subSequenceNumber}`);
+      await metric('sample_batch_records', records.length, 'Count');
     }
     if (records.length && Date.now() - lastCheckpoint >= CHECKPOINT_INTERVAL_MS) {
       log(`${shardId}: checkpointing (${millisBehindLatest ?? '?'} ms behind the tip of the stream)`);

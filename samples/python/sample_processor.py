@@ -1,8 +1,10 @@
 """A sample record processor for kcl-daemon, written with kcl_client (clients/python).
 
-It logs each record's shard, partition key, sequence number and size to stderr (never the payload: that
-is your data), checkpoints at the end of a batch at most every 10 seconds, and checkpoints properly when
-the shard ends or the worker shuts down. Throttled checkpoints are retried with a backoff.
+It logs one summary per batch to stderr (record count, bytes, the first record's partition key and
+sequence number; never the payload: that is your data), sends the batch size as a metric on kcl-daemon's
+channel (exported with the daemon's metrics; nothing under the Java daemon), checkpoints at the end of
+a batch at most every 10 seconds, and checkpoints properly when the shard ends or the worker shuts
+down. Throttled checkpoints are retried with a backoff.
 
 Run it under the daemon with ``kcl-daemon run --properties app.properties`` (from this directory), or
 without AWS: ``kcl-daemon replay --properties app.properties --records ../records.jsonl``.
@@ -33,16 +35,21 @@ class SampleProcessor(RecordProcessor):
         logger.info("%s: starting after %s", shard_id, checkpoint.sequence_number)
 
     def process_records(self, batch: ProcessRecordsInput) -> None:
-        for record in batch.records:
-            # Your processing goes here. Checkpoint only what is really done.
+        for _record in batch.records:
+            pass  # Your processing goes here. Checkpoint only what is really done.
+        if batch.records:
+            first = batch.records[0]
             logger.info(
-                "%s: record key=%s seq=%s/%d size=%d",
+                "%s: %d record(s), %d bytes, first record key=%s seq=%s/%d, %s ms behind",
                 self.shard_id,
-                record.partition_key,
-                record.sequence_number,
-                record.sub_sequence_number,
-                record.size,
+                len(batch.records),
+                sum(record.size for record in batch.records),
+                first.partition_key,
+                first.sequence_number,
+                first.sub_sequence_number,
+                batch.millis_behind_latest,
             )
+            self.metric("sample_batch_records", len(batch.records), unit="Count")
         if time.monotonic() - self.last_checkpoint >= CHECKPOINT_INTERVAL_S:
             self.checkpoint(batch.checkpointer)
 

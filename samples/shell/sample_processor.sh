@@ -65,6 +65,8 @@ checkpoint() {
 
 kcl_process_records() {
   kcl_each_record log_record || return
+  # The batch size as a metric on kcl-daemon's log/metric channel (nothing under the Java daemon).
+  ((KCL_RECORD_COUNT == 0)) || kcl_metric sample_batch_records "$KCL_RECORD_COUNT" Count
   # No position: everything delivered so far, i.e. this whole batch. checkpoint logs a failure; records
   # after the last written checkpoint are simply delivered again after a restart.
   checkpoint || true

@@ -45,6 +45,11 @@ def test_first_record_prints_in_process_and_cli_times() -> None:
     assert "kcl-daemon run --local" in out and "ms" in out
 
 
+def test_metrics_overhead_prints_on_off_and_the_ratio() -> None:
+    out = run_bench("metrics_overhead.py", "--batches", "20", "--records", "50", "--runs", "1")
+    assert "metrics off (baseline)" in out and "metrics on" in out and "ratio on/off" in out
+
+
 def test_vs_java_without_java_prints_the_daemon_against_the_raw_loop() -> None:
     out = run_bench("vs_java.py", "--no-java", "--scenario", "2:600:100", "--runs", "1")
     assert "kcl-daemon against the raw GetRecords loop only" in out
@@ -56,3 +61,10 @@ def test_profile_retrieval_prints_cpu_per_10k_and_the_profile() -> None:
     out = run_bench("profile_retrieval.py", "--records", "400", "--shards", "2", "--top", "5")
     assert "CPU-s per 10k" in out
     assert "event loop thread, by tottime" in out and "GetRecords threads, by cumulative" in out
+
+
+def test_balance_prints_the_comparison_speed_cost_and_failover() -> None:
+    out = run_bench("balance.py", "--quick", "--runs", "1")
+    assert "scale-out" in out and "ours (grace 120 s)" in out
+    assert "unowned leases over" in out and "x variance" in out
+    assert "ratio" in out and "Failover of a crashed worker" in out

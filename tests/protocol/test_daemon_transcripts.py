@@ -71,3 +71,5 @@ async def test_daemon_side(transcript: Transcript) -> None:
     assert await child.stop() == 0, list(child.stderr_tail)
     if transcript.name == "noise":
         assert session.noise_lines == 5
+    if transcript.name == "channel":
+        assert session.channel_lines == 2

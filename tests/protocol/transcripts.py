@@ -17,7 +17,16 @@ from typing import Any
 import pexpect
 from pexpect.popen_spawn import PopenSpawn
 
-from kcl_protocol import CheckpointRequest, NoiseLine, Status, decode_child_line
+from kcl_protocol import (
+    ChannelMessage,
+    CheckpointRequest,
+    LogLine,
+    MetricLine,
+    NoiseLine,
+    Status,
+    decode_child_line,
+)
+from kcl_protocol.extensions import encode_channel
 
 TRANSCRIPT_DIR = Path(__file__).resolve().parents[2] / "protocol" / "transcripts"
 READ_TIMEOUT_S = 20.0
@@ -48,6 +57,8 @@ def client_transcripts() -> list[Transcript]:
 
 def normalize_child(message: dict[str, Any]) -> dict[str, Any]:
     """A child message as compared: checkpoint requests always have both keys, never ``error``."""
+    if message.get("action") == "metric":
+        return {**message, "value": float(message["value"]), "dimensions": message.get("dimensions") or {}}
     if message.get("action") == "checkpoint":
         return {
             "action": "checkpoint",
@@ -57,7 +68,9 @@ def normalize_child(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _as_dict(message: Status | CheckpointRequest) -> dict[str, Any]:
+def _as_dict(message: Status | CheckpointRequest | ChannelMessage) -> dict[str, Any]:
+    if isinstance(message, LogLine | MetricLine):
+        return encode_channel(message)
     if isinstance(message, Status):
         return {"action": "status", "responseFor": message.response_for}
     return {

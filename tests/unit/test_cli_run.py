@@ -39,7 +39,14 @@ def test_bare_properties_runs_the_daemon(tmp_path: Path, monkeypatch: pytest.Mon
     path = write(tmp_path, "executableName = python3 p.py\napplicationName = app\nstreamName = s\n")
     calls: list[tuple[str, bool]] = []
 
-    def fake_run(settings: object, *, local: bool, worker_id: str | None, status_every_s: float) -> int:
+    def fake_run(
+        settings: object,
+        *,
+        local: bool,
+        worker_id: str | None,
+        status_every_s: float,
+        metrics_options: object,
+    ) -> int:
         calls.append((settings.stream_name, local))  # type: ignore[attr-defined]
         return 0
 

@@ -26,6 +26,8 @@ from kcl_client._records import Position, Record
 class Initialize:
     shard_id: str
     position: Position
+    #: the actions of kcl-daemon's log/metric channel the daemon offered (empty: none, e.g. Java's daemon)
+    channel: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +150,9 @@ def decode(obj: object) -> DaemonMessage:
                 _optional_str(obj, "sequenceNumber", "initialize"),
                 _optional_int(obj, "subSequenceNumber", "initialize"),
             )
-            return Initialize(shard_id, position)
+            offer = obj.get("channel")
+            channel = tuple(a for a in offer if isinstance(a, str)) if isinstance(offer, list) else ()
+            return Initialize(shard_id, position, channel)
         case "processRecords":
             records = obj.get("records")
             if not isinstance(records, list):
@@ -183,6 +187,18 @@ def _line(message: dict[str, object]) -> bytes:
 def status(response_for: str) -> bytes:
     """The line that tells the daemon this action is finished."""
     return _line({"action": "status", "responseFor": response_for})
+
+
+def log_line(level: str, message: str) -> bytes:
+    """A line of kcl-daemon's channel: ``message`` logged by the daemon under the shard at ``level``."""
+    return _line({"action": "log", "level": level, "message": message})
+
+
+def metric_line(name: str, value: float, unit: str | None, dimensions: Mapping[str, str]) -> bytes:
+    """A line of kcl-daemon's channel: one value of a metric the daemon exports with its own."""
+    return _line(
+        {"action": "metric", "name": name, "value": value, "unit": unit, "dimensions": dict(dimensions)}
+    )
 
 
 def checkpoint_request(sequence_number: str | None, sub_sequence_number: int | None) -> bytes:

@@ -10,11 +10,24 @@ from __future__ import annotations
 
 import abc
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from kcl_client._checkpointer import Checkpointer
 from kcl_client._errors import CheckpointError
+from kcl_client._messages import log_line, metric_line
 from kcl_client._records import Position, Record
+
+_LEVELS = {"warn": logging.WARNING, "fatal": logging.CRITICAL, **logging.getLevelNamesMapping()}
+_LEVELS = {name.lower(): level for name, level in _LEVELS.items()}
+
+
+class Telemetry(Protocol):
+    def offered(self, action: str) -> bool: ...
+
+    def send(self, line: bytes) -> None: ...
+
 
 logger = logging.getLogger("kcl_client")
 
@@ -37,6 +50,25 @@ class RecordProcessor(abc.ABC):
     its status, so one bad record does not stop the shard. Checkpoint only after the records are really
     processed: the next owner of the shard resumes after the last checkpoint.
     """
+
+    _telemetry: Telemetry | None = None
+
+    def log(self, level: str, message: str) -> None:
+        """Have the daemon log ``message`` under this shard at ``level`` (debug, info, warning, error,
+        critical). Without kcl-daemon's channel (the Java daemon), it is logged to stderr instead."""
+        if self._telemetry is not None and self._telemetry.offered("log"):
+            self._telemetry.send(log_line(level, message))
+        else:
+            logger.log(_LEVELS.get(level.lower(), logging.INFO), "%s", message)
+
+    def metric(
+        self, name: str, value: float, unit: str | None = None, dimensions: Mapping[str, str] | None = None
+    ) -> None:
+        """Export one value of a metric with the daemon's metrics (Prometheus, CloudWatch, OTLP). ``unit``
+        is a CloudWatch unit (``Count``, ``Milliseconds``, ``Bytes``, ...). Without kcl-daemon's channel it
+        is dropped. The daemon rate-limits the channel and bounds the number of distinct series."""
+        if self._telemetry is not None and self._telemetry.offered("metric"):
+            self._telemetry.send(metric_line(name, value, unit, dimensions or {}))
 
     def initialize(self, shard_id: str, checkpoint: Position) -> None:  # noqa: B027 (optional hook)
         """Called once, before any records. ``checkpoint`` is where processing resumes."""

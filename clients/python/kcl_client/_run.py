@@ -61,6 +61,15 @@ class _Session:
     def __init__(self, processor: RecordProcessor, channel: Channel) -> None:
         self._processor = processor
         self._channel = channel
+        self._offered: tuple[str, ...] = ()
+        processor._telemetry = self
+
+    def offered(self, action: str) -> bool:
+        """Whether the daemon offered this action of its log/metric channel."""
+        return action in self._offered
+
+    def send(self, line: bytes) -> None:
+        self._channel.send(line)
 
     def serve(self) -> None:
         while (message := self._channel.receive()) is not None:
@@ -79,8 +88,9 @@ class _Session:
         """Call the handler for ``message``; return the action to report a status for (None: no status)."""
         processor = self._processor
         match message:
-            case Initialize(shard_id=shard_id, position=position):
+            case Initialize(shard_id=shard_id, position=position, channel=channel):
                 logger.debug("initialize %s at %s", shard_id, position)
+                self._offered = channel
                 self._call("initialize", lambda: processor.initialize(shard_id, position))
                 return "initialize"
             case ProcessRecords(records=records, millis_behind_latest=behind):

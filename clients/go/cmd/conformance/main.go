@@ -2,6 +2,7 @@
 // protocol/transcripts/README.md). A record whose data is "checkpoint" is checkpointed; one whose
 // data is "checkpoint-batch" checkpoints everything delivered so far; shardEnded and
 // shutdownRequested checkpoint with no position. A throttled checkpoint is retried once, at once.
+// "log" and "metric" use kcl-daemon's log/metric channel.
 package main
 
 import (
@@ -22,6 +23,10 @@ func (processor) ProcessRecords(in kcl.ProcessRecordsInput) error {
 			checkpoint(func() error { return in.Checkpointer.CheckpointRecord(r) })
 		case "checkpoint-batch":
 			checkpoint(in.Checkpointer.Checkpoint)
+		case "log":
+			_ = in.Channel.Log("info", "log")
+		case "metric":
+			_ = in.Channel.Metric("conformance", 1, "Count", map[string]string{"source": "transcript"})
 		}
 	}
 	return nil

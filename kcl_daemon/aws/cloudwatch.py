@@ -1,0 +1,52 @@
+"""PutMetricData: plain data points in, boto3 calls out, in batches CloudWatch accepts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from kcl_daemon.aws.clients import ClientSettings, botocore_config
+from kcl_daemon.aws.credentials import is_anonymous, session_for
+from kcl_daemon.aws.errors import map_aws_errors
+from kcl_daemon.metrics.cloudwatch_data import Datum
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch import CloudWatchClient
+
+#: Data points per PutMetricData call (CloudWatch accepts up to 1000 and 1 MB).
+BATCH: Final = 500
+
+
+def build_cloudwatch_client(settings: ClientSettings, endpoint: str | None) -> CloudWatchClient:
+    chain = settings.cloudwatch_credentials or settings.credentials
+    session = session_for(chain, settings.region)
+    config = botocore_config(settings, anonymous=is_anonymous(chain))
+    client: CloudWatchClient = session.client("cloudwatch", endpoint_url=endpoint, config=config)
+    return client
+
+
+def _datum_dict(datum: Datum) -> dict[str, Any]:
+    return {
+        "MetricName": datum.name,
+        "Dimensions": [{"Name": name, "Value": value} for name, value in datum.dimensions],
+        "Value": datum.value,
+        "Unit": datum.unit,
+        "Timestamp": datum.timestamp,
+    }
+
+
+class CloudWatchPublisher:
+    """Blocking; call it from the exporter's own thread. Raises the project's AwsError subclasses."""
+
+    def __init__(self, client: CloudWatchClient) -> None:
+        self._client = client
+
+    def put(self, namespace: str, datums: Sequence[Datum]) -> int:
+        """Publish ``datums``; returns the number of PutMetricData calls made."""
+        calls = 0
+        for start in range(0, len(datums), BATCH):
+            chunk = [_datum_dict(d) for d in datums[start : start + BATCH]]
+            with map_aws_errors(f"PutMetricData to namespace {namespace}"):
+                self._client.put_metric_data(Namespace=namespace, MetricData=chunk)  # type: ignore[arg-type]
+            calls += 1
+        return calls

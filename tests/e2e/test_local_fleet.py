@@ -1,0 +1,53 @@
+"""`kcl-daemon run --local --workers 3`: leases spread over three daemons, one is SIGKILLed, the others
+take its leases; the screen is the live view, the workers' logs are files. About 20 s."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kcl_daemon.local.fleet import worker_properties
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).parents[2]
+VENV_BIN = REPO / ".venv" / "bin"
+
+
+def test_worker_properties_replace_endpoints_credentials_stream_and_worker_id() -> None:
+    original = (
+        "executableName = python3 p.py\nkinesisEndpoint=https://x\nAwsCredentialsProvider = Profile|p\n"
+        "streamName: s\nworkerId = w\nfailoverTimeMillis = 2000\n"
+    )
+    text = worker_properties(original, endpoint="http://127.0.0.1:1", region="us-east-1", stream="local")
+    assert "https://x" not in text and "Profile|p" not in text and "workerId" not in text
+    assert "kinesisEndpoint = http://127.0.0.1:1" in text and "streamName = local" in text
+    assert "executableName = python3 p.py" in text and "failoverTimeMillis = 2000" in text
+
+
+def test_three_workers_share_the_shards_and_take_over_from_a_killed_one(tmp_path: Path) -> None:
+    properties = tmp_path / "app.properties"
+    properties.write_text(
+        f"executableName = {sys.executable} {REPO / 'samples' / 'python' / 'sample_processor.py'}\n"
+        "applicationName = fleet-test\nstreamName = fleet-stream\ninitialPositionInStream = TRIM_HORIZON\n"
+        "failoverTimeMillis = 2000\nidleTimeBetweenReadsInMillis = 250\n"
+    )
+    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "kcl_daemon", "run", "--local", "--properties", str(properties),
+         "--workers", "3", "--kill-after", "8", "--status-interval", "1", "--refreshes", "20"],
+        capture_output=True, text=True, timeout=120, check=False, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    screens = done.stdout.split("lease table fleet-test at ")
+    spread = [s for s in screens if "leases 4, shards 4, workers 3, unclaimed 0" in s]
+    assert spread, done.stdout[-3000:]  # at some point all three workers held leases
+    assert "SIGKILLed local-3" in done.stdout
+    last = screens[-1]
+    assert "leases 4, shards 4, workers 2, unclaimed 0, expired 0" in last, last  # taken over
+    assert "local-3" not in last.split("lease key")[1].split("leases per cluster")[0]
+    assert "worker logs:" in done.stdout
