@@ -108,11 +108,8 @@ class ShardConsumer:
         *,
         clock: Clock | None = None,
         before_shard_end: BeforeShardEnd | None = None,
-<<<<<<< HEAD
         stream: str | None = None,
-=======
         observer: ShardObserver = NULL_SHARD_OBSERVER,
->>>>>>> main
     ) -> None:
         self.shard_id = shard_id
         #: multi-stream: the serialized stream identity, told to the child in ``initialize``
@@ -258,15 +255,10 @@ class ShardConsumer:
         await self._send(
             Initialize(
                 self.shard_id,
-<<<<<<< HEAD
-                self._checkpoint.sequence_number,
-                self._checkpoint.sub_sequence_number,
-                **stream_fields(self.stream),
-=======
                 checkpoint.sequence_number,
                 checkpoint.sub_sequence_number,
                 channel=ChannelOffer() if channel else None,
->>>>>>> main
+                **stream_fields(self.stream),
             )
         )()
 

@@ -77,12 +77,9 @@ class ShardTaskContext:
     parent_poll_s: float = 10.0
     task_backoff_s: float = 0.5
     rng: Random = field(default_factory=Random)  # the 1-in-30 give-up of spec 6.4
-<<<<<<< HEAD
     #: multi-stream leases: (shard, serialized stream identity) -> source; blocking, runs on io_pool
     make_stream_source: Callable[[Shard, str], ShardRecordSource] | None = None
-=======
     shard_observer: Callable[[str], ShardObserver] = no_shard_observer  # kcl_daemon.metrics
->>>>>>> main
 
 
 def shard_of(lease: Lease) -> Shard:
@@ -179,11 +176,8 @@ class ShardTask:
                 self._ctx.consumer_settings,
                 clock=self._ctx.clock,
                 before_shard_end=self.before_shard_end,
-<<<<<<< HEAD
                 stream=stream,
-=======
                 observer=self._ctx.shard_observer(self.lease.shard_id),
->>>>>>> main
             )
             if self._lost:
                 self.consumer.lease_lost()
