@@ -42,7 +42,7 @@ from kcl_daemon.core.multi_stream import StreamSpec, parse_stream_list
 from kcl_daemon.core.shard_graph import Shard
 from kcl_daemon.core.stream_identity import parse_stream_identity, split_lease_key
 from kcl_daemon.core.zones import resolve_zone
-from kcl_daemon.errors import DependencyUnavailable, KclError
+from kcl_daemon.errors import ConfigError, DependencyUnavailable, KclError
 from kcl_daemon.leases.assignment_loop import AssignmentConfig
 from kcl_daemon.leases.coordinator import CoordinatorConfig
 from kcl_daemon.leases.inspect import LeaseTableReport, inspect_lease_table
@@ -418,6 +418,10 @@ def run_from_settings(
 ) -> int:
     """Build the AWS clients (or the embedded local backend) and run the worker; returns the exit code."""
     plan = plan_worker(settings, worker_id=worker_id)
+    if plan.streams and local:
+        raise ConfigError(["local mode embeds one stream: set streamName instead of streamNames"])
+    if plan.streams and plan.retrieval.consumer_arn:
+        logger.warning("fanoutConfig.consumerArn names one stream's consumer; with streamNames it is ignored")
     options = metrics_options or MetricsOptions()
 
     def with_metrics(clients: AwsClients, client_settings: ClientSettings | None) -> MetricsRuntime:
