@@ -77,6 +77,8 @@ class ShardTaskContext:
     parent_poll_s: float = 10.0
     task_backoff_s: float = 0.5
     rng: Random = field(default_factory=Random)  # the 1-in-30 give-up of spec 6.4
+    #: multi-stream leases: (shard, serialized stream identity) -> source; blocking, runs on io_pool
+    make_stream_source: Callable[[Shard, str], ShardRecordSource] | None = None
     shard_observer: Callable[[str], ShardObserver] = no_shard_observer  # kcl_daemon.metrics
 
 
@@ -158,7 +160,12 @@ class ShardTask:
                 self._ctx.enqueue_cleanup(self.key)
                 return None
             # The factory may ask ListShards for the shard (its ending sequence number), so off the loop.
-            made = await self._call(functools.partial(self._ctx.make_source, shard_of(self.lease)))
+            stream = self.lease.stream
+            if stream is not None and self._ctx.make_stream_source is not None:
+                make = functools.partial(self._ctx.make_stream_source, shard_of(self.lease), stream)
+            else:
+                make = functools.partial(self._ctx.make_source, shard_of(self.lease))
+            made = await self._call(make)
             self._made = made
             self._source = PrefetchingSource(made)
             self.consumer = ShardConsumer(
@@ -169,6 +176,7 @@ class ShardTask:
                 self._ctx.consumer_settings,
                 clock=self._ctx.clock,
                 before_shard_end=self.before_shard_end,
+                stream=stream,
                 observer=self._ctx.shard_observer(self.lease.shard_id),
             )
             if self._lost:

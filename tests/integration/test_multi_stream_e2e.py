@@ -1,0 +1,181 @@
+"""Several streams per application (``streamNames``) with two daemon processes, on kinesalite + dynalite.
+
+Two streams in one application and one lease table, in both lease modes (the 2.x-compatible taker and
+the KCL 3.x leader): every record of each stream is processed exactly once and tagged with its stream
+(``initialize`` carries it), a split in one stream keeps parents before children, a listed stream created
+later is picked up, and a deleted stream's leases are removed. Lease items match Java's multi-stream
+schema (key ``account:stream:epoch:shardId``, attributes ``streamName`` and ``shardId``).
+moto is skipped: it never ends a closed shard that was open when first read (see the README).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kcl_daemon.aws.clients import AwsClients
+from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from kcl_daemon.core.stream_identity import split_lease_key
+from tests.integration.conftest import Backend, wait_for_stream
+from tests.integration.test_daemon_e2e import RECORDER, Daemon, Fleet
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+MODES = {
+    "2x": "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1",
+    "3x": "CLIENT_VERSION_CONFIG_3X",
+}
+
+
+class MultiStreamFleet(Fleet):
+    def __init__(self, tmp_path: Path, backend: Backend, table: str, streams: list[str], mode: str) -> None:
+        super().__init__(tmp_path, backend, table, streams[0])
+        self.streams = streams
+        self.mode = mode
+
+    def properties(self, worker: str, executable: str) -> Path:
+        path = self.tmp_path / f"{worker}.properties"
+        path.write_text(
+            f"executableName = {executable}\n"
+            f"applicationName = {self.table}\n"
+            f"streamNames = {', '.join(self.streams)}\n"
+            "formerStreamsLeasesDeletionWaitMillis = 0\n"
+            "regionName = us-east-1\n"
+            f"kinesisEndpoint = {self.backend.kinesis_endpoint}\n"
+            f"dynamoDBEndpoint = {self.backend.dynamodb_endpoint}\n"
+            f"workerId = {worker}\n"
+            "initialPositionInStream = TRIM_HORIZON\n"
+            "idleTimeBetweenReadsInMillis = 200\n"
+            "failoverTimeMillis = 2000\n"
+            "parentShardPollIntervalMillis = 500\n"
+            "shardSyncIntervalMillis = 2000\n"
+            "shutdownGraceMillis = 15000\n"
+            "childStopTimeoutMillis = 2000\n"
+            f"clientVersionConfig = {self.mode}\n"
+            "leaseAssignmentStrategy = LEASE_COUNT_BASED\n"
+            "workerMetricsReporterFreqInMillis = 1000\n"
+        )
+        return path
+
+    def start(self, worker: str, executable: str | None = None) -> Daemon:
+        argv = executable or f"{sys.executable} {RECORDER}"
+        daemon = Daemon(worker, self.properties(worker, argv), self.records, self.tmp_path / f"{worker}.log")
+        self.daemons[worker] = daemon
+        return daemon
+
+
+def payloads(clients: AwsClients, stream: str, numbers: range) -> None:
+    entries = [{"Data": f"{stream}/{n}".encode(), "PartitionKey": f"key-{n}"} for n in numbers]
+    for offset in range(0, len(entries), 250):
+        response = clients.kinesis.put_records(StreamName=stream, Records=entries[offset : offset + 250])  # type: ignore[arg-type]
+        assert response.get("FailedRecordCount", 0) == 0
+
+
+@pytest.fixture
+def streams(aws_clients: AwsClients) -> Iterator[list[str]]:
+    """Three stream names; the first two exist (2 shards each), the third is created by the test."""
+    names = [f"ms-{uuid.uuid4().hex[:8]}-{i}" for i in range(3)]
+    for name in names[:2]:
+        aws_clients.kinesis.create_stream(StreamName=name, ShardCount=2)
+    for name in names[:2]:
+        wait_for_stream(aws_clients, name)
+    yield names
+    for name in names:
+        with contextlib.suppress(Exception):
+            aws_clients.kinesis.delete_stream(StreamName=name)
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_two_streams_two_daemons_a_split_a_new_and_a_deleted_stream(
+    mode: str,
+    tmp_path: Path,
+    backend: Backend,
+    aws_clients: AwsClients,
+    lease_table: DynamoLeaseTable,
+    streams: list[str],
+) -> None:
+    if backend.name == "moto":
+        pytest.skip("moto never ends a closed shard that was open when it was first read (see README)")
+    first, second, later = streams
+    fleet = MultiStreamFleet(tmp_path, backend, lease_table.table_name, streams, MODES[mode])
+    kinesis = aws_clients.kinesis
+
+    def processed() -> Counter[tuple[str | None, str]]:
+        return Counter((row.get("stream"), row["data"]) for row in fleet.recorded())
+
+    def expected(stream: str, numbers: range) -> set[tuple[str | None, str]]:
+        return {(stream, f"{stream}/{n}") for n in numbers}
+
+    try:
+        payloads(aws_clients, first, range(100))
+        payloads(aws_clients, second, range(100))
+        fleet.start("daemon-a")
+        fleet.start("daemon-b")
+        want = expected(first, range(100)) | expected(second, range(100))
+        fleet.wait(lambda: want <= set(processed()), 60, "both streams' first 100 records")
+
+        # Java's multi-stream lease schema, one table for both streams
+        leases = lease_table.list_leases(consistent=True).leases
+        assert {lease.stream_shard_id for lease in leases} >= {"shardId-000000000000", "shardId-000000000001"}
+        for lease in leases:
+            identity, shard_id = split_lease_key(lease.lease_key)
+            assert identity is not None and identity.stream_name in (first, second), lease.lease_key
+            assert lease.stream_identifier == identity.serialize() and lease.stream_shard_id == shard_id
+        assert len(leases) == 4
+
+        # a split in the first stream only; then the third (listed) stream appears
+        shard = kinesis.list_shards(StreamName=first)["Shards"][0]
+        low, high = int(shard["HashKeyRange"]["StartingHashKey"]), int(shard["HashKeyRange"]["EndingHashKey"])
+        kinesis.split_shard(
+            StreamName=first, ShardToSplit=shard["ShardId"], NewStartingHashKey=str((low + high) // 2)
+        )
+        wait_for_stream(aws_clients, first)
+        kinesis.create_stream(StreamName=later, ShardCount=1)
+        wait_for_stream(aws_clients, later)
+        payloads(aws_clients, first, range(100, 300))
+        payloads(aws_clients, second, range(100, 200))
+        payloads(aws_clients, later, range(50))
+        want |= (
+            expected(first, range(100, 300)) | expected(second, range(100, 200)) | expected(later, range(50))
+        )
+        fleet.wait(lambda: want <= set(processed()), 90, "every record after the split and the new stream")
+
+        counts = processed()
+        assert set(counts) == want, set(counts) ^ want
+        duplicates = {key: n for key, n in counts.items() if n > 1}
+        assert not duplicates, duplicates
+        rows = fleet.recorded()
+        order: dict[tuple[str, str], list[int]] = {}
+        for index, row in enumerate(rows):
+            order.setdefault((row["stream"], row["shard"]), []).append(index)
+        children = [
+            s["ShardId"] for s in kinesis.list_shards(StreamName=first)["Shards"] if s.get("ParentShardId")
+        ]
+        assert len(children) == 2
+        assert {row["worker"] for row in rows} == {"daemon-a", "daemon-b"}, "both daemons took leases"
+        for child in children:
+            assert (first, child) in order, f"child {child} never processed"
+            assert max(order[(first, shard["ShardId"])]) < min(order[(first, child)]), "child before parent"
+
+        # the second stream is deleted: its leases go at the next sync (wait 0)
+        kinesis.delete_stream(StreamName=second)
+        fleet.wait(
+            lambda: (
+                not any(
+                    (lease.stream or "").split(":")[1] == second
+                    for lease in lease_table.list_leases(consistent=True).leases
+                )
+            ),
+            60,
+            "the deleted stream's leases removed",
+        )
+        for daemon in fleet.daemons.values():
+            assert daemon.stop() == 0, daemon.tail()
+    finally:
+        fleet.close()
