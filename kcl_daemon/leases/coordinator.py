@@ -413,6 +413,7 @@ class LeaseCoordinator:
         self.held[lease.lease_key] = self._held(lease, now)
         self._observations = self._observations.record_write(lease.lease_key, lease.lease_counter, now)
         logger.info("lease %s adopted (assigned by the leader)", lease.lease_key)
+        self.observer.lease_taken("assigned")
         for listener in self.listeners.taken:
             listener(lease)
         return True
