@@ -103,6 +103,8 @@ def main(ctx: click.Context, properties: Path | None, log_level: str, log_format
     kcl-daemon check-config --properties app.properties
     kcl-daemon leases --properties app.properties [--json]
     kcl-daemon replay --properties app.properties --records records.jsonl
+    kcl-daemon simulate --shards 500 --workers 200 --scenario scale-out
+                                                  compare lease balancing policies (no AWS)
     """
     configure_logging(log_level, log_format)
     if ctx.invoked_subcommand is not None:

@@ -189,8 +189,18 @@ def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
         lock_duration_s=settings.failover_s,
         handoff_timeout_s=settings.graceful_lease_handoff_timeout_s,
         balancing_frequency=settings.variance_balancing_frequency,
-        restart_grace_s=settings.restart_grace_s,
+        restart_grace_s=restart_grace_s(settings),
     )
+
+
+def restart_grace_s(settings: Settings) -> float:
+    """``restartGraceMillis``, only with a configured workerId: a random one never comes back."""
+    if settings.restart_grace_s > 0 and not settings.worker_id:
+        logger.warning(
+            "restartGraceMillis ignored: it needs a fixed workerId (a restart gets a new random one)"
+        )
+        return 0.0
+    return settings.restart_grace_s
 
 
 def worker_zone(settings: Settings, worker_id: str) -> str | None:

@@ -48,7 +48,7 @@ from kcl_daemon.spark.offsets import (
     track_new_shards,
 )
 from kcl_daemon.spark.options import SourceOptions, parse_options
-from kcl_daemon.spark.shard_reader import ReadLimits, ShardRead, UserRecord, read_shard
+from kcl_daemon.spark.shard_reader import ReadLimits, Resume, ShardRead, UserRecord, read_shard
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +160,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._listed_at: float | None = None
         self._report: dict[str, Any] | None = None
         self._probed: dict[tuple[str, ShardPos, ShardPos], bytes] = {}
+        self._resume: dict[str, tuple[ShardPos, Resume]] = {}  # shard -> (end it follows, iterator)
 
     # -- shard listing and lease bridge (driver) -------------------------------------------------
 
@@ -251,6 +252,10 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         shipped = 0
         for shard_id, read in results.items():
             positions[shard_id] = read.end
+            if read.resume is not None:
+                self._resume[shard_id] = (read.end, read.resume)
+            else:
+                self._resume.pop(shard_id, None)
             if read.records and shipped + len(read.records) <= self.options.ship_records_max:
                 shipped += len(read.records)
                 batch = to_arrow(tracked.stream, shard_id, read.records)
@@ -273,8 +278,12 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         kinesis = kinesis_for(self.options)
         options = self.options
 
+        resumes = dict(self._resume)
+
         def probe(shard_id: str) -> ShardRead:
             shard = by_id.get(shard_id)
+            start = tracked.position(shard_id)
+            hint = resumes.get(shard_id)
             limits = ReadLimits(
                 max_records=budget[shard_id],
                 max_calls=options.max_fetch_calls_per_shard_per_batch,
@@ -286,7 +295,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 kinesis,
                 options.stream_name,
                 shard_id,
-                tracked.position(shard_id),
+                start,
                 limits=limits,
                 deaggregate=options.kpl_deaggregate,
                 hash_range=(0, 2**128 - 1)
@@ -294,6 +303,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 else (shard.starting_hash_key, shard.ending_hash_key),
                 fail_on_data_loss=options.fail_on_data_loss,
                 closed=shard is not None and not shard.is_open,
+                resume=hint[1] if hint is not None and hint[0] == start else None,
             )
 
         shard_ids = sorted(budget)

@@ -101,3 +101,11 @@ def test_leader_views_carry_zone_capacity_and_a_grace_on_its_own_clock() -> None
 def test_cooperative_is_a_strategy() -> None:
     assert make_decider("COOPERATIVE").name == "ours"
     assert make_decider("VARIANCE").name == "variance"
+
+
+def test_a_restart_grace_needs_a_fixed_worker_id() -> None:
+    from kcl_daemon.config.settings import Settings
+    from kcl_daemon.run import restart_grace_s
+
+    assert restart_grace_s(Settings(worker_id="w1", restart_grace_s=30.0)) == 30.0
+    assert restart_grace_s(Settings(restart_grace_s=30.0)) == 0.0
