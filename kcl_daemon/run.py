@@ -38,7 +38,7 @@ from kcl_daemon.consumer.ports import ShardRecordSource
 from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.assignment import DeciderConfig
 from kcl_daemon.core.client_version import ClientVersionConfig
-from kcl_daemon.core.multi_stream import StreamSpec, parse_stream_list
+from kcl_daemon.core.multi_stream import StreamSpec, parse_stream_list, recreated_stream
 from kcl_daemon.core.shard_graph import Shard
 from kcl_daemon.core.stream_identity import parse_stream_identity, split_lease_key
 from kcl_daemon.core.zones import resolve_zone
@@ -263,7 +263,15 @@ def build_scheduler(
         return source_of(plan.stream_name, from_lease)
 
     def make_stream_source(from_lease: Shard, stream_identifier: str) -> ShardRecordSource:
-        return source_of(parse_stream_identity(stream_identifier).stream_name, from_lease)
+        """Reads by stream name, so a lease of a former stream re-created under the same name must not be
+        read: it would read the new stream's shard of the same id (its leases are deleted after the
+        former-stream wait). A deleted stream is read on: reading ends its shards (spec 6.6)."""
+        identity = parse_stream_identity(stream_identifier)
+        current = syncer.identities.get(identity.stream_name) if syncer is not None else None
+        refused = recreated_stream(stream_identifier, current)
+        if refused is not None:
+            raise DependencyUnavailable(refused)
+        return source_of(identity.stream_name, from_lease)
 
     def child_shards_of(lease_key: str) -> Sequence[str] | None:
         """For cleanup: the children ListShards knows; None if the shard or the stream is gone."""
