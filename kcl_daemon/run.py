@@ -47,7 +47,7 @@ from kcl_daemon.leases.assignment_loop import AssignmentConfig
 from kcl_daemon.leases.coordinator import CoordinatorConfig
 from kcl_daemon.leases.inspect import LeaseTableReport, inspect_lease_table
 from kcl_daemon.leases.leader_mode import LeaderMode, LeaderModeConfig
-from kcl_daemon.leases.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer
+from kcl_daemon.leases.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer, shards_by_lease_key
 from kcl_daemon.leases.shard_sync import ShardSyncConfig
 from kcl_daemon.leases.worker_metrics import WorkerMetricsConfig
 from kcl_daemon.metrics.registry import DaemonMetrics
@@ -512,13 +512,18 @@ def inspect_leases(settings: Settings, *, check_expiry: bool = False) -> LeaseTa
     def scan() -> ScanResult:
         return table.list_leases(consistent=True)
 
+    list_shards: Callable[[], Sequence[Shard]] | None = None
+    if settings.stream_names:
+        identity_of = functools.partial(describe_stream_identity, clients.kinesis)
+        streams = parse_stream_list(settings.stream_names)
+        list_shards = functools.partial(shards_by_lease_key, kinesis, identity_of, streams)
+    elif stream is not None:
+        list_shards = functools.partial(KINESIS.call, kinesis.list_shards, stream)
     return asyncio.run(
         inspect_lease_table(
             table_name,
             scan,
-            list_shards=None
-            if stream is None
-            else functools.partial(KINESIS.call, kinesis.list_shards, stream),
+            list_shards=list_shards,
             clock=SystemClock(),
             expiry_wait_s=settings.failover_s if check_expiry else None,
             cluster_separator=settings.lease_cluster_separator,

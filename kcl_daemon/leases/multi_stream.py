@@ -25,6 +25,7 @@ from typing import Protocol, TypeVar
 
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.multi_stream import StreamSpec, former_streams_due
+from kcl_daemon.core.shard_graph import Shard
 from kcl_daemon.core.stream_identity import StreamIdentity
 from kcl_daemon.errors import KclError
 from kcl_daemon.leases.coordinator import ScanResultLike
@@ -169,3 +170,18 @@ class MultiStreamSyncer:
             except KclError as exc:
                 logger.warning("multi-stream shard sync failed, will retry: %s", exc)
             await self._clock.sleep(self.config.interval_s)
+
+
+def shards_by_lease_key(
+    kinesis: ShardLister, identity_of: IdentityLookup, streams: Sequence[StreamSpec]
+) -> list[Shard]:
+    """For ``kcl-daemon leases``: every configured stream's shards, each named by its multi-stream lease
+    key (``account:stream:epoch:shardId``), so they compare with the table's lease keys."""
+    shards: list[Shard] = []
+    for spec in streams:
+        identity = KINESIS.call(identity_of, spec.name)
+        if identity is None:
+            continue
+        listed = KINESIS.call(kinesis.list_shards, spec.name)
+        shards.extend(dataclasses.replace(s, shard_id=identity.lease_key(s.shard_id)) for s in listed)
+    return shards
