@@ -23,6 +23,7 @@ from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.core.stream_identity import split_lease_key
 from tests.integration.conftest import Backend, wait_for_stream
+from tests.integration.fanout_server import FanoutServer
 from tests.integration.test_daemon_e2e import RECORDER, Daemon, Fleet
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -34,10 +35,13 @@ MODES = {
 
 
 class MultiStreamFleet(Fleet):
-    def __init__(self, tmp_path: Path, backend: Backend, table: str, streams: list[str], mode: str) -> None:
+    def __init__(
+        self, tmp_path: Path, backend: Backend, table: str, streams: list[str], mode: str, extra: str = ""
+    ) -> None:
         super().__init__(tmp_path, backend, table, streams[0])
         self.streams = streams
         self.mode = mode
+        self.extra = extra
 
     def properties(self, worker: str, executable: str) -> Path:
         path = self.tmp_path / f"{worker}.properties"
@@ -59,7 +63,7 @@ class MultiStreamFleet(Fleet):
             "childStopTimeoutMillis = 2000\n"
             f"clientVersionConfig = {self.mode}\n"
             "leaseAssignmentStrategy = LEASE_COUNT_BASED\n"
-            "workerMetricsReporterFreqInMillis = 1000\n"
+            "workerMetricsReporterFreqInMillis = 1000\n" + self.extra
         )
         return path
 
@@ -179,3 +183,42 @@ def test_two_streams_two_daemons_a_split_a_new_and_a_deleted_stream(
             assert daemon.stop() == 0, daemon.tail()
     finally:
         fleet.close()
+
+
+def test_enhanced_fan_out_registers_a_consumer_per_stream(
+    tmp_path: Path,
+    kinesalite_endpoint: str,
+    dynalite_endpoint: str,
+    aws_clients: AwsClients,
+    backend: Backend,
+    lease_table: DynamoLeaseTable,
+    streams: list[str],
+) -> None:
+    """retrievalMode FANOUT with two streams, against the SubscribeToShard test server over kinesalite."""
+    if backend.name == "moto":
+        pytest.skip("the SubscribeToShard test server runs over kinesalite")
+    first, second, _ = streams
+    payloads(aws_clients, first, range(60))
+    payloads(aws_clients, second, range(60))
+    with FanoutServer(kinesalite_endpoint, subscription_s=1.0) as server:
+        fleet = MultiStreamFleet(
+            tmp_path,
+            Backend("fanout", server.endpoint, dynalite_endpoint),
+            lease_table.table_name,
+            [first, second],
+            MODES["3x"],
+            extra="retrievalMode = FANOUT\n",
+        )
+        try:
+            fleet.start("daemon-a")
+            want = {(s, f"{s}/{n}") for s in (first, second) for n in range(60)}
+            fleet.wait(
+                lambda: want <= {(r["stream"], r["data"]) for r in fleet.recorded()}, 60, "every record"
+            )
+            counts = Counter((r["stream"], r["data"]) for r in fleet.recorded())
+            assert set(counts) == want and max(counts.values()) == 1
+            stream_of = {consumer["StreamARN"].rsplit("/", 1)[1] for consumer in server.consumers.values()}
+            assert stream_of == {first, second}
+            assert fleet.daemons["daemon-a"].stop() == 0
+        finally:
+            fleet.close()
