@@ -47,8 +47,9 @@ from kcl_daemon.leases.assignment_loop import AssignmentConfig
 from kcl_daemon.leases.coordinator import CoordinatorConfig
 from kcl_daemon.leases.inspect import LeaseTableReport, inspect_lease_table
 from kcl_daemon.leases.leader_mode import LeaderMode, LeaderModeConfig
-from kcl_daemon.leases.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer, shards_by_lease_key
+from kcl_daemon.leases.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer
 from kcl_daemon.leases.shard_sync import ShardSyncConfig
+from kcl_daemon.leases.stream_shards import configured_shard_lister
 from kcl_daemon.leases.worker_metrics import WorkerMetricsConfig
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.metrics.runtime import MetricsOptions, MetricsRuntime, build_metrics
@@ -507,23 +508,15 @@ def inspect_leases(settings: Settings, *, check_expiry: bool = False) -> LeaseTa
     clients = build_clients(client_settings_from(settings))
     table = DynamoLeaseTable(clients.dynamodb, table_name)
     kinesis = Kinesis(clients.kinesis)
-    stream = settings.effective_stream_name
 
     def scan() -> ScanResult:
         return table.list_leases(consistent=True)
 
-    list_shards: Callable[[], Sequence[Shard]] | None = None
-    if settings.stream_names:
-        identity_of = functools.partial(describe_stream_identity, clients.kinesis)
-        streams = parse_stream_list(settings.stream_names)
-        list_shards = functools.partial(shards_by_lease_key, kinesis, identity_of, streams)
-    elif stream is not None:
-        list_shards = functools.partial(KINESIS.call, kinesis.list_shards, stream)
     return asyncio.run(
         inspect_lease_table(
             table_name,
             scan,
-            list_shards=list_shards,
+            list_shards=configured_shard_lister(settings, clients.kinesis, kinesis),
             clock=SystemClock(),
             expiry_wait_s=settings.failover_s if check_expiry else None,
             cluster_separator=settings.lease_cluster_separator,
