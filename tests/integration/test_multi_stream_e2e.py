@@ -11,6 +11,8 @@ moto is skipped: it never ends a closed shard that was open when first read (see
 from __future__ import annotations
 
 import contextlib
+import json
+import subprocess
 import sys
 import uuid
 from collections import Counter
@@ -166,6 +168,27 @@ def test_two_streams_two_daemons_a_split_a_new_and_a_deleted_stream(
         for child in children:
             assert (first, child) in order, f"child {child} never processed"
             assert max(order[(first, shard["ShardId"])]) < min(order[(first, child)]), "child before parent"
+
+        # `kcl-daemon leases` compares every configured stream's shards with the lease keys
+        report = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kcl_daemon",
+                "leases",
+                "--json",
+                "--properties",
+                str(fleet.properties("cli", "x")),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert report.returncode == 0, report.stderr
+        missing = json.loads(report.stdout)["shardsWithoutLease"]
+        # (the split parent's lease may already be cleaned up: it is the only one allowed to be missing)
+        assert all(f":{first}:" in key and key.endswith(f":{shard['ShardId']}") for key in missing), missing
 
         # the second stream is deleted: its leases go at the next sync (wait 0)
         kinesis.delete_stream(StreamName=second)
