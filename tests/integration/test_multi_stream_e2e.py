@@ -170,7 +170,14 @@ def test_two_streams_two_daemons_a_split_a_new_and_a_deleted_stream(
             s["ShardId"] for s in kinesis.list_shards(StreamName=first)["Shards"] if s.get("ParentShardId")
         ]
         assert len(children) == 2
-        assert {row["worker"] for row in rows} == {"daemon-a", "daemon-b"}, "both daemons took leases"
+        fleet.wait(
+            lambda: (
+                {lease.lease_owner for lease in lease_table.list_leases(consistent=True).leases}
+                >= {"daemon-a", "daemon-b"}
+            ),
+            30,
+            "both daemons hold leases of the one table",
+        )
         for child in children:
             assert (first, child) in order, f"child {child} never processed"
             assert max(order[(first, shard["ShardId"])]) < min(order[(first, child)]), "child before parent"
