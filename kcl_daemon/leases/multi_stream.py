@@ -30,6 +30,7 @@ from kcl_daemon.core.stream_identity import StreamIdentity
 from kcl_daemon.errors import KclError
 from kcl_daemon.leases.coordinator import ScanResultLike
 from kcl_daemon.leases.shard_sync import LeaseCreator, ShardLister, ShardSyncConfig, ShardSyncer, SyncResult
+from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 from kcl_daemon.retry import KINESIS
 
 logger = logging.getLogger(__name__)
@@ -73,6 +74,8 @@ class MultiStreamSyncer:
         self.identities: dict[str, StreamIdentity | None] = {}
         self.last_results: dict[str, SyncResult] = {}
         self.deleted_leases: list[str] = []
+        #: the worker's metrics (set by the scheduler), handed to every stream's syncer
+        self.observer: WorkerObserver = NULL_WORKER_OBSERVER
         self._multi = config
         self._kinesis = kinesis
         self._table = table
@@ -100,6 +103,7 @@ class MultiStreamSyncer:
             )
             syncer = ShardSyncer(self._kinesis, self._table, config, self._clock, pool=self._pool)
             self._syncers[key] = syncer
+        syncer.observer = self.observer
         return syncer
 
     async def sync_once(self) -> Mapping[str, SyncResult]:
