@@ -74,7 +74,7 @@ class MultiStreamSyncer:
         self.identities: dict[str, StreamIdentity | None] = {}
         self.last_results: dict[str, SyncResult] = {}
         self.deleted_leases: list[str] = []
-        #: the worker's metrics (set by the scheduler), handed to every stream's syncer
+        #: the worker's metrics (set by the scheduler): the shard count is the sum over the streams
         self.observer: WorkerObserver = NULL_WORKER_OBSERVER
         self._multi = config
         self._kinesis = kinesis
@@ -103,7 +103,6 @@ class MultiStreamSyncer:
             )
             syncer = ShardSyncer(self._kinesis, self._table, config, self._clock, pool=self._pool)
             self._syncers[key] = syncer
-        syncer.observer = self.observer
         return syncer
 
     async def sync_once(self) -> Mapping[str, SyncResult]:
@@ -130,6 +129,8 @@ class MultiStreamSyncer:
             except KclError as exc:
                 failures.append(exc)
                 logger.warning("shard sync of stream %s failed, will retry: %s", spec.name, exc)
+        existing = [result for name, result in self.last_results.items() if self.identities.get(name)]
+        self.observer.shards_listed(sum(result.shard_count for result in existing))
         if lookups_complete:
             try:
                 await self._delete_former_streams()

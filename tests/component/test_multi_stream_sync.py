@@ -173,3 +173,20 @@ async def test_the_leases_report_compares_every_stream_s_shards_with_the_lease_k
         "123456789012:clicks:1700000001:shardId-000000000000",
         "123456789012:clicks:1700000001:shardId-000000000001",
     )
+
+
+async def test_the_shard_count_metric_is_the_sum_over_the_streams() -> None:
+    streams, table, clock = Streams(), Table(), FakeClock()
+    streams.streams = {"orders": (ORDERS, TWO_SHARDS), "clicks": (CLICKS, TWO_SHARDS[:1] + TWO_SHARDS[1:])}
+    sync = syncer(streams, table, clock, (StreamSpec("orders"), StreamSpec("clicks")))
+    counts: list[int] = []
+
+    class Observer:
+        def shards_listed(self, shard_count: int) -> None:
+            counts.append(shard_count)
+
+    sync.observer = Observer()  # type: ignore[assignment]
+    await sync.sync_once()
+    del streams.streams["clicks"]
+    await sync.sync_once()
+    assert counts == [4, 2]
