@@ -24,7 +24,7 @@ from kcl_daemon.core.multi_stream import (
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.core.stream_identity import StreamIdentity
 from kcl_daemon.errors import ConfigError
-from kcl_daemon.run import plan_worker
+from kcl_daemon.run import plan_worker, run_from_settings
 from kcl_protocol import Initialize, decode_daemon_line, encode_daemon_message
 
 A = "123456789012:orders:1700000000"
@@ -188,3 +188,11 @@ def test_a_lease_of_a_re_created_stream_is_not_read() -> None:
     assert recreated_stream(A, None) is None  # deleted or not looked up yet: reading ends the shards
     again = StreamIdentity("123456789012", "orders", 1800000000)
     assert "orders was re-created (123456789012:orders:1800000000)" in (recreated_stream(A, again) or "")
+
+
+def test_local_mode_refuses_several_streams(tmp_path: Path) -> None:
+    settings = load_settings(
+        _properties(tmp_path, "streamNames = orders, clicks\n"), required=REQUIRED_FOR_RUN
+    )
+    with pytest.raises(ConfigError, match="local mode embeds one stream"):
+        run_from_settings(settings, local=True)
