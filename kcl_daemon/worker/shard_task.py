@@ -227,7 +227,10 @@ class ShardTask:
         try:
             return await self._before_shard_end()
         except _Interrupted:
-            return self._ctx.coordinator.held_lease(self.key) is not None  # a signal: the consumer takes it
+            # A signal (shutdown, hand-off, loss) before the child leases exist: never let the shard
+            # checkpoint SHARD_END without them. The child hears leaseLost; the lease's next owner (or
+            # this worker after a restart) reads to the shard's end again and creates them.
+            return False
 
     async def _before_shard_end(self) -> bool:
         assert self._source is not None
@@ -267,7 +270,7 @@ class ShardTask:
                 return False
             logger.info("shard %s: %s", self.lease.shard_id, decision.reason)
             if await sleep_unless_set(self._ctx.clock, self._ctx.task_backoff_s, self._stop):
-                return True  # a signal: the consumer takes it next
+                return False  # a signal before the child leases exist: see before_shard_end
         table = self._ctx.table
         for lease in decision.leases_to_create:
             create = functools.partial(table.create_lease, lease)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kcl_daemon.core.client_version import Algorithm, ClientVersion, ClientVersionConfig
+from kcl_daemon.core.client_version import Algorithm, ClientVersion, ClientVersionConfig, fleet_ready_for_3x
 from kcl_daemon.leases.leader_mode import LeaderMode, LeaderModeConfig, make_decider
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER
 from tests.fake_clock import FakeClock
@@ -82,6 +82,22 @@ async def test_switches_algorithm_when_the_fleet_flips_and_never_runs_both() -> 
     assert {"leader-election", "lease-assignment", "lease-discovery", "lease-handoff"} <= running
     for task in scheduler.loops.values():
         task.cancel()
+
+
+@pytest.mark.parametrize(
+    ("gsi", "owners", "metrics", "ready"),
+    [
+        (True, ["a", "b"], {"a": 95.0, "b": 50.0}, True),
+        (False, ["a"], {"a": 95.0}, False),  # the GSI is still being built
+        (True, ["a", "b"], {"a": 95.0}, False),  # b is a KCL 2.x worker: no metrics
+        (True, ["a"], {"a": 30.0}, False),  # a's metrics are stale (older than 2 x 30 s)
+        (True, ["a", None], {"a": 95.0}, False),  # Java's quirk: an unowned lease blocks the flip
+    ],
+)
+def test_readiness_for_3x(
+    gsi: bool, owners: list[str | None], metrics: dict[str, float], ready: bool
+) -> None:
+    assert fleet_ready_for_3x(gsi, owners, metrics, 100.0, 30.0)[0] is ready
 
 
 def test_strategies() -> None:
