@@ -38,7 +38,7 @@ from kcl_daemon.consumer.ports import ShardRecordSource
 from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.assignment import DeciderConfig
 from kcl_daemon.core.client_version import ClientVersionConfig
-from kcl_daemon.core.multi_stream import StreamSpec, parse_stream_list
+from kcl_daemon.core.multi_stream import StreamSpec, parse_stream_list, recreated_stream
 from kcl_daemon.core.shard_graph import Shard
 from kcl_daemon.core.stream_identity import parse_stream_identity, split_lease_key
 from kcl_daemon.core.zones import resolve_zone
@@ -49,6 +49,7 @@ from kcl_daemon.leases.inspect import LeaseTableReport, inspect_lease_table
 from kcl_daemon.leases.leader_mode import LeaderMode, LeaderModeConfig
 from kcl_daemon.leases.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer
 from kcl_daemon.leases.shard_sync import ShardSyncConfig
+from kcl_daemon.leases.stream_shards import configured_shard_lister
 from kcl_daemon.leases.worker_metrics import WorkerMetricsConfig
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.metrics.runtime import MetricsOptions, MetricsRuntime, build_metrics
@@ -263,7 +264,15 @@ def build_scheduler(
         return source_of(plan.stream_name, from_lease)
 
     def make_stream_source(from_lease: Shard, stream_identifier: str) -> ShardRecordSource:
-        return source_of(parse_stream_identity(stream_identifier).stream_name, from_lease)
+        """Reads by stream name, so a lease of a former stream re-created under the same name must not be
+        read: it would read the new stream's shard of the same id (its leases are deleted after the
+        former-stream wait). A deleted stream is read on: reading ends its shards (spec 6.6)."""
+        identity = parse_stream_identity(stream_identifier)
+        current = syncer.identities.get(identity.stream_name) if syncer is not None else None
+        refused = recreated_stream(stream_identifier, current)
+        if refused is not None:
+            raise DependencyUnavailable(refused)
+        return source_of(identity.stream_name, from_lease)
 
     def child_shards_of(lease_key: str) -> Sequence[str] | None:
         """For cleanup: the children ListShards knows; None if the shard or the stream is gone."""
@@ -499,7 +508,6 @@ def inspect_leases(settings: Settings, *, check_expiry: bool = False) -> LeaseTa
     clients = build_clients(client_settings_from(settings))
     table = DynamoLeaseTable(clients.dynamodb, table_name)
     kinesis = Kinesis(clients.kinesis)
-    stream = settings.effective_stream_name
 
     def scan() -> ScanResult:
         return table.list_leases(consistent=True)
@@ -508,9 +516,7 @@ def inspect_leases(settings: Settings, *, check_expiry: bool = False) -> LeaseTa
         inspect_lease_table(
             table_name,
             scan,
-            list_shards=None
-            if stream is None
-            else functools.partial(KINESIS.call, kinesis.list_shards, stream),
+            list_shards=configured_shard_lister(settings, clients.kinesis, kinesis),
             clock=SystemClock(),
             expiry_wait_s=settings.failover_s if check_expiry else None,
             cluster_separator=settings.lease_cluster_separator,

@@ -170,7 +170,7 @@ class ShardConsumer:
         return True
 
     async def run(self) -> ShardOutcome:
-        shard_id_var.set(self.shard_id)
+        shard_id_var.set(self.shard_id if self.stream is None else f"{self.stream}:{self.shard_id}")
         try:
             await self._run()
         finally:

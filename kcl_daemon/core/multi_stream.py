@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 from kcl_daemon.core.sequence import Sentinel
-from kcl_daemon.core.stream_identity import _STREAM_NAME, parse_stream_identity
+from kcl_daemon.core.stream_identity import _STREAM_NAME, StreamIdentity, parse_stream_identity
 
 _POSITIONS: Final = {"LATEST": Sentinel.LATEST, "TRIM_HORIZON": Sentinel.TRIM_HORIZON}
 _AT_TIMESTAMP: Final = "AT_TIMESTAMP@"
@@ -120,3 +120,19 @@ def stream_fields(stream_identifier: str | None) -> dict[str, str]:
         "stream_name": parse_stream_identity(stream_identifier).stream_name,
         "stream_identifier": stream_identifier,
     }
+
+
+def recreated_stream(lease_stream: str, current: StreamIdentity | None) -> str | None:
+    """Why a lease of ``lease_stream`` must not be read, or None when it may be.
+
+    Reads go by stream name, so a lease of a stream since re-created under the same name (a new creation
+    epoch) would read the new stream's shard of the same id. ``current`` is the stream's identity as last
+    looked up (None: unknown or deleted; a deleted stream's leases are read on, reading ends their shards).
+    """
+    identity = parse_stream_identity(lease_stream)
+    if current is None or current == identity:
+        return None
+    return (
+        f"lease of {lease_stream} belongs to a former stream: {identity.stream_name} was re-created "
+        f"({current.serialize()}); not read"
+    )

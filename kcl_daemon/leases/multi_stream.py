@@ -25,10 +25,12 @@ from typing import Protocol, TypeVar
 
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.multi_stream import StreamSpec, former_streams_due
+from kcl_daemon.core.shard_graph import Shard
 from kcl_daemon.core.stream_identity import StreamIdentity
 from kcl_daemon.errors import KclError
 from kcl_daemon.leases.coordinator import ScanResultLike
 from kcl_daemon.leases.shard_sync import LeaseCreator, ShardLister, ShardSyncConfig, ShardSyncer, SyncResult
+from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 from kcl_daemon.retry import KINESIS
 
 logger = logging.getLogger(__name__)
@@ -72,6 +74,8 @@ class MultiStreamSyncer:
         self.identities: dict[str, StreamIdentity | None] = {}
         self.last_results: dict[str, SyncResult] = {}
         self.deleted_leases: list[str] = []
+        #: the worker's metrics (set by the scheduler): the shard count is the sum over the streams
+        self.observer: WorkerObserver = NULL_WORKER_OBSERVER
         self._multi = config
         self._kinesis = kinesis
         self._table = table
@@ -125,6 +129,8 @@ class MultiStreamSyncer:
             except KclError as exc:
                 failures.append(exc)
                 logger.warning("shard sync of stream %s failed, will retry: %s", spec.name, exc)
+        existing = [result for name, result in self.last_results.items() if self.identities.get(name)]
+        self.observer.shards_listed(sum(result.shard_count for result in existing))
         if lookups_complete:
             try:
                 await self._delete_former_streams()
@@ -169,3 +175,18 @@ class MultiStreamSyncer:
             except KclError as exc:
                 logger.warning("multi-stream shard sync failed, will retry: %s", exc)
             await self._clock.sleep(self.config.interval_s)
+
+
+def shards_by_lease_key(
+    kinesis: ShardLister, identity_of: IdentityLookup, streams: Sequence[StreamSpec]
+) -> list[Shard]:
+    """For ``kcl-daemon leases``: every configured stream's shards, each named by its multi-stream lease
+    key (``account:stream:epoch:shardId``), so they compare with the table's lease keys."""
+    shards: list[Shard] = []
+    for spec in streams:
+        identity = KINESIS.call(identity_of, spec.name)
+        if identity is None:
+            continue
+        listed = KINESIS.call(kinesis.list_shards, spec.name)
+        shards.extend(dataclasses.replace(s, shard_id=identity.lease_key(s.shard_id)) for s in listed)
+    return shards

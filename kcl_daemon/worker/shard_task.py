@@ -149,7 +149,7 @@ class ShardTask:
         return False
 
     async def run(self) -> ShardOutcome | None:
-        shard_id_var.set(self.lease.shard_id)
+        shard_id_var.set(self.key)  # the shard id; with several streams, stream:shard (unambiguous)
         try:
             if not await self._wait_for_parents():
                 return None
@@ -177,7 +177,9 @@ class ShardTask:
                 clock=self._ctx.clock,
                 before_shard_end=self.before_shard_end,
                 stream=stream,
-                observer=self._ctx.shard_observer(self.lease.shard_id),
+                observer=self._ctx.shard_observer(
+                    self.key
+                ),  # several streams: one series per stream and shard
             )
             if self._lost:
                 self.consumer.lease_lost()

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from kcl_daemon.aws.kinesis import ShardFilter
+from kcl_daemon.core.distribution import summarize
 from kcl_daemon.core.lease import MAX_HASH_KEY, Lease
 from kcl_daemon.core.lease_codec import new_lease_item
 from kcl_daemon.core.multi_stream import StreamSpec
@@ -16,7 +17,7 @@ from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.core.shard_graph import Shard
 from kcl_daemon.core.stream_identity import StreamIdentity
 from kcl_daemon.errors import AwsError
-from kcl_daemon.leases.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer
+from kcl_daemon.leases.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer, shards_by_lease_key
 from kcl_daemon.leases.shard_sync import ShardSyncConfig, ShardSyncer
 from tests.fake_clock import FakeClock
 
@@ -158,3 +159,34 @@ async def test_single_stream_sync_keeps_plain_shard_id_keys() -> None:
     await ShardSyncer(streams, table, config, clock).sync_once()
     assert sorted(table.items) == ["shardId-000000000000", "shardId-000000000001"]
     assert all(lease.stream_identifier is None and lease.stream is None for lease in table.items.values())
+
+
+async def test_the_leases_report_compares_every_stream_s_shards_with_the_lease_keys() -> None:
+    streams, table, clock = Streams(), Table(), FakeClock()
+    streams.streams = {"orders": (ORDERS, TWO_SHARDS), "clicks": (CLICKS, TWO_SHARDS)}
+    await syncer(streams, table, clock, (StreamSpec("orders"),)).sync_once()
+    specs = (StreamSpec("orders"), StreamSpec("clicks"), StreamSpec("missing"))
+    listed = shards_by_lease_key(streams, streams.identity_of, specs)
+    assert len(listed) == 4
+    report = summarize(table.list_leases().leases, shard_ids=[shard.shard_id for shard in listed])
+    assert report.shards_without_lease == (
+        "123456789012:clicks:1700000001:shardId-000000000000",
+        "123456789012:clicks:1700000001:shardId-000000000001",
+    )
+
+
+async def test_the_shard_count_metric_is_the_sum_over_the_streams() -> None:
+    streams, table, clock = Streams(), Table(), FakeClock()
+    streams.streams = {"orders": (ORDERS, TWO_SHARDS), "clicks": (CLICKS, TWO_SHARDS[:1] + TWO_SHARDS[1:])}
+    sync = syncer(streams, table, clock, (StreamSpec("orders"), StreamSpec("clicks")))
+    counts: list[int] = []
+
+    class Observer:
+        def shards_listed(self, shard_count: int) -> None:
+            counts.append(shard_count)
+
+    sync.observer = Observer()  # type: ignore[assignment]
+    await sync.sync_once()
+    del streams.streams["clicks"]
+    await sync.sync_once()
+    assert counts == [4, 2]

@@ -14,10 +14,17 @@ from hypothesis import strategies as st
 from kcl_client._messages import Initialize as ClientInitialize
 from kcl_client._messages import decode as client_decode
 from kcl_daemon.config.settings import REQUIRED_FOR_RUN, load_settings
-from kcl_daemon.core.multi_stream import StreamSpec, former_streams_due, parse_stream_list, stream_fields
+from kcl_daemon.core.multi_stream import (
+    StreamSpec,
+    former_streams_due,
+    parse_stream_list,
+    recreated_stream,
+    stream_fields,
+)
 from kcl_daemon.core.sequence import Sentinel
+from kcl_daemon.core.stream_identity import StreamIdentity
 from kcl_daemon.errors import ConfigError
-from kcl_daemon.run import plan_worker
+from kcl_daemon.run import plan_worker, run_from_settings
 from kcl_protocol import Initialize, decode_daemon_line, encode_daemon_message
 
 A = "123456789012:orders:1700000000"
@@ -173,3 +180,19 @@ def test_stream_names_plan_a_multi_stream_worker(tmp_path: Path) -> None:
 def test_bad_stream_names_are_configuration_errors(tmp_path: Path, body: str, problem: str) -> None:
     with pytest.raises(ConfigError, match=problem):
         load_settings(_properties(tmp_path, body), required=REQUIRED_FOR_RUN)
+
+
+def test_a_lease_of_a_re_created_stream_is_not_read() -> None:
+    orders = StreamIdentity("123456789012", "orders", 1700000000)
+    assert recreated_stream(A, orders) is None
+    assert recreated_stream(A, None) is None  # deleted or not looked up yet: reading ends the shards
+    again = StreamIdentity("123456789012", "orders", 1800000000)
+    assert "orders was re-created (123456789012:orders:1800000000)" in (recreated_stream(A, again) or "")
+
+
+def test_local_mode_refuses_several_streams(tmp_path: Path) -> None:
+    settings = load_settings(
+        _properties(tmp_path, "streamNames = orders, clicks\n"), required=REQUIRED_FOR_RUN
+    )
+    with pytest.raises(ConfigError, match="local mode embeds one stream"):
+        run_from_settings(settings, local=True)
