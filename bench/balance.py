@@ -77,7 +77,7 @@ def failover(size: Size, seed: int) -> list[tuple[str, Result]]:
     out = []
     base = compare(["crash"], ["2.x"], size, FleetConfig(), seed)[0]
     out.append(("2.x, failover 10 s", base))
-    for interval in (20.0, 5.0):
+    for interval in (20.0, 5.0, 2.0):
         fleet = FleetConfig(assignment_interval_s=interval)
         out.append((f"ours, interval {interval:g} s", compare(["crash"], ["ours"], size, fleet, seed)[0]))
     return out

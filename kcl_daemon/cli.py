@@ -14,6 +14,7 @@ import click
 import orjson
 
 from kcl_daemon.config import report
+from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.settings import (
     REQUIRED_FOR_LEASES,
     REQUIRED_FOR_REPLAY,
@@ -37,16 +38,16 @@ EXIT_CONFIG = 2
 
 
 def _fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:
-    click.echo(f"kcl-daemon: {message}", err=True)
+    click.echo(f"kcl-daemon: {mask_url_password(message)}", err=True)
     sys.exit(code)
 
 
 def _print_problems(problems: tuple[str, ...], warnings: tuple[str, ...] = ()) -> None:
     click.echo(f"kcl-daemon: invalid configuration ({len(problems)} problem(s)):", err=True)
     for problem in problems:
-        click.echo(f"  - {problem}", err=True)
+        click.echo(f"  - {mask_url_password(problem)}", err=True)
     for warning in warnings:
-        click.echo(f"kcl-daemon: warning: {warning}", err=True)
+        click.echo(f"kcl-daemon: warning: {mask_url_password(warning)}", err=True)
 
 
 def _path_warnings(settings: Settings) -> list[str]:
@@ -102,6 +103,8 @@ def main(ctx: click.Context, properties: Path | None, log_level: str, log_format
     kcl-daemon check-config --properties app.properties
     kcl-daemon leases --properties app.properties [--json]
     kcl-daemon replay --properties app.properties --records records.jsonl
+    kcl-daemon simulate --shards 500 --workers 200 --scenario scale-out
+                                                  compare lease balancing policies (no AWS)
     """
     configure_logging(log_level, log_format)
     if ctx.invoked_subcommand is not None:
@@ -659,3 +662,47 @@ def simulate(
         click.echo(orjson.dumps(sim_report.to_json(results), option=orjson.OPT_INDENT_2).decode())
     else:
         click.echo(sim_report.table(results))
+
+
+@main.command("spark-sync")
+@click.option(
+    "--checkpoint",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="The stopped Spark query's checkpointLocation (a local or mounted directory).",
+)
+@click.option(
+    "--option",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="The Kinesis source's options, as the query had them (repeatable; leaseTableName is required).",
+)
+@click.option("--source-index", default=0, show_default=True, type=click.IntRange(min=0))
+def spark_sync(checkpoint: Path, options: tuple[str, ...], source_index: int) -> None:
+    """Write a stopped Spark query's exact final checkpoints into the KCL lease table and release its
+    leases, so daemons started next continue exactly where Spark stopped (see README, Spark)."""
+    from kcl_daemon.spark.handover import sync_lease_table
+
+    parsed: dict[str, str] = {}
+    for pair in options:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--option {pair!r}: expected KEY=VALUE")
+        parsed[key.strip()] = value
+    try:
+        result = sync_lease_table(checkpoint, parsed, source_index=source_index)
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        sys.exit(EXIT_CONFIG)
+    except (KclError, ValueError, OSError) as exc:
+        _fail(str(exc), EXIT_FAILED)
+    for shard, checkpoint_text in sorted(result.written.items()):
+        click.echo(f"{shard}: checkpoint {checkpoint_text}")
+    for shard, why in sorted(result.refused.items()):
+        click.echo(f"{shard}: not written ({why})")
+    for shard in result.children_created:
+        click.echo(f"{shard}: child lease created")
+    click.echo(f"{len(result.released)} lease(s) released")
+    if result.refused:
+        sys.exit(EXIT_FAILED)

@@ -29,6 +29,7 @@ from kcl_daemon.aws.fanout import Fanout
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable, ScanResult
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
+from kcl_daemon.aws.streams import describe_stream_identity
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
@@ -37,14 +38,18 @@ from kcl_daemon.consumer.ports import ShardRecordSource
 from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.assignment import DeciderConfig
 from kcl_daemon.core.client_version import ClientVersionConfig
+from kcl_daemon.core.multi_stream import StreamSpec, parse_stream_list, recreated_stream
 from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.stream_identity import parse_stream_identity, split_lease_key
 from kcl_daemon.core.zones import resolve_zone
-from kcl_daemon.errors import DependencyUnavailable, KclError
+from kcl_daemon.errors import ConfigError, DependencyUnavailable, KclError
 from kcl_daemon.leases.assignment_loop import AssignmentConfig
 from kcl_daemon.leases.coordinator import CoordinatorConfig
 from kcl_daemon.leases.inspect import LeaseTableReport, inspect_lease_table
 from kcl_daemon.leases.leader_mode import LeaderMode, LeaderModeConfig
+from kcl_daemon.leases.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer
 from kcl_daemon.leases.shard_sync import ShardSyncConfig
+from kcl_daemon.leases.stream_shards import configured_shard_lister
 from kcl_daemon.leases.worker_metrics import WorkerMetricsConfig
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.metrics.runtime import MetricsOptions, MetricsRuntime, build_metrics
@@ -54,7 +59,7 @@ from kcl_daemon.retrieval.polling import PollingRecordSource
 from kcl_daemon.retrieval.settings import RetrievalSettings, resolve_mode
 from kcl_daemon.retry import KINESIS
 from kcl_daemon.stopping import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StopSignals
-from kcl_daemon.worker.scheduler import Scheduler, SchedulerConfig
+from kcl_daemon.worker.scheduler import SYNC_THREADS, Scheduler, SchedulerConfig
 from kcl_daemon.zone_lookup import zone_from_environment
 
 logger = logging.getLogger(__name__)
@@ -85,12 +90,16 @@ class WorkerPlan:
     lease_mode: LeaderModeConfig | None = None
     coordinator_table: str | None = None
     worker_metrics_table: str | None = None
+    #: several streams per application (streamNames); empty: the single stream ``stream_name``
+    streams: tuple[StreamSpec, ...] = ()
+    former_streams_wait_s: float = 3600.0
 
 
 def plan_worker(
     settings: Settings, *, worker_id: str | None = None, status_interval_s: float = 30.0
 ) -> WorkerPlan:
-    stream = settings.effective_stream_name
+    streams = parse_stream_list(settings.stream_names) if settings.stream_names else ()
+    stream = ",".join(spec.name for spec in streams) if streams else settings.effective_stream_name
     table = settings.lease_table_name
     if stream is None or table is None or settings.executable is None:
         raise ValueError("run needs executableName, applicationName and streamName (validate_for_run)")
@@ -141,6 +150,8 @@ def plan_worker(
         lease_mode=leader_mode_config(settings, worker),
         coordinator_table=settings.coordinator_state_table_name or f"{app}-CoordinatorState",
         worker_metrics_table=settings.worker_metrics_table_name or f"{app}-WorkerMetricStats",
+        streams=streams,
+        former_streams_wait_s=settings.former_streams_leases_deletion_wait_s,
     )
 
 
@@ -179,8 +190,18 @@ def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
         lock_duration_s=settings.failover_s,
         handoff_timeout_s=settings.graceful_lease_handoff_timeout_s,
         balancing_frequency=settings.variance_balancing_frequency,
-        restart_grace_s=settings.restart_grace_s,
+        restart_grace_s=restart_grace_s(settings),
     )
+
+
+def restart_grace_s(settings: Settings) -> float:
+    """``restartGraceMillis``, only with a configured workerId: a random one never comes back."""
+    if settings.restart_grace_s > 0 and not settings.worker_id:
+        logger.warning(
+            "restartGraceMillis ignored: it needs a fixed workerId (a restart gets a new random one)"
+        )
+        return 0.0
+    return settings.restart_grace_s
 
 
 def worker_zone(settings: Settings, worker_id: str) -> str | None:
@@ -208,34 +229,58 @@ def build_scheduler(
     kinesis = Kinesis(clients.kinesis)
     read_pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="kinesis-read")
     fanout = None
+    consumers: dict[str, ConsumerResolver] = {}
     if plan.retrieval.mode == "FANOUT":
         fanout_pool = ThreadPoolExecutor(FANOUT_THREADS, thread_name_prefix="fanout")
         fanout = Fanout(clients.kinesis)
-        consumer = ConsumerResolver(
-            fanout,
-            plan.stream_name,
-            plan.retrieval.consumer_name or plan.table_name,
-            plan.retrieval.consumer_arn,
-        )
 
-    def make_source(from_lease: Shard) -> ShardRecordSource:
+    def consumer_of(stream_name: str) -> ConsumerResolver:
+        """One registered stream consumer per stream (a configured consumer ARN names one stream only)."""
+        assert fanout is not None
+        if stream_name not in consumers:
+            consumers[stream_name] = ConsumerResolver(
+                fanout,
+                stream_name,
+                plan.retrieval.consumer_name or plan.table_name,
+                None if plan.streams else plan.retrieval.consumer_arn,
+            )
+        return consumers[stream_name]
+
+    def source_of(stream_name: str, from_lease: Shard) -> ShardRecordSource:
         """Runs on a worker thread. ListShards' view of the shard says whether it is closed and where it
         ends, which ends closed shards on emulators that never send ChildShards."""
         shard = from_lease
         try:
-            listed = {s.shard_id: s for s in KINESIS.call(kinesis.list_shards, plan.stream_name)}
+            listed = {s.shard_id: s for s in KINESIS.call(kinesis.list_shards, stream_name)}
             shard = listed.get(from_lease.shard_id, from_lease)
         except KclError as exc:
             logger.warning("shard %s: ListShards failed, reading without it: %s", from_lease.shard_id, exc)
         if fanout is not None:
-            arn = consumer.arn()
+            arn = consumer_of(stream_name).arn()
             return FanoutRecordSource(fanout, arn, shard, fanout_pool, plan.retrieval, clock=clock)
-        return PollingRecordSource(kinesis, plan.stream_name, shard, read_pool, plan.retrieval, clock=clock)
+        return PollingRecordSource(kinesis, stream_name, shard, read_pool, plan.retrieval, clock=clock)
 
-    def child_shards_of(shard_id: str) -> Sequence[str] | None:
+    def make_source(from_lease: Shard) -> ShardRecordSource:
+        return source_of(plan.stream_name, from_lease)
+
+    def make_stream_source(from_lease: Shard, stream_identifier: str) -> ShardRecordSource:
+        """Reads by stream name, so a lease of a former stream re-created under the same name must not be
+        read: it would read the new stream's shard of the same id (its leases are deleted after the
+        former-stream wait). A deleted stream is read on: reading ends its shards (spec 6.6)."""
+        identity = parse_stream_identity(stream_identifier)
+        current = syncer.identities.get(identity.stream_name) if syncer is not None else None
+        refused = recreated_stream(stream_identifier, current)
+        if refused is not None:
+            raise DependencyUnavailable(refused)
+        return source_of(identity.stream_name, from_lease)
+
+    def child_shards_of(lease_key: str) -> Sequence[str] | None:
         """For cleanup: the children ListShards knows; None if the shard or the stream is gone."""
+        identity, shard_id = split_lease_key(lease_key)
         try:
-            shards = KINESIS.call(kinesis.list_shards, plan.stream_name)
+            shards = KINESIS.call(
+                kinesis.list_shards, plan.stream_name if identity is None else identity.stream_name
+            )
         except DependencyUnavailable:
             return None
         if not any(shard.shard_id == shard_id for shard in shards):
@@ -254,6 +299,16 @@ def build_scheduler(
             WorkerMetricsTable(clients.dynamodb, metrics_table),
             clock,
         )
+    syncer = None
+    if plan.streams:
+        syncer = MultiStreamSyncer(
+            kinesis,
+            table,
+            MultiStreamSyncConfig(plan.streams, plan.scheduler.shard_sync, plan.former_streams_wait_s),
+            clock,
+            functools.partial(describe_stream_identity, clients.kinesis),
+            pool=ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="shard-sync"),
+        )
     return Scheduler(
         plan.scheduler,
         table,
@@ -264,6 +319,8 @@ def build_scheduler(
         child_shard_lookup=child_shards_of,
         metrics=metrics,
         lease_mode=lease_mode,
+        syncer=syncer,
+        make_stream_source=make_stream_source,
     )
 
 
@@ -380,6 +437,10 @@ def run_from_settings(
 ) -> int:
     """Build the AWS clients (or the embedded local backend) and run the worker; returns the exit code."""
     plan = plan_worker(settings, worker_id=worker_id)
+    if plan.streams and local:
+        raise ConfigError(["local mode embeds one stream: set streamName instead of streamNames"])
+    if plan.streams and plan.retrieval.consumer_arn:
+        logger.warning("fanoutConfig.consumerArn names one stream's consumer; with streamNames it is ignored")
     options = metrics_options or MetricsOptions()
 
     def with_metrics(clients: AwsClients, client_settings: ClientSettings | None) -> MetricsRuntime:
@@ -447,7 +508,6 @@ def inspect_leases(settings: Settings, *, check_expiry: bool = False) -> LeaseTa
     clients = build_clients(client_settings_from(settings))
     table = DynamoLeaseTable(clients.dynamodb, table_name)
     kinesis = Kinesis(clients.kinesis)
-    stream = settings.effective_stream_name
 
     def scan() -> ScanResult:
         return table.list_leases(consistent=True)
@@ -456,9 +516,7 @@ def inspect_leases(settings: Settings, *, check_expiry: bool = False) -> LeaseTa
         inspect_lease_table(
             table_name,
             scan,
-            list_shards=None
-            if stream is None
-            else functools.partial(KINESIS.call, kinesis.list_shards, stream),
+            list_shards=configured_shard_lister(settings, clients.kinesis, kinesis),
             clock=SystemClock(),
             expiry_wait_s=settings.failover_s if check_expiry else None,
             cluster_separator=settings.lease_cluster_separator,

@@ -66,6 +66,9 @@ if [[ ! -f $STAMP_DIR/kclpy-3.2.0 ]]; then
   touch "$STAMP_DIR/kclpy-3.2.0"
 fi
 
+# The real Java MultiLangDaemons for the mixed-fleet tests (KCL_SKIP_JAVA=1 skips them).
+bash scripts/install_java_kcl.sh
+
 if [[ -n $npm_pid ]]; then
   wait "$npm_pid" || { cat .cache/npm.log >&2; log "npm install failed"; exit 1; }
 fi

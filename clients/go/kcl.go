@@ -54,6 +54,10 @@ type InitializeInput struct {
 	// AT_TIMESTAMP for a shard never checkpointed. Empty if the daemon sent null.
 	SequenceNumber    string
 	SubSequenceNumber int64
+	// StreamName is the shard's stream when kcl-daemon reads several (streamNames); empty otherwise.
+	StreamName string
+	// StreamIdentifier is that stream's accountId:streamName:creationEpoch; empty otherwise.
+	StreamIdentifier string
 }
 
 // ProcessRecordsInput is one batch of records.
@@ -113,7 +117,7 @@ func RunWith(p RecordProcessor, r io.Reader, w io.Writer) error {
 		var handle func() error
 		switch msg.Action {
 		case "initialize":
-			in := InitializeInput{ShardID: msg.ShardID}
+			in := InitializeInput{ShardID: msg.ShardID, StreamName: msg.StreamName, StreamIdentifier: msg.StreamIdentifier}
 			channel.offered = map[string]bool{}
 			for _, action := range msg.Channel {
 				channel.offered[action] = true
@@ -179,7 +183,9 @@ type message struct {
 	Records            []wireRecord `json:"records"`
 	MillisBehindLatest *int64       `json:"millisBehindLatest"`
 	Error              *string      `json:"error"`
-	Channel            []string     `json:"channel"` // kcl-daemon's channel offer (initialize)
+	Channel            []string     `json:"channel"`          // kcl-daemon's channel offer (initialize)
+	StreamName         string       `json:"streamName"`       // several streams (initialize)
+	StreamIdentifier   string       `json:"streamIdentifier"` // several streams (initialize)
 }
 
 type wireRecord struct {

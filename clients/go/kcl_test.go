@@ -385,3 +385,16 @@ func TestWriteFailureIsFatal(t *testing.T) {
 		t.Errorf("RunWith = %v, want the write error", err)
 	}
 }
+
+func TestInitializeNamesTheStreamOfSeveral(t *testing.T) {
+	var init kcl.InitializeInput
+	p := &processor{initialize: func(in kcl.InitializeInput) error { init = in; return nil }}
+	s := run(t, p,
+		`{"action":"initialize","shardId":"shardId-000000000002","sequenceNumber":"LATEST","subSequenceNumber":0,`+
+			`"streamName":"orders","streamIdentifier":"123456789012:orders:1700000000"}`,
+	)
+	expectLines(t, s, statusInitialize)
+	if init.StreamName != "orders" || init.StreamIdentifier != "123456789012:orders:1700000000" {
+		t.Errorf("initialize input = %+v", init)
+	}
+}

@@ -184,7 +184,16 @@ class Session {
       case 'initialize': {
         const { shardId, sequenceNumber, subSequenceNumber } = message;
         this._offered = Array.isArray(message.channel) ? message.channel : [];
-        return this._handle(action, p.initialize, { shardId, sequenceNumber, subSequenceNumber });
+        // streamName/streamIdentifier: kcl-daemon's several streams per application; null otherwise
+        const streamName = typeof message.streamName === 'string' ? message.streamName : null;
+        const streamIdentifier = typeof message.streamIdentifier === 'string' ? message.streamIdentifier : null;
+        return this._handle(action, p.initialize, {
+          shardId,
+          sequenceNumber,
+          subSequenceNumber,
+          streamName,
+          streamIdentifier,
+        });
       }
       case 'processRecords': {
         const records = (message.records || []).map(toRecord);

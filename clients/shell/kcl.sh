@@ -15,6 +15,7 @@
 #
 # Handlers (define the ones you need; only kcl_process_records is required):
 #   kcl_initialize          KCL_SHARD_ID, KCL_INITIAL_SEQUENCE_NUMBER, KCL_INITIAL_SUB_SEQUENCE_NUMBER are set
+#                           (and KCL_STREAM_NAME, KCL_STREAM_IDENTIFIER when kcl-daemon reads several streams)
 #   kcl_process_records     iterate with kcl_next_record / kcl_each_record, or kcl_records_json | jq ...
 #   kcl_lease_lost          no checkpointing possible (the daemon answers InvalidStateException)
 #   kcl_shard_ended         must checkpoint; the default does `kcl_checkpoint` (retrying throttling)
@@ -46,6 +47,8 @@ KCL_ACTION=                         # the action being handled: initialize, proc
 KCL_SHARD_ID=                       # from initialize; stays set for the life of the process
 KCL_INITIAL_SEQUENCE_NUMBER=        # checkpoint the lease started from ("TRIM_HORIZON", "LATEST", a number)
 KCL_INITIAL_SUB_SEQUENCE_NUMBER=
+KCL_STREAM_NAME=                    # initialize: the shard's stream (kcl-daemon's streamNames); else ""
+KCL_STREAM_IDENTIFIER=              # initialize: accountId:streamName:creationEpoch of it; else ""
 KCL_MILLIS_BEHIND_LATEST=           # processRecords: "" when the daemon sent null
 KCL_RECORD_COUNT=0                  # processRecords: number of records in the batch (0 for other actions)
 KCL_RECORD_INDEX=                   # current record (set by kcl_next_record), 0-based
@@ -78,6 +81,7 @@ _KCL_NEXT=0       # index of the record kcl_next_record loads next
 # not JSON, its first 200 characters). The fields, one array element each:
 #   [0] action: a plain word; "?" for JSON without a usable action; "" for a line that is not JSON
 #   initialize:      [1] shardId [2] sequenceNumber [3] subSequenceNumber [4] channel offer, comma-joined
+#                    [5] streamName [6] streamIdentifier (several streams; "" otherwise)
 #   processRecords:  [1] millisBehindLatest [2] record count, then 5 fields per record from [3]:
 #                    sequenceNumber, subSequenceNumber, partitionKey, approximateArrivalTimestamp, data
 #   checkpoint:      [1] sequenceNumber [2] subSequenceNumber [3] error
@@ -105,7 +109,8 @@ select(test("\\S"))
           ( if $action == "initialize" then
               ($m.shardId, $m.sequenceNumber, $m.subSequenceNumber | field),
               ($m.channel | if type == "array" then map(select(type == "string")) | join(",") else "" end
-               | field)
+               | field),
+              ($m.streamName, $m.streamIdentifier | if type == "string" then . else null end | field)
             elif $action == "processRecords" then
               ($m.records | if type == "array" then . else [] end) as $records
               | ($m.millisBehindLatest | field),
@@ -260,6 +265,8 @@ _kcl_handle_message() {
       KCL_INITIAL_SEQUENCE_NUMBER=${_KCL_MSG[2]}
       KCL_INITIAL_SUB_SEQUENCE_NUMBER=${_KCL_MSG[3]}
       _KCL_CHANNEL=",${_KCL_MSG[4]:-},"
+      KCL_STREAM_NAME=${_KCL_MSG[5]:-}
+      KCL_STREAM_IDENTIFIER=${_KCL_MSG[6]:-}
       _kcl_unescape KCL_SHARD_ID
       _kcl_unescape KCL_INITIAL_SEQUENCE_NUMBER
       _kcl_call kcl_initialize

@@ -96,10 +96,15 @@ _READ_ERRORS: Final = {"ResourceNotFoundException": ShardNotFound}
 _GET_RECORDS_ERRORS: Final = {**_READ_ERRORS, "InvalidArgumentException": IteratorExpired}
 
 
-def epoch_millis(value: datetime | None) -> int:
-    """A timestamp as epoch milliseconds (naive = UTC); a missing one is 0."""
+def epoch_millis(value: datetime | float | None) -> int:
+    """A timestamp as epoch milliseconds (naive = UTC); a missing one is 0.
+
+    A number is epoch seconds as the service sent it (the Spark source's clients keep them so).
+    """
     if value is None:
         return 0
+    if isinstance(value, int | float):
+        return round(value * 1000)
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return (value - _EPOCH) // _ONE_MS

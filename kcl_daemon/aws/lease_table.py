@@ -38,7 +38,9 @@ from kcl_daemon.core.lease_codec import (
     PENDING_CHECKPOINT,
     PENDING_CHECKPOINT_STATE,
     PENDING_CHECKPOINT_SUB,
+    SHARD_ID,
     STARTING_HASH_KEY,
+    STREAM_NAME,
     CorruptLeaseItem,
     is_lease_item,
     lease_from_item,
@@ -355,6 +357,10 @@ class DynamoLeaseTable:
         children = sorted(set(child_shard_ids or ()))
         if children:
             expr.set(CHILD_SHARD_IDS, {"SS": children})
+        stream = lease.stream
+        if stream is not None:  # as Java's multi-stream serializer, for leases an older writer created
+            expr.set(STREAM_NAME, _s(stream))
+            expr.set(SHARD_ID, _s(lease.shard_id))
         return self._update(lease.lease_key, expr, f"checkpoint {checkpoint}")
 
     def update_child_shard_ids(self, lease_key: str, child_shard_ids: Iterable[str]) -> bool:

@@ -70,6 +70,14 @@ class LeaseTable3x(DynamoLeaseTable):
                 return keys
             args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+    def gsi_active(self) -> bool:
+        """Whether the ``LeaseOwnerToLeaseKeyIndex`` exists and is ACTIVE (the 2.x -> 3.x readiness check)."""
+        table = self._item_retry.call(self._describe_table)
+        return any(
+            index.get("IndexName") == LEASE_OWNER_INDEX and index.get("IndexStatus", "ACTIVE") == "ACTIVE"
+            for index in table.get("GlobalSecondaryIndexes", [])
+        )
+
     def assign(self, lease: Lease, new_owner: str, *, fence_counter: bool = True) -> Lease:
         """Move ``lease`` (as read) to ``new_owner``; see the module docstring. Raises LeaseConflict."""
         expr = _Expression()

@@ -59,13 +59,23 @@ def _session(credentials: Credentials, region: str | None) -> tuple[boto3.sessio
     return session_for(None, region), False
 
 
+def _raw_timestamps(session: boto3.session.Session) -> boto3.session.Session:
+    """Leave timestamps as the epoch seconds the service sent: botocore's default parser builds a
+    ``tzlocal`` datetime per record, which costs more than the rest of a GetRecords page together.
+    :func:`kcl_daemon.aws.kinesis.epoch_millis` takes either form."""
+    core = session._session
+    factory = core.get_component("response_parser_factory")
+    factory.set_parser_defaults(timestamp_parser=lambda value: value)
+    return session
+
+
 def _client(key: _Key) -> object:
     with _lock:
         if key not in _clients:
             settings = ClientSettings(region=key.region, read_timeout_s=10.0, max_pool_connections=64)
             try:
                 session, anonymous = _session(key.credentials, key.region)
-                _clients[key] = session.client(
+                _clients[key] = _raw_timestamps(session).client(
                     key.service,  # type: ignore[call-overload]
                     endpoint_url=key.endpoint,
                     config=botocore_config(settings, anonymous=anonymous),

@@ -91,6 +91,27 @@ KEYS: Final[tuple[Key, ...]] = (
         "As in Java only the stream name is used (the account and region are not).",
     ),
     Key(
+        "streamNames",
+        "stream_names",
+        Kind.STRING,
+        None,
+        "Several streams in one application: `NAME` or `NAME=POSITION` entries, comma-separated "
+        "(POSITION: LATEST, TRIM_HORIZON or AT_TIMESTAMP@epoch-seconds; default initialPositionInStream). "
+        "Leases are keyed `account:stream:creationEpoch:shardId` as in Java's multi-stream mode; "
+        "replaces streamName/streamArn.",
+        extension=True,
+    ),
+    Key(
+        "formerStreamsLeasesDeletionWaitMillis",
+        "former_streams_leases_deletion_wait_s",
+        Kind.MILLIS,
+        3600000,
+        "With streamNames: how long a stream must stay deleted, re-created or unlisted before its "
+        "leases are deleted (Java's deferred FormerStreamsLeasesDeletionStrategy).",
+        extension=True,
+        minimum=0,
+    ),
+    Key(
         "workerId",
         "worker_id",
         Kind.STRING,

@@ -16,6 +16,7 @@ from kcl_daemon.config.keys import IGNORED_BY_NAME, KEYS, Key, Kind
 from kcl_daemon.config.providers import describe, parse_providers
 from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.settings import Settings
+from kcl_daemon.core.multi_stream import parse_stream_list
 
 _EXTERNAL_ID = re.compile(r"(externalId\s*=)[^|,]*")
 
@@ -97,12 +98,17 @@ def derived(settings: Settings) -> dict[str, JsonValue]:
     if settings.initial_position_timestamp is not None:
         position += f" {settings.initial_position_timestamp.isoformat()}"
     main = _credentials(settings.aws_credentials_provider, "boto3 default chain")
+    if settings.stream_names:
+        stream_text: str | None = "several (streamNames): " + ", ".join(
+            f"{spec.name} at {spec.initial_position or 'the initial position'}"
+            for spec in parse_stream_list(settings.stream_names)
+        )
+    elif settings.effective_stream_name:
+        stream_text = f"{settings.effective_stream_name} (from {stream_source})"
+    else:
+        stream_text = None
     return {
-        "streamName": (
-            f"{settings.effective_stream_name} (from {stream_source})"
-            if settings.effective_stream_name
-            else None
-        ),
+        "streamName": stream_text,
         "leaseTableName": settings.lease_table_name,
         "workerId": settings.worker_id or "a random UUID at start",
         "retrievalMode": mode,

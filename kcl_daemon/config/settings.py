@@ -61,7 +61,7 @@ REQUIRED_FOR_REPLAY: Final[tuple[Requirement, ...]] = ("executableName",)
 REQUIRED_FOR_RUN: Final[tuple[Requirement, ...]] = (
     "executableName",
     "applicationName",
-    ("streamName", "streamArn"),
+    ("streamName", "streamArn", "streamNames"),
 )
 REQUIRED_FOR_LEASES: Final[tuple[Requirement, ...]] = (("applicationName", "tableName"),)
 
@@ -73,6 +73,8 @@ class Settings:
     application_name: str | None = None
     stream_name: str | None = None
     stream_arn: str | None = None
+    stream_names: str | None = None  # raw list; kcl_daemon.core.multi_stream.parse_stream_list
+    former_streams_leases_deletion_wait_s: float = 3600.0
     worker_id: str | None = None  # None: generate one at run time
     table_name: str | None = None
     processing_language: str | None = None

@@ -24,6 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
+from kcl_daemon.core.multi_stream import parse_stream_list
+
 REGION_PATTERN: Final = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
 TABLE_NAME_PATTERN: Final = re.compile(r"[a-zA-Z0-9_.-]{3,255}")
 STREAM_NAME_PATTERN: Final = re.compile(r"[a-zA-Z0-9_.-]{1,128}")
@@ -63,6 +65,9 @@ def check_values(
             f"{at('streamName')}: streamName {stream!r} is not a valid Kinesis stream name "
             "(1-128 characters: letters, digits, '_', '-', '.')"
         )
+    streams = values.get("stream_names")
+    if isinstance(streams, str):
+        problems.extend(_stream_list_problems(streams, values, at("streamNames")))
     argv = values.get("executable")
     if isinstance(argv, tuple) and argv:
         problem, _warning = check_executable(str(argv[0]), path_env=path_env, cwd=cwd)
@@ -105,3 +110,14 @@ def check_executable(
             f"{program!r} is not found on PATH now; it is looked up on PATH again when each child starts"
         )
     return None, None
+
+
+def _stream_list_problems(text: str, values: Mapping[str, object], where: str) -> list[str]:
+    """streamNames must parse, and it replaces streamName/streamArn rather than adding to them."""
+    try:
+        parse_stream_list(text)
+    except ValueError as exc:
+        return [f"{where}: streamNames {exc}"]
+    if values.get("stream_name") is not None or values.get("stream_arn") is not None:
+        return [f"{where}: streamNames lists every stream; remove streamName/streamArn (or streamNames)"]
+    return []

@@ -35,6 +35,7 @@ from kcl_daemon.core.lifecycle import (
     ShutdownReason,
     next_state,
 )
+from kcl_daemon.core.multi_stream import stream_fields
 from kcl_daemon.core.restart_policy import FailureHistory, Park, RestartPolicy, decide_restart
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import CheckpointRefused, CheckpointUnusable, ChildFault, ChildProtocolViolation
@@ -107,9 +108,12 @@ class ShardConsumer:
         *,
         clock: Clock | None = None,
         before_shard_end: BeforeShardEnd | None = None,
+        stream: str | None = None,
         observer: ShardObserver = NULL_SHARD_OBSERVER,
     ) -> None:
         self.shard_id = shard_id
+        #: multi-stream: the serialized stream identity, told to the child in ``initialize``
+        self.stream = stream
         self.state = ShardState.WAITING_ON_PARENTS
         self.stats = ConsumerStats()
         self._source = source
@@ -166,7 +170,7 @@ class ShardConsumer:
         return True
 
     async def run(self) -> ShardOutcome:
-        shard_id_var.set(self.shard_id)
+        shard_id_var.set(self.shard_id if self.stream is None else f"{self.stream}:{self.shard_id}")
         try:
             await self._run()
         finally:
@@ -254,6 +258,7 @@ class ShardConsumer:
                 checkpoint.sequence_number,
                 checkpoint.sub_sequence_number,
                 channel=ChannelOffer() if channel else None,
+                **stream_fields(self.stream),
             )
         )()
 

@@ -96,7 +96,7 @@ class DeciderConfig:
     allow_throughput_overshoot: bool = True
     graceful_handoff: bool = True
     # Upper bound on hand-offs per source worker per round (cooperative assignor only).
-    max_handoffs_per_worker: int = 1
+    max_handoffs_per_worker: int = 2
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,11 @@
 One :meth:`Assignor.decide` call is one leader round over plain views (the :class:`Decider` interface).
 
 1. **Members.** ACTIVE workers receive leases, except a *suspect* one (it owns leases and every one of
-   them is expired: it is dead but its metrics are not stale yet). A RESTARTING worker whose
-   ``grace_until`` has not passed is *frozen*: its leases wait for it, expired or not, and count for
-   nobody else; after the grace it is treated as gone. A LEAVING worker's leases are handed off.
+   them is expired: it is dead but its metrics are not stale yet; it stays suspect, across rounds,
+   until it publishes newer metrics). A RESTARTING worker whose ``grace_until`` has not passed is
+   *frozen*: its leases wait for it, expired or not, and count for nobody else; back ACTIVE before its
+   grace ends, its still-expired leases stay its own (it renews them on adoption); after the grace it
+   is treated as gone. A LEAVING worker's leases are handed off.
 2. **Pool.** Leases that must be placed now: unowned, expired (unless frozen), a stuck hand-off, or
    owned by a worker that is gone. Placed in the same round whatever the hand-off limit (they are not
    hand-offs). A lease with a hand-off in progress counts for its destination and is never moved.

@@ -141,3 +141,28 @@ def migration_attributes(
         "mts": now_ms,
         "h": [{"cv": e.cv, "mb": e.mb, "mts": e.mts} for e in entries],
     }
+
+
+#: How long the fleet must look ready before a 2.x-compatible fleet flips to 3.x (Java: 10 minutes).
+READY_STABLE_S: Final = 600.0
+
+
+def fleet_ready_for_3x(
+    gsi_active: bool,
+    lease_owners: Sequence[str | None],
+    metrics_updated_s: Mapping[str, float],
+    now_s: float,
+    reporter_period_s: float,
+) -> tuple[bool, str]:
+    """Java's ``MigrationReadyMonitor`` check, once: the ``LeaseOwnerToLeaseKeyIndex`` is ACTIVE and every
+    distinct lease owner has a WorkerMetricStats entry updated within 2 x the reporter period (so every
+    worker runs 3.x-capable code). As in Java, an unowned lease counts as an owner nobody matches."""
+    if not gsi_active:
+        return False, "the LeaseOwnerToLeaseKeyIndex is not ACTIVE"
+    for owner in sorted(set(lease_owners), key=lambda o: (o is None, o or "")):
+        if owner is None:
+            return False, "a lease has no owner"
+        updated = metrics_updated_s.get(owner)
+        if updated is None or now_s - updated > 2 * reporter_period_s:
+            return False, f"worker {owner} publishes no current WorkerMetricStats (a KCL 2.x worker?)"
+    return True, "every lease owner runs 3.x-capable code"

@@ -56,8 +56,10 @@ class LeaseCountDecider:
             owner = actual_owner(lease)
             if owner is None or lease.expired:
                 orphans.append(lease)
-            elif owner in held:
-                held[owner].append(lease)
+            if owner in held:
+                held[owner].append(lease)  # an active worker's expired lease still counts as its load
+        # Expired leases (they have progress to continue) before leases nobody ever held.
+        orphans.sort(key=lambda lease: (actual_owner(lease) is None, lease.lease_key))
         moves: list[Move] = []
 
         def least_loaded() -> str | None:
@@ -65,8 +67,13 @@ class LeaseCountDecider:
             return min(candidates, key=lambda w: (len(held[w]), w)) if candidates else None
 
         for lease in orphans:
+            owner = actual_owner(lease)
+            if owner in held:
+                held[owner].remove(lease)
             to = least_loaded()
             if to is None:
+                if owner in held:
+                    held[owner].append(lease)
                 break
             moves.append(
                 Move(lease.lease_key, lease.lease_counter, lease.owner, to, False, "expired or unassigned")
@@ -82,7 +89,9 @@ class LeaseCountDecider:
             ):
                 break
             movable = [
-                lease for lease in held[donor] if lease.checkpoint_owner is None and lease.owner == donor
+                lease
+                for lease in held[donor]
+                if lease.checkpoint_owner is None and lease.owner == donor and not lease.expired
             ]
             if not movable:
                 break

@@ -64,7 +64,8 @@ def summarize(
     clusters: Counter[str] = Counter()
     for owner, count in owners.items():
         clusters[cluster(owner)] += count
-    leased_shards = {lease.shard_id for lease in ordered}
+    # plain shard ids, and lease keys for several streams (their shards are listed by lease key)
+    leased_shards = {lease.shard_id for lease in ordered} | {lease.lease_key for lease in ordered}
     return Distribution(
         rows=rows,
         per_worker=tuple(sorted(owners.items(), key=lambda item: (-item[1], item[0]))),

@@ -261,7 +261,8 @@ def _donors(run: _Run, name: str, average: float) -> list[_Worker]:
 
 
 def _leases_to_take(run: _Run, worker_id: str, amount: float, rng: random.Random) -> list[str]:
-    existing = sorted(run.held.get(worker_id, ()))
+    # A finished (SHARD_END) lease counts in the donor's totals but is never moved.
+    existing = sorted(key for key in run.held.get(worker_id, ()) if not run.leases[key].finished)
     if not existing:
         return []
     if run.assigned_tp.get(worker_id, 0.0) == 0:

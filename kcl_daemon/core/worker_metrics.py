@@ -81,7 +81,11 @@ def to_item(stats: WorkerMetricStats) -> dict[str, object]:
     item: dict[str, object] = {
         LAST_UPDATE: int(stats.last_update_s or 0),
         STATS: {name: list(values) for name, values in stats.stats.items()},
-        OPERATING_RANGE: {name: list(values) for name, values in stats.operating_range.items()},
+        # Java reads opr as List<Long>: "100.0" would fail its parse where the store keeps it as sent.
+        OPERATING_RANGE: {
+            name: [int(v) if float(v).is_integer() else v for v in values]
+            for name, values in stats.operating_range.items()
+        },
     }
     if stats.extra is not None:
         item[EXTRA_ATTRIBUTE] = dict(stats.extra)

@@ -199,7 +199,13 @@ class AssignmentLoop:
             scan.leases, frozenset(v.lease_key for v in views if v.expired and v.owner is not None)
         )
         report = RunReport(len(views), len(workers))
-        moves = [m for m in decision.moves if m.lease_key not in frozen and m.lease_key in by_key]
+        # The loop's own safety net, whatever the decider: a pending hand-off within its time, a lease
+        # that vanished, and a finished (SHARD_END) lease are never moved.
+        moves = [
+            m
+            for m in decision.moves
+            if m.lease_key not in frozen and m.lease_key in by_key and not by_key[m.lease_key].is_shard_end
+        ]
         report.moves = moves
         results = await asyncio.gather(
             *(self._apply(by_key[m.lease_key], m, m.lease_key in expired) for m in moves),

@@ -27,7 +27,8 @@ from kcl_daemon.errors import KclError
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: shard id -> its child shard ids, or None when the shard (or stream) no longer exists.
+#: lease key (the shard id, or ``account:stream:epoch:shardId`` for several streams) -> the shard's
+#: child shard ids, or None when the shard (or stream) no longer exists.
 ChildShardLookup = Callable[[str], Sequence[str] | None]
 
 
@@ -78,7 +79,7 @@ class LeaseCleaner:
         lease = await self._get(lease_key)
         children: Sequence[str] | None = None
         if lease is not None and not lease.child_shard_ids and self._lookup is not None:
-            children = await self._call(functools.partial(self._lookup, lease.shard_id))
+            children = await self._call(functools.partial(self._lookup, lease.lease_key))
             if children is None:
                 await self._delete(lease_key, "its shard no longer exists")
                 return None

@@ -8,8 +8,9 @@ we stop leading at once. One whose outcome is unknown keeps us leader only until
 stolen (:func:`still_leader`), so a leader that cannot write steps down on its own.
 
 Our lock duration is the failover time (Java's is 120 s): a dead kcl-daemon leader is replaced within
-``failover + check_s``. Durations are judged from each item's own ``leaseDuration``, so a Java leader is
-given its 120 s, and Java gives ours the failover time.
+``failover + check_s`` (``check_s`` = a quarter of it, at most 2 s). We judge a lock by the
+``leaseDuration`` in its item, so a Java leader gets its 120 s; Java followers take about two minutes to
+replace a dead leader of either kind (their lock client's own timing).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class LeaderElection:
         self.worker_id = worker_id
         self.duration_s = duration_s
         self.heartbeat_s = heartbeat_s if heartbeat_s is not None else duration_s / 4
-        self.check_s = check_s if check_s is not None else min(1.0, duration_s / 4)
+        self.check_s = check_s if check_s is not None else min(2.0, duration_s / 4)
         self._store = store
         self._clock = clock
         self._pool = pool

@@ -11,7 +11,10 @@ algorithms on one table. In 3.x mode the worker runs, each as a supervised loop:
 * ``lease-handoff``: completes graceful hand-offs of its own leases.
 
 In 2.x mode it runs the taker (plus the metrics reporter in ``UPGRADE_FROM_2X``, so that the fleet can
-flip). When the stored version changes the worker switches algorithm in place. On a graceful stop the
+flip). In ``UPGRADE_FROM_2X`` every worker also runs Java's readiness monitor: once the GSI is ACTIVE and
+every lease owner has published current metrics for 10 minutes, it flips ``Migration3.0`` to
+``3X_WITH_ROLLBACK`` (conditionally: the first worker wins). When the stored version changes the worker
+switches algorithm in place. On a graceful stop the
 worker deletes its metrics item (the leader stops assigning to it at once) and releases the lock; with
 ``restartGraceMillis`` it instead publishes RESTARTING and keeps its leases for its return.
 
@@ -34,10 +37,12 @@ from kcl_daemon.core.assignment import Decider
 from kcl_daemon.core.assignor import Assignor
 from kcl_daemon.core.client_version import (
     MIGRATION_KEY,
+    READY_STABLE_S,
     Algorithm,
     ClientVersion,
     ClientVersionConfig,
     HistoryEntry,
+    fleet_ready_for_3x,
     migration_attributes,
     parse_client_version,
     publishes_worker_metrics,
@@ -188,13 +193,12 @@ class LeaderMode:
 
     async def start(self, scheduler: Scheduler) -> None:
         self._scheduler = scheduler
-        self.table.throughput_source = ThroughputTracker(
-            scheduler.bytes_delivered, self._clock.monotonic
-        ).on_renew
+        self._throughput = ThroughputTracker(scheduler.bytes_delivered, self._clock.monotonic)
         version = await self.resolve_version()
         await self._switch(version)
         if self.config.client_version is not ClientVersionConfig.COMPATIBLE_WITH_2X_PHASE1 or self._store:
             scheduler.add_loop("client-version", self._watch_version)
+            scheduler.add_loop("migration-readiness", self._watch_readiness)
 
     async def _switch(self, version: ClientVersion) -> None:
         scheduler = self._scheduler
@@ -204,6 +208,10 @@ class LeaderMode:
             Algorithm.LEADER
             if version in (ClientVersion.V3X, ClientVersion.V3X_WITH_ROLLBACK)
             else Algorithm.TAKER
+        )
+        # throughputKBps with renewals and the metrics item: 3.x and the 2.x-compatible upgrade only
+        self.table.throughput_source = (
+            self._throughput.on_renew if publishes_worker_metrics(version) else None
         )
         if publishes_worker_metrics(version) and self._metrics_loop is None:
             await self._call(self.metrics_table.create_table_if_missing)
@@ -268,6 +276,64 @@ class LeaderMode:
                 resolved = resolve(self.config.client_version, stored)
                 logger.warning("Migration3.0 changed to %s: switching", stored.value)
                 await self._switch(resolved.version if resolved.write is None else stored)
+
+    async def _watch_readiness(self) -> None:
+        """While ``UPGRADE_FROM_2X``: flip the fleet to ``3X_WITH_ROLLBACK`` once it has looked ready for
+        10 minutes (Java's readiness monitor); the write is conditional, so the first worker wins."""
+        ready_since: float | None = None
+        while True:
+            await self._clock.sleep(self.config.migration_poll_s)
+            if self.version is not ClientVersion.UPGRADE_FROM_2X:
+                ready_since = None
+                continue
+            try:
+                ready, why = await self._call(self._fleet_ready)
+            except (KclError, ValueError) as exc:
+                logger.warning("migration readiness check failed: %s", exc)
+                ready_since = None
+                continue
+            now = self._clock.monotonic()
+            if not ready:
+                if ready_since is not None:
+                    logger.info("fleet no longer ready for 3.x: %s", why)
+                ready_since = None
+                continue
+            ready_since = now if ready_since is None else ready_since
+            if now - ready_since >= READY_STABLE_S:
+                await self._flip_to_3x(why)
+
+    async def _flip_to_3x(self, why: str) -> None:
+        stored, item = await self._read_version()
+        if stored is ClientVersion.UPGRADE_FROM_2X and item is not None:
+            previous = HistoryEntry(str(item.get("cv")), str(item.get("mb")), int(item.get("mts", 0)))
+            attrs = migration_attributes(
+                ClientVersion.V3X_WITH_ROLLBACK, self.config.worker_id, int(self._wall() * 1000), [previous]
+            )
+            put = functools.partial(
+                self._store.put,
+                MIGRATION_KEY,
+                attrs,
+                require_equal={"cv": ClientVersion.UPGRADE_FROM_2X.value},
+                entity_type=MIGRATION_ENTITY_TYPE,
+            )
+            try:
+                await self._call(put)
+                logger.info(
+                    "fleet ready for 3.x (%s): Migration3.0 is now CLIENT_VERSION_3X_WITH_ROLLBACK", why
+                )
+            except LeaseConflict:
+                logger.info("Migration3.0 was changed by another worker meanwhile")
+        stored, _ = await self._read_version()
+        if stored is not None and stored is not self.version:
+            await self._switch(stored)
+
+    def _fleet_ready(self) -> tuple[bool, str]:
+        owners = [lease.lease_owner for lease in self.table.list_leases().leases]
+        entries, _ = self.metrics_table.scan()
+        updated = {e.worker_id: e.last_update_s for e in entries if e.last_update_s is not None}
+        return fleet_ready_for_3x(
+            self.table.gsi_active(), owners, updated, self._wall(), self.config.metrics.report_s
+        )
 
     async def stop(self) -> None:
         """Graceful stop: delete our metrics (no more assignments to us), give up the leader lock.

@@ -74,6 +74,8 @@ class ShardSyncConfig:
     interval_s: float = 60.0
     incomplete_retries: int = 3
     incomplete_retry_delay_s: float = 1.0
+    #: multi-stream: the stream's ``account:stream:epoch``; only its leases count, new ones carry it
+    stream_identifier: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +139,11 @@ class ShardSyncer:
     async def sync_once(self) -> SyncResult:
         """One shard sync; raises :class:`KclError` (AWS failures, incomplete range, inconsistent shards)."""
         scan = await self._call(self._table.list_leases)
-        empty = not scan.leases and not scan.skipped
+        stream = self.config.stream_identifier
+        if stream is None:
+            empty = not scan.leases and not scan.skipped
+        else:  # multi-stream: a stream without leases yet starts at its initial position (Java)
+            empty = not any(lease.stream == stream for lease in scan.leases)
         shards = await self._initial_shards() if empty else await self._list(None)
         try:
             new_leases = leases_to_create(
@@ -146,6 +152,7 @@ class ShardSyncer:
                 self.config.initial_position,
                 empty_table=empty,
                 ignore_unexpected_child_shards=self.config.ignore_unexpected_child_shards,
+                stream_identifier=stream,
             )
         except InconsistentShards as exc:
             raise ShardListInconsistent(str(exc)) from exc

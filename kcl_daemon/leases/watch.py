@@ -10,7 +10,6 @@ Rendering is pure (:func:`render_screen`); the loop only scans, draws and sleeps
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
@@ -219,7 +218,6 @@ def watch_leases(
         from kcl_daemon.aws.clients import build_clients, client_settings_from
         from kcl_daemon.aws.kinesis import Kinesis
         from kcl_daemon.aws.lease_table import DynamoLeaseTable
-        from kcl_daemon.retry import KINESIS
 
         table_name = settings.lease_table_name
         if table_name is None:
@@ -227,11 +225,12 @@ def watch_leases(
         clients = build_clients(client_settings_from(settings))
         table = DynamoLeaseTable(clients.dynamodb, table_name)
         kinesis = Kinesis(clients.kinesis)
-        stream = settings.effective_stream_name
+        from kcl_daemon.leases.stream_shards import configured_shard_lister
+
         sample = TableSampler(
             table_name,
             lambda: table.list_leases(consistent=True),
-            None if stream is None else functools.partial(KINESIS.call, kinesis.list_shards, stream),
+            configured_shard_lister(settings, clients.kinesis, kinesis),
             clock,
             failover_s=settings.failover_s,
             cluster_separator=settings.lease_cluster_separator,

@@ -8,9 +8,9 @@ Rules:
   at INFO (ordinary output is not an error); the last lines are kept to explain a failure.
 * Every read and write is bounded: a line longer than the limit, EOF, a broken pipe, or a write the
   child does not accept in time raise the matching :class:`~kcl_daemon.errors.ChildFault`.
-* The child's exit is watched by the process itself (SIGCHLD), not inferred from EOF: a child that
-  exits while a process it started still holds its stdout is reported as exited at once, after a
-  short grace for lines it wrote before exiting.
+* The child's exit is watched by the process itself (SIGCHLD), not inferred from EOF: when a child has
+  exited and its stdout is still open half a second later (a process it started holds it), our end is
+  closed, so the shard sees the exit at once instead of waiting forever.
 * Stopping escalates: close stdin (the protocol's "please exit"), wait; SIGTERM the group, wait;
   SIGKILL the group. Leftover stdout is drained and logged meanwhile.
 """
@@ -23,7 +23,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kcl_daemon.errors import ChildExited, ChildLineTooLong, ChildNotReading, ChildSpawnFailed, ChildTimeout
@@ -59,10 +59,13 @@ class _WatchedProtocol(asyncio.subprocess.SubprocessStreamProtocol):
     def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(limit=limit, loop=loop)
         self.exited = asyncio.Event()
+        self.on_exit: list[Callable[[], None]] = []
 
     def process_exited(self) -> None:
         super().process_exited()
         self.exited.set()
+        for hook in self.on_exit:
+            hook()
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +96,18 @@ class ChildProcess:
         process: asyncio.subprocess.Process,
         argv: Sequence[str],
         line_limit_bytes: int,
-        exited: asyncio.Event | None = None,
+        transport: asyncio.SubprocessTransport,
+        protocol: _WatchedProtocol,
     ) -> None:
         self._process = process
-        self._exited = exited if exited is not None else asyncio.Event()
+        self._transport = transport
+        self._exited = protocol.exited
+        #: Set when the child exited but its stdout stayed open (a process it started holds it).
+        self.stdout_held_open = False
+        protocol.on_exit.append(self._after_exit)
+        if transport.get_returncode() is not None:
+            self._exited.set()
+            self._after_exit()
         self.argv = tuple(argv)
         self._line_limit_bytes = line_limit_bytes
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
@@ -134,10 +145,19 @@ class ChildProcess:
             where = f" (working directory {cwd or os.getcwd()})"
             raise ChildSpawnFailed(f"cannot start {argv[0]!r}: {exc.strerror or exc}{where}") from exc
         process = asyncio.subprocess.Process(transport, protocol, loop)
-        if transport.get_returncode() is not None:
-            protocol.exited.set()
         logger.info("started child pid %d: %s", process.pid, " ".join(argv))
-        return cls(process, argv, line_limit_bytes, protocol.exited)
+        return cls(process, argv, line_limit_bytes, transport, protocol)
+
+    def _after_exit(self) -> None:
+        asyncio.get_running_loop().call_later(_EXIT_GRACE_S, self._end_held_stdout)
+
+    def _end_held_stdout(self) -> None:
+        """The child exited a while ago: if its stdout is still open, something it started holds it.
+        Close our end, so a read waiting on it sees end of file instead of waiting forever."""
+        pipe = self._transport.get_pipe_transport(1)
+        if pipe is not None and not pipe.is_closing():
+            self.stdout_held_open = True
+            pipe.close()
 
     @property
     def pid(self) -> int:
@@ -173,42 +193,25 @@ class ChildProcess:
             await self._settle()
             raise ChildExited(f"stdin is closed: {self.describe_exit()}") from None
 
-    async def _readline_or_exit(self, stdout: asyncio.StreamReader) -> bytes | None:
-        """The next line; None once the child exited and no further line came within the grace."""
-        read = asyncio.ensure_future(stdout.readline())
-        exited = asyncio.ensure_future(self._exited.wait())
-        try:
-            await asyncio.wait({read, exited}, return_when=asyncio.FIRST_COMPLETED)
-            if not read.done():
-                await asyncio.wait({read}, timeout=_EXIT_GRACE_S)
-            if read.done():
-                return read.result()
-            return None
-        finally:
-            for task in (read, exited):
-                if not task.done():
-                    task.cancel()
-            await asyncio.gather(read, exited, return_exceptions=True)
-
     async def read_line(self, timeout_s: float | None, waiting_for: str) -> bytes:
         stdout = self._process.stdout
         assert stdout is not None
         try:
             async with asyncio.timeout(timeout_s):
-                line = await self._readline_or_exit(stdout)
+                line = await stdout.readline()
         except TimeoutError:
             raise ChildTimeout(f"no answer to {waiting_for} within {timeout_s:g}s") from None
         except ValueError:
             raise ChildLineTooLong(
                 f"a stdout line is longer than the {self._line_limit_bytes} byte limit (childMaxLineBytes)"
             ) from None
-        if line is None:
-            raise ChildExited(
-                f"the child exited while waiting for {waiting_for}, but a process it started still "
-                f"holds its stdout open: {self.describe_exit()}"
-            )
         if not line:
             await self._settle()
+            if self.stdout_held_open:
+                raise ChildExited(
+                    f"the child exited while waiting for {waiting_for}, but a process it started still "
+                    f"holds its stdout open: {self.describe_exit()}"
+                )
             raise ChildExited(f"stdout closed while waiting for {waiting_for}: {self.describe_exit()}")
         return line
 

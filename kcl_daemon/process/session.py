@@ -80,25 +80,11 @@ class ChildSession:
             return await self.child.read_line(timeout_s, waiting_for=action)
         loop = asyncio.get_running_loop()
         started = loop.time()
-        read = asyncio.ensure_future(self.child.read_line(timeout_s, waiting_for=action))
+        timer = loop.call_later(stall_s, self._stalled, action, started, timeout_s is None)
         try:
-            done, _ = await asyncio.wait({read}, timeout=stall_s)
-            if not done:
-                self.stalled = action
-                logger.warning(
-                    "child pid %d has not answered %s for %.1fs%s; it may be stuck",
-                    self.child.pid,
-                    action,
-                    loop.time() - started,
-                    ""
-                    if timeout_s is not None
-                    else " (no timeoutInSeconds is set, so nothing ends the wait)",
-                )
-            line = await read
+            return await self.child.read_line(timeout_s, waiting_for=action)
         finally:
-            if not read.done():
-                read.cancel()
-                await asyncio.gather(read, return_exceptions=True)  # stdout is free again on return
+            timer.cancel()
             if self.stalled is not None:
                 logger.info(
                     "child pid %d wrote again after %.1fs waiting on %s",
@@ -107,7 +93,16 @@ class ChildSession:
                     action,
                 )
                 self.stalled = None
-        return line
+
+    def _stalled(self, action: str, started: float, no_timeout: bool) -> None:
+        self.stalled = action
+        logger.warning(
+            "child pid %d has not answered %s for %.1fs%s; it may be stuck",
+            self.child.pid,
+            action,
+            asyncio.get_running_loop().time() - started,
+            " (no timeoutInSeconds is set, so nothing ends the wait)" if no_timeout else "",
+        )
 
     async def run_action(self, message: ActionMessage, on_checkpoint: CheckpointHandler | None) -> None:
         """Send ``message`` and return once the child answered it with a matching status."""

@@ -62,6 +62,7 @@ class SourceOptions:
     kpl_deaggregate: bool = True
     fail_on_data_loss: bool = True
     shards_per_task: int = 1
+    ship_records_max: int = 200_000  # a batch's probed rows the driver hands to executors (0: never)
     # the lease bridge (None: off)
     lease_table_name: str | None = None
     lease_table_region: str | None = None
@@ -71,15 +72,74 @@ class SourceOptions:
     lease_wait_timeout_s: float = 0.0  # 0: refuse to start while other workers hold live leases
 
 
-#: option name (as documented) -> one-line description, for errors and the README's table.
-OPTION_NAMES: Final = (
-    "streamName", "region", "endpointUrl", "awsAccessKeyId", "awsSecretKey", "sessionToken",
-    "profile", "awsCredentialsProvider", "startingPosition", "leaseTableFallbackPosition",
-    "maxRecordsPerBatch", "maxRecordsPerShardPerBatch", "getRecordsLimit", "minFetchIntervalMs",
-    "maxFetchCallsPerShardPerBatch", "shardDiscoveryIntervalMs", "kplDeaggregate", "failOnDataLoss",
-    "shardsPerTask", "leaseTableName", "leaseTableRegion", "leaseTableEndpointUrl", "leaseOwner",
-    "leaseFailoverMs", "leaseWaitTimeoutMs",
-)  # fmt: skip
+#: option name -> (default, meaning): the README's options table is generated from this.
+OPTION_DOCS: Final[dict[str, tuple[str, str]]] = {
+    "streamName": ("required", "The stream to read."),
+    "region": ("boto3's", "AWS region (else `AWS_DEFAULT_REGION` / `~/.aws/config`)."),
+    "endpointUrl": ("boto3's", "Kinesis endpoint (emulators, VPC endpoints)."),
+    "awsAccessKeyId": ("unset", "Static access key id (with `awsSecretKey`, optional `sessionToken`)."),
+    "awsSecretKey": ("unset", "Static secret key; never logged."),
+    "sessionToken": ("unset", "Session token of temporary static keys."),
+    "profile": ("unset", "A named profile of `~/.aws/config` instead of static keys."),
+    "awsCredentialsProvider": (
+        "boto3's chain",
+        "The daemon's `AWSCredentialsProvider` syntax "
+        "(e.g. `STSAssumeRoleSessionCredentialsProvider|arn|name`).",
+    ),
+    "startingPosition": (
+        "`LATEST` (`leaseTable` with `leaseTableName`)",
+        "`TRIM_HORIZON`, `LATEST`, `AT_TIMESTAMP:<ISO-8601 with zone>` or `leaseTable` "
+        "(the KCL checkpoints). Only for a new query: a restarted one continues from its checkpointLocation.",
+    ),
+    "leaseTableFallbackPosition": (
+        "`TRIM_HORIZON`",
+        "Where shards without a lease start (with `leaseTable`).",
+    ),
+    "maxRecordsPerBatch": ("unset", "Rows per micro-batch (`ReadMaxRows`), split over the readable shards."),
+    "maxRecordsPerShardPerBatch": ("100000", "Cap per shard per micro-batch, also under `availableNow`."),
+    "getRecordsLimit": ("10000", "`Limit` of each GetRecords call (1..10000)."),
+    "minFetchIntervalMs": ("200", "Least time between two GetRecords calls on a shard (≥ 200: 5 calls/s)."),
+    "maxFetchCallsPerShardPerBatch": ("20", "GetRecords calls per shard while planning a batch."),
+    "shardDiscoveryIntervalMs": (
+        "1000",
+        "How long a ListShards result is reused (resharding is seen after it).",
+    ),
+    "kplDeaggregate": (
+        "true",
+        "Split KPL aggregates into user records (`subSequenceNumber`, `explicitHashKey`).",
+    ),
+    "failOnDataLoss": (
+        "true",
+        "Fail when records planned for a batch were trimmed; else skip with a warning.",
+    ),
+    "shardsPerTask": ("1", "Shards read by one Spark task (fewer tasks for streams with many shards)."),
+    "shipRecordsMax": (
+        "200000",
+        "Rows per batch the driver hands to executors from its planning read (0: executors read Kinesis).",
+    ),
+    "leaseTableName": ("unset", "The KCL lease table (the daemons' `applicationName`): join the fleet."),
+    "leaseTableRegion": ("`region`", "Region of the lease table."),
+    "leaseTableEndpointUrl": ("boto3's", "DynamoDB endpoint of the lease table."),
+    "leaseOwner": ("`spark:<leaseTableName>`", "Worker id the query writes into the leases it holds."),
+    "leaseFailoverMs": (
+        "10000",
+        "The fleet's `failoverTimeMillis`: 3 times the renewal period and liveness window.",
+    ),
+    "leaseWaitTimeoutMs": (
+        "0",
+        "How long to wait for running workers to let go of their leases (0: refuse).",
+    ),
+}
+OPTION_NAMES: Final = tuple(OPTION_DOCS)
+
+
+def markdown_table() -> str:
+    """The README's table of the source's options."""
+    lines = ["| Option | Default | Meaning |", "|---|---|---|"]
+    lines += [f"| `{name}` | {default} | {meaning} |" for name, (default, meaning) in OPTION_DOCS.items()]
+    return "\n".join(lines)
+
+
 _BY_LOWER: Final = {name.lower(): name for name in OPTION_NAMES}
 
 
@@ -208,6 +268,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         kpl_deaggregate=p.boolean("kplDeaggregate", True),
         fail_on_data_loss=p.boolean("failOnDataLoss", True),
         shards_per_task=p.integer("shardsPerTask", 1, minimum=1),
+        ship_records_max=p.integer("shipRecordsMax", 200_000, minimum=0),
         lease_table_name=lease_table,
         lease_table_region=p.text("leaseTableRegion"),
         lease_table_endpoint_url=p.text("leaseTableEndpointUrl"),

@@ -54,6 +54,15 @@ class UserRecord:
     explicit_hash_key: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """An iterator pointing right after a read's end, and when its shard was last called: the next
+    read from that end goes on with it (one GetRecords call, no GetShardIterator, pacing kept)."""
+
+    iterator: str
+    last_call: float | None
+
+
 @dataclass(slots=True)
 class ShardRead:
     end: ShardPos
@@ -61,6 +70,7 @@ class ShardRead:
     millis_behind_latest: int | None = None
     calls: int = 0
     at_tip: bool = False
+    resume: Resume | None = None  # set when every record fetched was taken (the iterator is exact)
 
 
 @dataclass(slots=True)
@@ -125,6 +135,7 @@ def read_shard(
     hash_range: tuple[int, int] = (0, 2**128 - 1),
     fail_on_data_loss: bool = True,
     closed: bool = False,
+    resume: Resume | None = None,
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> ShardRead:
@@ -147,10 +158,12 @@ def read_shard(
         limits.min_interval_s,
         sleep,
         monotonic,
+        iterator=None if resume is None else resume.iterator,
+        last_call=None if resume is None else resume.last_call,
     )
     deaggregator = Deaggregator(shard_id, *hash_range) if deaggregate else None
     stop_esn = None if stop_at is None or stop_at.is_shard_end else stop_at.checkpoint
-    first_page = True
+    first_page = resume is None  # a resumed iterator starts after the start: nothing to filter
     done = False
 
     def lost(why: str) -> ShardRead:
@@ -211,4 +224,6 @@ def read_shard(
             break
     if stop_at is not None and stop_at.is_shard_end and not result.end.is_shard_end:
         return lost("the planned shard end was not reached")
+    if not done and cursor.iterator is not None and not result.end.is_shard_end:
+        result.resume = Resume(cursor.iterator, cursor.last_call)  # every record fetched was taken
     return result

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
@@ -37,6 +37,7 @@ from kcl_daemon.spark.handover import owner_of
 from kcl_daemon.spark.lease_bridge import LeaseBridge
 from kcl_daemon.spark.lease_rules import is_ahead
 from kcl_daemon.spark.offsets import (
+    ShardPos,
     ShardRange,
     SourceOffset,
     group_ranges,
@@ -47,7 +48,7 @@ from kcl_daemon.spark.offsets import (
     track_new_shards,
 )
 from kcl_daemon.spark.options import SourceOptions, parse_options
-from kcl_daemon.spark.shard_reader import ReadLimits, ShardRead, UserRecord, read_shard
+from kcl_daemon.spark.shard_reader import ReadLimits, Resume, ShardRead, UserRecord, read_shard
 
 logger = logging.getLogger(__name__)
 
@@ -72,10 +73,16 @@ PROBE_THREADS: Final = 16
 
 @dataclass(frozen=True)
 class KinesisPartition(InputPartition):
-    """One Spark task: up to ``shardsPerTask`` shard ranges of one micro-batch."""
+    """One Spark task: up to ``shardsPerTask`` shard ranges of one micro-batch.
+
+    ``shipped[i]`` is range i's rows as Arrow IPC bytes when the driver's probe read exactly that range
+    just before (then the executor does not read Kinesis again), else None (a replayed batch, or a
+    range over ``shipRecordsMax``): the executor reads it. Both are the same rows.
+    """
 
     options: SourceOptions
     ranges: tuple[ShardRange, ...]
+    shipped: tuple[bytes | None, ...] = field(default=(), repr=False)  # never megabytes in a message
 
 
 def to_arrow(stream: str, shard_id: str, records: Sequence[UserRecord]) -> pa.RecordBatch:
@@ -101,6 +108,13 @@ def to_arrow(stream: str, shard_id: str, records: Sequence[UserRecord]) -> pa.Re
     )
 
 
+def to_ipc(batch: pa.RecordBatch) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return bytes(sink.getvalue().to_pybytes())
+
+
 def read_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
     """Executor side: every planned range, records after its start up to and including its end."""
     options = partition.options
@@ -108,7 +122,11 @@ def read_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
     limits = ReadLimits(
         get_records_limit=options.get_records_limit, min_interval_s=options.min_fetch_interval_s
     )
-    for shard_range in partition.ranges:
+    shipped = partition.shipped or (None,) * len(partition.ranges)
+    for shard_range, data in zip(partition.ranges, shipped, strict=True):
+        if data is not None:
+            yield from pa.ipc.open_stream(data)
+            continue
         read = read_shard(
             kinesis,
             options.stream_name,
@@ -141,6 +159,8 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._listing: list[Shard] = []
         self._listed_at: float | None = None
         self._report: dict[str, Any] | None = None
+        self._probed: dict[tuple[str, ShardPos, ShardPos], bytes] = {}
+        self._resume: dict[str, tuple[ShardPos, Resume]] = {}  # shard -> (end it follows, iterator)
 
     # -- shard listing and lease bridge (driver) -------------------------------------------------
 
@@ -228,8 +248,18 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         probes = {shard: n for shard, n in budget.items() if n > 0}
         results = self._probe(tracked, probes, by_id)
         positions = dict(tracked.shards)
+        self._probed = {}
+        shipped = 0
         for shard_id, read in results.items():
             positions[shard_id] = read.end
+            if read.resume is not None:
+                self._resume[shard_id] = (read.end, read.resume)
+            else:
+                self._resume.pop(shard_id, None)
+            if read.records and shipped + len(read.records) <= self.options.ship_records_max:
+                shipped += len(read.records)
+                batch = to_arrow(tracked.stream, shard_id, read.records)
+                self._probed[(shard_id, tracked.position(shard_id), read.end)] = to_ipc(batch)
         behind = {s: r.millis_behind_latest for s, r in results.items() if r.millis_behind_latest is not None}
         self._report = {
             "maxMillisBehindLatest": max(behind.values(), default=0),
@@ -248,8 +278,12 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         kinesis = kinesis_for(self.options)
         options = self.options
 
+        resumes = dict(self._resume)
+
         def probe(shard_id: str) -> ShardRead:
             shard = by_id.get(shard_id)
+            start = tracked.position(shard_id)
+            hint = resumes.get(shard_id)
             limits = ReadLimits(
                 max_records=budget[shard_id],
                 max_calls=options.max_fetch_calls_per_shard_per_batch,
@@ -261,7 +295,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 kinesis,
                 options.stream_name,
                 shard_id,
-                tracked.position(shard_id),
+                start,
                 limits=limits,
                 deaggregate=options.kpl_deaggregate,
                 hash_range=(0, 2**128 - 1)
@@ -269,6 +303,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 else (shard.starting_hash_key, shard.ending_hash_key),
                 fail_on_data_loss=options.fail_on_data_loss,
                 closed=shard is not None and not shard.is_open,
+                resume=hint[1] if hint is not None and hint[0] == start else None,
             )
 
         shard_ids = sorted(budget)
@@ -285,8 +320,11 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         start_offset, end_offset = SourceOffset.from_json(start), SourceOffset.from_json(end)
         by_id = {s.shard_id: s for s in self._shards()}
         ranges = shard_ranges(start_offset, end_offset, by_id)
+        probed, self._probed = self._probed, {}
         return [
-            KinesisPartition(self.options, group)
+            KinesisPartition(
+                self.options, group, tuple(probed.get((r.shard_id, r.start, r.end)) for r in group)
+            )
             for group in group_ranges(ranges, self.options.shards_per_task)
         ]
 

@@ -120,6 +120,8 @@ class Scheduler:
         child_shard_lookup: ChildShardLookup | None = None,
         metrics: DaemonMetrics | None = None,
         lease_mode: LeaseMode | None = None,
+        syncer: Any = None,  # a MultiStreamSyncer (several streams); None: one ShardSyncer
+        make_stream_source: Callable[[Shard, str], ShardRecordSource] | None = None,
     ) -> None:
         self.config = config
         #: who assigns leases: None = the 2.x taker; else the KCL 3.x-aware mode (leases.leader_mode)
@@ -137,7 +139,7 @@ class Scheduler:
             renew_pool=ThreadPoolExecutor(config.max_lease_renewal_threads, thread_name_prefix="lease-renew"),
             io_pool=self._io_pool,
         )
-        self.syncer = ShardSyncer(
+        self.syncer = syncer or ShardSyncer(
             shard_lister,
             table,
             config.shard_sync,
@@ -157,6 +159,7 @@ class Scheduler:
             table=table,
             io_pool=self._io_pool,
             make_source=make_source,
+            make_stream_source=make_stream_source,
             launch_child=launch_child,
             consumer_settings=config.consumer,
             clock=clock,

@@ -77,6 +77,8 @@ class ShardTaskContext:
     parent_poll_s: float = 10.0
     task_backoff_s: float = 0.5
     rng: Random = field(default_factory=Random)  # the 1-in-30 give-up of spec 6.4
+    #: multi-stream leases: (shard, serialized stream identity) -> source; blocking, runs on io_pool
+    make_stream_source: Callable[[Shard, str], ShardRecordSource] | None = None
     shard_observer: Callable[[str], ShardObserver] = no_shard_observer  # kcl_daemon.metrics
 
 
@@ -147,7 +149,7 @@ class ShardTask:
         return False
 
     async def run(self) -> ShardOutcome | None:
-        shard_id_var.set(self.lease.shard_id)
+        shard_id_var.set(self.key)  # the shard id; with several streams, stream:shard (unambiguous)
         try:
             if not await self._wait_for_parents():
                 return None
@@ -158,7 +160,12 @@ class ShardTask:
                 self._ctx.enqueue_cleanup(self.key)
                 return None
             # The factory may ask ListShards for the shard (its ending sequence number), so off the loop.
-            made = await self._call(functools.partial(self._ctx.make_source, shard_of(self.lease)))
+            stream = self.lease.stream
+            if stream is not None and self._ctx.make_stream_source is not None:
+                make = functools.partial(self._ctx.make_stream_source, shard_of(self.lease), stream)
+            else:
+                make = functools.partial(self._ctx.make_source, shard_of(self.lease))
+            made = await self._call(make)
             self._made = made
             self._source = PrefetchingSource(made)
             self.consumer = ShardConsumer(
@@ -169,7 +176,10 @@ class ShardTask:
                 self._ctx.consumer_settings,
                 clock=self._ctx.clock,
                 before_shard_end=self.before_shard_end,
-                observer=self._ctx.shard_observer(self.lease.shard_id),
+                stream=stream,
+                observer=self._ctx.shard_observer(
+                    self.key
+                ),  # several streams: one series per stream and shard
             )
             if self._lost:
                 self.consumer.lease_lost()
@@ -217,7 +227,10 @@ class ShardTask:
         try:
             return await self._before_shard_end()
         except _Interrupted:
-            return self._ctx.coordinator.held_lease(self.key) is not None  # a signal: the consumer takes it
+            # A signal (shutdown, hand-off, loss) before the child leases exist: never let the shard
+            # checkpoint SHARD_END without them. The child hears leaseLost; the lease's next owner (or
+            # this worker after a restart) reads to the shard's end again and creates them.
+            return False
 
     async def _before_shard_end(self) -> bool:
         assert self._source is not None
@@ -257,7 +270,7 @@ class ShardTask:
                 return False
             logger.info("shard %s: %s", self.lease.shard_id, decision.reason)
             if await sleep_unless_set(self._ctx.clock, self._ctx.task_backoff_s, self._stop):
-                return True  # a signal: the consumer takes it next
+                return False  # a signal before the child leases exist: see before_shard_end
         table = self._ctx.table
         for lease in decision.leases_to_create:
             create = functools.partial(table.create_lease, lease)

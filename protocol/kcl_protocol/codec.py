@@ -97,6 +97,10 @@ def _daemon_dict(message: DaemonMessage) -> dict[str, object]:
             }
             if offer is not None:
                 initialize[CHANNEL_KEY] = offer.as_json()
+            if message.stream_name is not None:  # old clients ignore unknown fields
+                initialize["streamName"] = message.stream_name
+            if message.stream_identifier is not None:
+                initialize["streamIdentifier"] = message.stream_identifier
             return initialize
         case ProcessRecords(records=records, millis_behind_latest=behind):
             return {
@@ -180,6 +184,8 @@ def decode_daemon_line(line: bytes | str) -> DaemonMessage:
                     shard_id=_req_str(obj["shardId"], "shardId"),
                     sequence_number=_opt_str(obj["sequenceNumber"], "sequenceNumber"),
                     sub_sequence_number=_opt_int(obj["subSequenceNumber"], "subSequenceNumber"),
+                    stream_name=_opt_str(obj.get("streamName"), "streamName"),
+                    stream_identifier=_opt_str(obj.get("streamIdentifier"), "streamIdentifier"),
                     channel=parse_offer(obj.get(CHANNEL_KEY)),
                 )
             case "processRecords":

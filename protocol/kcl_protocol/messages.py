@@ -68,6 +68,10 @@ class Initialize:
     sub_sequence_number: int | None
     #: kcl-daemon's log/metric channel offer (:mod:`kcl_protocol.extensions`); None: not offered
     channel: ChannelOffer | None = None
+    #: several streams per application (kcl-daemon extension): the plain stream name and the
+    #: ``accountId:streamName:creationEpoch`` identity; absent on the wire for single-stream workers
+    stream_name: str | None = None
+    stream_identifier: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

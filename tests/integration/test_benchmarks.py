@@ -61,3 +61,10 @@ def test_profile_retrieval_prints_cpu_per_10k_and_the_profile() -> None:
     out = run_bench("profile_retrieval.py", "--records", "400", "--shards", "2", "--top", "5")
     assert "CPU-s per 10k" in out
     assert "event loop thread, by tottime" in out and "GetRecords threads, by cumulative" in out
+
+
+def test_balance_prints_the_comparison_speed_cost_and_failover() -> None:
+    out = run_bench("balance.py", "--quick", "--runs", "1")
+    assert "scale-out" in out and "ours (grace 120 s)" in out
+    assert "unowned leases over" in out and "x variance" in out
+    assert "ratio" in out and "Failover of a crashed worker" in out

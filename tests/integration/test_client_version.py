@@ -98,3 +98,9 @@ async def test_a_35_fleet_keeps_its_state_in_the_lease_table(
     assert await mode.resolve_version() is ClientVersion.V3X
     assert not CoordinatorStore(aws_clients.dynamodb, coordinator_table).exists()
     assert lease_table.list_leases(consistent=True).leases == ()  # non-lease items are skipped
+
+
+def test_the_readiness_check_sees_the_gsi(aws_clients: AwsClients, lease_table: DynamoLeaseTable) -> None:
+    from kcl_daemon.aws.lease_table_3x import LeaseTable3x
+
+    assert LeaseTable3x(aws_clients.dynamodb, lease_table.table_name).gsi_active()

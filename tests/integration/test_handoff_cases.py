@@ -185,3 +185,25 @@ async def test_two_leaders_deciding_at_once_move_a_lease_once(table: LeaseTable3
         table.initiate_handoff(owned, "z")  # a hand-off is already pending
     item = table.get_lease(lease.lease_key, consistent=True)
     assert item is not None and (item.lease_owner, item.checkpoint_owner) == ("x", "y")
+
+
+class _MoveEverything:
+    name = "move-everything"
+
+    def decide(self, leases: Any, workers: Any, now: float, state: Any, config: Any) -> Any:
+        from kcl_daemon.core.assignment import Decision, Move
+
+        return Decision(tuple(Move(v.lease_key, v.lease_counter, v.owner, "b", False) for v in leases), state)
+
+
+async def test_the_leader_never_moves_a_finished_lease_whatever_the_decider_says(table: LeaseTable3x) -> None:
+    clock = FakeClock()
+    done = Lease("shardId-000000000009", ExtendedSequenceNumber(Sentinel.SHARD_END.value))
+    assert table.create_lease(done)
+    _create(table)
+    leader = _leader(table, clock, "b")
+    leader.decider = _MoveEverything()
+    report = await leader.run_once()
+    assert [m.lease_key for m in report.moves] == ["shardId-000000000000"]
+    finished = table.get_lease("shardId-000000000009", consistent=True)
+    assert finished is not None and finished.lease_owner is None

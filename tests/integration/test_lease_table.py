@@ -307,3 +307,16 @@ def test_list_shards_covers_the_hash_space(kinesis: Kinesis, aws_clients: AwsCli
 def test_list_shards_of_a_missing_stream(kinesis: Kinesis) -> None:
     with pytest.raises(DependencyUnavailable):
         kinesis.list_shards("no-such-stream")
+
+
+def test_a_multi_stream_checkpoint_writes_stream_name_and_shard_id(
+    lease_table: DynamoLeaseTable, aws_clients: AwsClients
+) -> None:
+    """Java's multi-stream serializer sets both attributes on every update, also for leases an older
+    writer created without them."""
+    key = "123456789012:orders:1700000000:shardId-000000000004"
+    taken = lease_table.take(created(lease_table, key), "worker-a")  # created without the two
+    lease_table.checkpoint(taken, ExtendedSequenceNumber("42"))
+    item = raw_item(lease_table, aws_clients, key)
+    assert item["streamName"] == {"S": "123456789012:orders:1700000000"}
+    assert item["shardId"] == {"S": "shardId-000000000004"}

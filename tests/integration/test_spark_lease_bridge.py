@@ -9,6 +9,8 @@ refuses to start, or waits for the daemon's leases when told to.
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -98,12 +100,17 @@ def test_daemons_then_spark_then_daemons_process_every_record_exactly_once(
     options = spark_options(fleet, maxRecordsPerBatch=200)
     listener = KinesisLeaseSyncListener(options)
     run_query(spark_session, options, out, chk, listeners=(listener,))
-    report = sync_lease_table(chk, options)  # the last batch, which commit() never reports
+    # the last batch, which commit() never reports: the CLI's spark-sync writes it and releases
+    argv = [sys.executable, "-m", "kcl_daemon", "spark-sync", "--checkpoint", str(chk)]
+    argv += [arg for key, value in options.items() for arg in ("--option", f"{key}={value}")]
+    synced = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    assert "lease(s) released" in synced.stdout and "not written" not in synced.stdout
+    assert sync_lease_table(chk, options).written == {}  # idempotent: nothing left to move
     phase_2 = texts(rows(out))
     assert sorted(phase_2) == sorted(
         [f"record-{n}" for n in range(300, 600)] + [f"agg-{n}" for n in range(4)]
     )
-    assert not report.refused
     table = DynamoLeaseTable(clients.dynamodb, fleet.table)
     leases = table.list_leases(consistent=True).leases
     assert all(lease.lease_owner is None for lease in leases)  # released on stop
@@ -114,6 +121,10 @@ def test_daemons_then_spark_then_daemons_process_every_record_exactly_once(
     fleet.wait(lambda: len(fleet.recorded()) >= 300 + 300, 60, "phase 3: daemons process 300 more")
     assert daemon.stop(signal.SIGTERM) == 0, daemon.tail()
     phase_3 = [row["data"] for row in fleet.recorded()][len(phase_1) :]
+
+    # Spark restarted on its old checkpoint would rewind what the daemons did: it refuses, naming shards
+    with pytest.raises(Exception, match="is ahead of this query's checkpoint"):
+        run_query(spark_session, options, tmp_path / "out-again", chk)
 
     everything = phase_1 + phase_2 + phase_3
     expected = [f"record-{n}" for n in range(900)] + [f"agg-{n}" for n in range(4)]

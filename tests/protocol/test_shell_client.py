@@ -444,3 +444,16 @@ def test_sample_under_kcl_daemon_replay() -> None:
     for rec in records:
         assert f"partitionKey={rec['partitionKey']} " in result.stderr
         assert rec.get("text", rec.get("data")) not in result.stderr  # payloads are never logged
+
+
+def test_initialize_names_the_stream_of_several(tmp_path: Path) -> None:
+    out = tmp_path / "stream"
+    body = f"""
+kcl_initialize() {{ printf '%s|%s\\n' "$KCL_STREAM_NAME" "$KCL_STREAM_IDENTIFIER" >> {str(out)!r}; }}
+kcl_process_records() {{ :; }}
+"""
+    several = {**initialize(), "streamName": "orders", "streamIdentifier": "123456789012:orders:1700000000"}
+    messages, stderr, code = converse(processor(tmp_path, body), [several, initialize()])
+    assert code == 0, stderr
+    assert messages == [status("initialize"), status("initialize")]
+    assert out.read_text().splitlines() == ["orders|123456789012:orders:1700000000", "|"]

@@ -278,3 +278,18 @@ def test_moves_equal_the_lower_bound(counts: list[int], unowned: int) -> None:
         over = sum(max(0, c - floor) for c in counts)
     moves = converge(owners, workers, DeciderConfig(max_handoffs_per_worker=1000), rounds=3)
     assert moves[0] == unowned + over and moves[1:] == [0, 0]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.floats(0, 1000), min_size=1, max_size=40),
+    st.integers(1, 6),
+    st.lists(st.none() | st.floats(0, 100), min_size=6, max_size=6),
+)
+def test_load_balancing_settles(tps: list[float], n_workers: int, cpus: list[float | None]) -> None:
+    """Whatever the throughputs and CPU figures, rounds over an unchanged fleet stop moving leases."""
+    workers = [WorkerView(f"w{i}", zone=f"z{i % 2}", cpu_percent=cpus[i]) for i in range(n_workers)]
+    owners: dict[str, str | None] = {key(i): None for i in range(len(tps))}
+    tp = {key(i): t for i, t in enumerate(tps)}
+    per_round = converge(owners, workers, tp=tp, rounds=40)
+    assert per_round[-10:] == [0] * 10, per_round

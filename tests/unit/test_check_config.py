@@ -131,7 +131,7 @@ def test_every_problem_at_once_exits_2(tmp_path: Path) -> None:
         f"{path}:5: kinesisEndpoint 'localhost:4567' is not a URL",
         f"{path}: required key executableName is missing",
         f"{path}: required key applicationName is missing",
-        f"{path}: one of streamName or streamArn is required",
+        f"{path}: one of streamName or streamArn or streamNames is required",
     ):
         assert f"  - {text}" in err
 

@@ -198,3 +198,21 @@ def test_a_password_in_a_url_is_masked_in_every_log_line(caplog: pytest.LogCaptu
     assert (
         mask_url_password("https://u:p@h https://x@h2 http://h3") == "https://u:****@h https://x@h2 http://h3"
     )
+
+
+def test_a_password_in_an_endpoint_is_masked_when_the_table_cannot_be_read(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    path = write(
+        tmp_path,
+        "applicationName = orders-app\nregionName = us-east-1\n"
+        f"dynamoDBEndpoint = http://admin:hunter2@127.0.0.1:{port}\n"
+        f"kinesisEndpoint = http://admin:hunter2@127.0.0.1:{port}\n",
+    )
+    env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_MAX_ATTEMPTS": "1"}
+    result = CliRunner(env=env).invoke(main, ["leases", "--properties", str(path)])
+    assert result.exit_code == 1, result.output
+    assert "hunter2" not in result.output + result.stderr

@@ -339,7 +339,7 @@ def test_run_requirements_all_at_once(tmp_path: Path) -> None:
         f"{path}:2: failoverTimeMillis 'soon' is not a whole number of milliseconds",
         f"{path}: required key executableName is missing",
         f"{path}: required key applicationName is missing",
-        f"{path}: one of streamName or streamArn is required",
+        f"{path}: one of streamName or streamArn or streamNames is required",
     )
 
 
@@ -364,7 +364,7 @@ def test_validate_functions() -> None:
     assert validate_for_run(Settings()) == [
         "required key executableName is missing",
         "required key applicationName is missing",
-        "one of streamName or streamArn is required",
+        "one of streamName or streamArn or streamNames is required",
     ]
     assert validate_for_run(Settings(executable=("x",), application_name="a", stream_arn=ARN)) == []
     assert validate_for_leases(Settings()) == ["one of applicationName or tableName is required"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -34,7 +35,14 @@ from kcl_daemon.spark.offsets import (
     split_budget,
     track_new_shards,
 )
-from kcl_daemon.spark.options import StartingPosition, StartKind, parse_options
+from kcl_daemon.spark.options import (
+    OPTION_DOCS,
+    OPTION_NAMES,
+    StartingPosition,
+    StartKind,
+    markdown_table,
+    parse_options,
+)
 
 # -- options -----------------------------------------------------------------------------------
 
@@ -234,3 +242,13 @@ def test_children_and_ahead() -> None:
     assert is_ahead(ExtendedSequenceNumber("20"), after("10"))
     assert not is_ahead(ExtendedSequenceNumber("10", 0), after("10", 0))
     assert not is_ahead(LATEST, after("10"))
+
+
+def test_readme_options_table_is_generated_from_the_options() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("<!-- spark-options:start -->\n") + len("<!-- spark-options:start -->\n")
+    end = readme.index("\n<!-- spark-options:end -->")
+    assert readme[start:end] == markdown_table(), (
+        "regenerate: python -c 'from kcl_daemon.spark.options import *; print(markdown_table())'"
+    )
+    assert tuple(OPTION_DOCS) == OPTION_NAMES

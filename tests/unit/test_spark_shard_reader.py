@@ -134,3 +134,16 @@ def test_trimmed_records_are_data_loss_unless_told_otherwise() -> None:
 def test_a_planned_end_beyond_the_tip_is_data_loss() -> None:
     with pytest.raises(DataLoss, match="tip"):
         read(FakeKinesis(plain(1, 2)), AT_TRIM_HORIZON, stop_at=after("7"), limits=ReadLimits())
+
+
+def test_a_read_that_took_every_record_fetched_resumes_with_its_iterator() -> None:
+    kinesis = FakeKinesis(plain(1, 2, 3))
+    first = read(kinesis, AT_TRIM_HORIZON)
+    assert first.resume is not None and first.end == after("3")
+    kinesis.records += plain(4, 5)
+    gets = len(kinesis.iterators)
+    second = read(kinesis, first.end, resume=first.resume)
+    assert [u.record.sequence_number for u in second.records] == ["4", "5"]
+    assert len(kinesis.iterators) == gets  # no GetShardIterator: the iterator went on
+    budgeted = read(kinesis, AT_TRIM_HORIZON, limits=ReadLimits(max_records=2, max_calls=50))
+    assert budgeted.resume is None  # stopped inside a page: the iterator is past the end

@@ -70,7 +70,13 @@ test('handlers get decoded records and the documented inputs', async () => {
     ] },
     { action: 'leaseLost' },
   ], { chunkSize: 1 }); // byte by byte: multi-byte characters arrive split
-  assert.deepEqual(seen.initialize, { shardId: 'shardId-000000000001', sequenceNumber: 'TRIM_HORIZON', subSequenceNumber: 0 });
+  assert.deepEqual(seen.initialize, {
+    shardId: 'shardId-000000000001',
+    sequenceNumber: 'TRIM_HORIZON',
+    subSequenceNumber: 0,
+    streamName: null,
+    streamIdentifier: null,
+  });
   const { records, millisBehindLatest, checkpointer } = seen.processRecords;
   assert.equal(millisBehindLatest, 42);
   assert.equal(typeof checkpointer.checkpoint, 'function');
@@ -295,4 +301,14 @@ test('a processRecords line over 10 MB, fed in odd-sized chunks', async () => {
 test('run() needs a processRecords function', () => {
   assert.throws(() => run({}), TypeError);
   assert.throws(() => run(null), TypeError);
+});
+
+test('initialize names the stream when the daemon reads several', async () => {
+  const seen = {};
+  await converse({
+    initialize(input) { seen.initialize = input; },
+    processRecords() {},
+  }, [{ ...INITIALIZE, streamName: 'orders', streamIdentifier: '123456789012:orders:1700000000' }]);
+  assert.equal(seen.initialize.streamName, 'orders');
+  assert.equal(seen.initialize.streamIdentifier, '123456789012:orders:1700000000');
 });

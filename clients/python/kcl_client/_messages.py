@@ -28,6 +28,10 @@ class Initialize:
     position: Position
     #: the actions of kcl-daemon's log/metric channel the daemon offered (empty: none, e.g. Java's daemon)
     channel: tuple[str, ...] = ()
+    #: several streams per application (kcl-daemon's streamNames): the shard's stream, else None
+    stream_name: str | None = None
+    #: ``accountId:streamName:creationEpoch`` of that stream, else None
+    stream_identifier: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +156,13 @@ def decode(obj: object) -> DaemonMessage:
             )
             offer = obj.get("channel")
             channel = tuple(a for a in offer if isinstance(a, str)) if isinstance(offer, list) else ()
-            return Initialize(shard_id, position, channel)
+            return Initialize(
+                shard_id,
+                position,
+                channel,
+                _optional_str(obj, "streamName", "initialize"),
+                _optional_str(obj, "streamIdentifier", "initialize"),
+            )
         case "processRecords":
             records = obj.get("records")
             if not isinstance(records, list):

@@ -52,6 +52,11 @@ class RecordProcessor(abc.ABC):
     """
 
     _telemetry: Telemetry | None = None
+    #: the shard's stream when the daemon reads several (kcl-daemon's streamNames), set before
+    #: ``initialize``; None for a single-stream daemon (and the Java daemon)
+    stream_name: str | None = None
+    #: that stream's ``accountId:streamName:creationEpoch`` (a re-created stream has a new one)
+    stream_identifier: str | None = None
 
     def log(self, level: str, message: str) -> None:
         """Have the daemon log ``message`` under this shard at ``level`` (debug, info, warning, error,

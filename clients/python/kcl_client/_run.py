@@ -91,6 +91,8 @@ class _Session:
             case Initialize(shard_id=shard_id, position=position, channel=channel):
                 logger.debug("initialize %s at %s", shard_id, position)
                 self._offered = channel
+                processor.stream_name = message.stream_name
+                processor.stream_identifier = message.stream_identifier
                 self._call("initialize", lambda: processor.initialize(shard_id, position))
                 return "initialize"
             case ProcessRecords(records=records, millis_behind_latest=behind):
