@@ -146,6 +146,12 @@ def latency(
         stop.set()
         producer.join()
         time.sleep(3)
+        if os.environ.get("BENCH_VERBOSE"):
+            busy = [p["durationMs"] for p in query.recentProgress if p["numInputRows"]]
+            for key in ("latestOffset", "addBatch", "walCommit", "commitOffsets", "triggerExecution"):
+                values = sorted(d.get(key, 0) for d in busy)
+                if values:
+                    print(f"   {key}: p50 {values[len(values) // 2]} ms over {len(values)} batches")
         query.stop()
     return seen
 

@@ -3,8 +3,9 @@
 The same loop serves both sides, so they agree record for record:
 
 * the **probe** (driver, ``latestOffset``) reads from the batch's start until its budget, the shard's
-  tip (an empty page at ``millisBehindLatest == 0``), the shard's end, a call cap, or the first record
-  that arrived after the AvailableNow cut-off; it keeps only the position it reached;
+  tip (an empty or short page at ``millisBehindLatest == 0``), the shard's end, a call cap, or the
+  first record that arrived after the AvailableNow cut-off; the rows it read go to the executors with
+  the plan (up to ``shipRecordsMax``);
 * the **read** (executor, ``read()``) reads from the same start up to and including the planned end.
 
 Reads start where the daemon would (:func:`iterator_position_for` + :func:`records_after`: at the
@@ -217,10 +218,14 @@ def read_shard(
             result.end = AT_SHARD_END  # closed, and every record of it was taken
             break
         going_to_end = closed or (stop_at is not None and stop_at.is_shard_end)
-        if not page.records and page.millis_behind_latest in (0, None) and not going_to_end:
+        caught_up = page.millis_behind_latest in (0, None) and not going_to_end
+        if caught_up and not page.records:
             result.at_tip = True
             if stop_esn is not None:
                 return lost(f"the shard's tip was reached before the planned end {stop_esn}")
+            break
+        if caught_up and stop_at is None and len(page.records) < limits.get_records_limit:
+            result.at_tip = True  # a short page at the tip: another call now would come back empty
             break
     if stop_at is not None and stop_at.is_shard_end and not result.end.is_shard_end:
         return lost("the planned shard end was not reached")

@@ -8,6 +8,7 @@ refuses to start, or waits for the daemon's leases when told to.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.spark.handover import sync_lease_table
 from kcl_daemon.spark.listener import KinesisLeaseSyncListener
+from kcl_daemon.spark.offsets import SourceOffset
 from tests.integration.conftest import Backend, wait_for_stream
 from tests.integration.spark_helpers import REGION, put, rows, run_query
 from tests.integration.test_daemon_e2e import Fleet
@@ -100,6 +102,15 @@ def test_daemons_then_spark_then_daemons_process_every_record_exactly_once(
     options = spark_options(fleet, maxRecordsPerBatch=200)
     listener = KinesisLeaseSyncListener(options)
     run_query(spark_session, options, out, chk, listeners=(listener,))
+    # while it ran, the query checkpointed each batch Spark committed to it (all but the last)
+    table = DynamoLeaseTable(clients.dynamodb, fleet.table)
+    batches = sorted(int(p.name) for p in (chk / "offsets").iterdir() if p.name.isdigit())
+    assert len(batches) >= 2
+    committed = SourceOffset.from_json(
+        json.loads((chk / "offsets" / str(batches[-2])).read_text().splitlines()[2])
+    )
+    for lease in table.list_leases(consistent=True).leases:
+        assert lease.checkpoint >= committed.shards[lease.shard_id].checkpoint, lease
     # the last batch, which commit() never reports: the CLI's spark-sync writes it and releases
     argv = [sys.executable, "-m", "kcl_daemon", "spark-sync", "--checkpoint", str(chk)]
     argv += [arg for key, value in options.items() for arg in ("--option", f"{key}={value}")]
@@ -111,7 +122,6 @@ def test_daemons_then_spark_then_daemons_process_every_record_exactly_once(
     assert sorted(phase_2) == sorted(
         [f"record-{n}" for n in range(300, 600)] + [f"agg-{n}" for n in range(4)]
     )
-    table = DynamoLeaseTable(clients.dynamodb, fleet.table)
     leases = table.list_leases(consistent=True).leases
     assert all(lease.lease_owner is None for lease in leases)  # released on stop
     assert any(lease.checkpoint.sub_sequence_number == 3 for lease in leases)  # the aggregate's last
