@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import json
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -229,6 +230,7 @@ def run(
 
     interval = status_interval if status_interval is not None else (2.0 if local else 30.0)
     options = MetricsOptions(metrics_port, metrics_host, otlp_endpoint)
+    older = frozenset(threading.enumerate())
     try:
         code = run_from_settings(
             settings, local=local, worker_id=worker_id, status_every_s=interval, metrics_options=options
@@ -238,7 +240,7 @@ def run(
         sys.exit(EXIT_CONFIG)
     except KclError as exc:
         _fail(str(exc), EXIT_FAILED)
-    exit_promptly(code)  # an I/O thread still blocked in a hanging call must not delay the exit
+    exit_promptly(code, older=older)  # an I/O thread still blocked in a hanging call must not delay the exit
 
 
 @main.command()
@@ -416,6 +418,7 @@ def replay(
         shards = read_records_file(records, shard_id)
     except RecordsFileError as exc:
         _fail(str(exc))
+    older = frozenset(threading.enumerate())
     try:
         reports = asyncio.run(
             run_replay(
@@ -428,7 +431,7 @@ def replay(
         )
     except StoppedAtOnce as exc:
         click.echo(f"kcl-daemon: {exc.args[0]}", err=True)
-        exit_promptly(EXIT_INTERRUPTED)
+        exit_promptly(EXIT_INTERRUPTED, older=older)
     if as_json:
         click.echo(orjson.dumps([_report_json(r) for r in reports], option=orjson.OPT_INDENT_2).decode())
     else:

@@ -84,19 +84,26 @@ class StopSignals:
                 self._loop.remove_signal_handler(signum)
 
 
-def _blocked_threads() -> list[threading.Thread]:
+def _blocked_threads(older: frozenset[threading.Thread]) -> list[threading.Thread]:
     main = threading.main_thread()
-    return [t for t in threading.enumerate() if t is not main and t.is_alive() and not t.daemon]
+    return [
+        t for t in threading.enumerate() if t is not main and t not in older and t.is_alive() and not t.daemon
+    ]
 
 
-def exit_promptly(code: int, grace_s: float = 2.0) -> NoReturn:
-    """Exit with ``code``; if I/O threads are still blocked after ``grace_s``, do not wait for them."""
+def exit_promptly(
+    code: int, grace_s: float = 2.0, older: frozenset[threading.Thread] = frozenset()
+) -> NoReturn:
+    """Exit with ``code``; if I/O threads are still blocked after ``grace_s``, do not wait for them.
+
+    Threads in ``older`` (those that ran before the daemon started: an embedding program's, a test
+    runner's) are not the daemon's and never make it cut the process short."""
     deadline = time.monotonic() + grace_s
-    while _blocked_threads() and time.monotonic() < deadline:
+    while _blocked_threads(older) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if not _blocked_threads():
+    if not _blocked_threads(older):
         sys.exit(code)
-    logger.info("not waiting for %d blocked I/O thread(s)", len(_blocked_threads()))
+    logger.info("not waiting for %d blocked I/O thread(s)", len(_blocked_threads(older)))
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

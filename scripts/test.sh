@@ -3,4 +3,13 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export GOCACHE=$PWD/.cache/go/build GOPATH=$PWD/.cache/go/path GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local
-exec .venv/bin/python -m pytest -p no:cacheprovider "$@"
+# pytest writes the JUnit report only when its session ends: without it, something ended the run early
+# (an os._exit or a signal in the test process), whatever the exit status says.
+report=$(mktemp -d)/junit.xml
+status=0
+.venv/bin/python -m pytest -p no:cacheprovider --junitxml="$report" "$@" || status=$?
+if [[ ! -s $report ]]; then
+  echo "scripts/test.sh: the test run ended before pytest finished its session (status $status)" >&2
+  exit 1
+fi
+exit "$status"
