@@ -49,6 +49,11 @@ class LeaseView:
     finished: bool = False
     parent_keys: tuple[str, ...] = ()
 
+    @property
+    def actual_owner(self) -> str | None:
+        """The worker serving the lease now: during a hand-off, the one that must checkpoint first."""
+        return self.checkpoint_owner if self.checkpoint_owner is not None else self.owner
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerView:

@@ -29,10 +29,6 @@ from kcl_daemon.core.assignment import (
 )
 
 
-def actual_owner(lease: LeaseView) -> str | None:
-    return lease.checkpoint_owner or lease.owner
-
-
 class LeaseCountDecider:
     name = "LEASE_COUNT_BASED"
 
@@ -53,13 +49,13 @@ class LeaseCountDecider:
         held: dict[str, list[LeaseView]] = {w: [] for w in active}
         orphans: list[LeaseView] = []
         for lease in live:
-            owner = actual_owner(lease)
+            owner = lease.actual_owner
             if owner is None or lease.expired:
                 orphans.append(lease)
             if owner in held:
                 held[owner].append(lease)  # an active worker's expired lease still counts as its load
         # Expired leases (they have progress to continue) before leases nobody ever held.
-        orphans.sort(key=lambda lease: (actual_owner(lease) is None, lease.lease_key))
+        orphans.sort(key=lambda lease: (lease.actual_owner is None, lease.lease_key))
         moves: list[Move] = []
 
         def least_loaded() -> str | None:
@@ -67,7 +63,7 @@ class LeaseCountDecider:
             return min(candidates, key=lambda w: (len(held[w]), w)) if candidates else None
 
         for lease in orphans:
-            owner = actual_owner(lease)
+            owner = lease.actual_owner
             if owner in held:
                 held[owner].remove(lease)
             to = least_loaded()

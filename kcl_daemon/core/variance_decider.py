@@ -173,10 +173,6 @@ class _Run:
             self.push(worker.worker_id)
 
 
-def _actual_owner(lease: LeaseView) -> str | None:
-    return lease.checkpoint_owner if lease.checkpoint_owner is not None else lease.owner
-
-
 def _load(leases: Sequence[LeaseView], workers: Sequence[WorkerView], config: DeciderConfig) -> _Run:
     known = [lease.throughput_kbps for lease in leases if lease.throughput_kbps is not None]
     mean_tp = sum(known) / len(known) if known else 0.0
@@ -188,7 +184,7 @@ def _load(leases: Sequence[LeaseView], workers: Sequence[WorkerView], config: De
     assigned_tp: dict[str | None, float] = {}
     for lease in leases:
         t = lease.throughput_kbps if lease.throughput_kbps is not None else mean_tp
-        actual = _actual_owner(lease)
+        actual = lease.actual_owner
         throughput[lease.lease_key] = t
         owner[lease.lease_key] = actual
         held.setdefault(actual, set()).add(lease.lease_key)
@@ -228,9 +224,9 @@ def _assign_expired_or_unassigned(run: _Run) -> None:
     candidates = [
         lease
         for lease in run.leases.values()
-        if not lease.finished and (lease.expired or _actual_owner(lease) is None)
+        if not lease.finished and (lease.expired or lease.actual_owner is None)
     ]
-    candidates.sort(key=lambda lease: (_actual_owner(lease) is not None, lease.lease_key))
+    candidates.sort(key=lambda lease: (lease.actual_owner is not None, lease.lease_key))
     for lease in candidates:
         worker = run.pop()
         if worker is None:
@@ -313,7 +309,7 @@ def _moves(run: _Run) -> tuple[Move, ...]:
     for lease_key in sorted(run.new_owner):
         lease = run.leases[lease_key]
         to_worker = run.new_owner[lease_key]
-        from_worker = _actual_owner(lease)
+        from_worker = lease.actual_owner
         if to_worker == from_worker and lease.checkpoint_owner is None:
             continue
         if lease.checkpoint_owner is not None and not lease.expired:

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kcl_daemon.core.assignment import DeciderConfig, DeciderState, LeaseView, WorkerState, WorkerView
-from kcl_daemon.core.count_decider import LeaseCountDecider, actual_owner
+from kcl_daemon.core.count_decider import LeaseCountDecider
 
 DECIDER = LeaseCountDecider()
 
@@ -25,7 +25,7 @@ def _after(
     leases: list[LeaseView], workers: list[WorkerView], config: DeciderConfig | None = None
 ) -> Counter[str]:
     decision = DECIDER.decide(leases, workers, 0.0, DeciderState(), config or DeciderConfig())
-    owner = {lease.lease_key: actual_owner(lease) for lease in leases}
+    owner = {lease.lease_key: lease.actual_owner for lease in leases}
     for move in decision.moves:
         owner[move.lease_key] = move.to_worker
     return Counter(o for o in owner.values() if o is not None)
