@@ -23,7 +23,7 @@ from kcl_daemon.consumer.shard_consumer import (
     ShardOutcome,
     make_child_launcher,
 )
-from kcl_daemon.core.lifecycle import ShardState, ShutdownReason
+from kcl_daemon.core.lifecycle.states import ShardState, ShutdownReason
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import CheckpointRefused
 from kcl_daemon.replay_input import InjectedFailure

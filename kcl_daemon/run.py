@@ -36,12 +36,12 @@ from kcl_daemon.config.settings import Settings
 from kcl_daemon.consumer.configure import consumer_settings
 from kcl_daemon.consumer.ports import ShardRecordSource
 from kcl_daemon.consumer.shard_consumer import make_child_launcher
-from kcl_daemon.core.assignment import DeciderConfig
-from kcl_daemon.core.client_version import ClientVersionConfig
-from kcl_daemon.core.multi_stream import StreamSpec, parse_stream_list, recreated_stream
-from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.assignment.client_version import ClientVersionConfig
+from kcl_daemon.core.assignment.decider import DeciderConfig
+from kcl_daemon.core.assignment.zones import resolve_zone
+from kcl_daemon.core.shards.graph import Shard
+from kcl_daemon.core.shards.multi_stream import StreamSpec, parse_stream_list, recreated_stream
 from kcl_daemon.core.stream_identity import parse_stream_identity, split_lease_key
-from kcl_daemon.core.zones import resolve_zone
 from kcl_daemon.errors import ConfigError, DependencyUnavailable, KclError
 from kcl_daemon.leases.assignment_loop import AssignmentConfig
 from kcl_daemon.leases.coordinator import CoordinatorConfig

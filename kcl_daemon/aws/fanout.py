@@ -27,8 +27,8 @@ from kcl_daemon.aws.kinesis import (
     epoch_millis,
     record_from_response,
 )
-from kcl_daemon.core.shard_graph import ChildShard
-from kcl_daemon.core.shard_iterator import IteratorPosition
+from kcl_daemon.core.shards.graph import ChildShard
+from kcl_daemon.core.shards.iterator import IteratorPosition
 from kcl_daemon.errors import AwsError, DependencyUnavailable, ShardNotFound, TransientNetwork
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Final
 from kcl_daemon.aws import records_page
 from kcl_daemon.aws.errors import map_aws_errors
 from kcl_daemon.aws.records_page import EncodedRawRecord
-from kcl_daemon.core.shard_graph import ChildShard, Shard
-from kcl_daemon.core.shard_iterator import IteratorPosition
+from kcl_daemon.core.shards.graph import ChildShard, Shard
+from kcl_daemon.core.shards.iterator import IteratorPosition
 from kcl_daemon.errors import AwsError, IteratorExpired, ShardNotFound
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kcl_daemon.aws.coordinator_state import CoordinatorStore
-from kcl_daemon.core.worker_metrics import (
+from kcl_daemon.core.assignment.worker_metrics import (
     LAST_UPDATE,
     WORKER_ID,
     WorkerMetricsItemError,

@@ -73,7 +73,7 @@ class Settings:
     application_name: str | None = None
     stream_name: str | None = None
     stream_arn: str | None = None
-    stream_names: str | None = None  # raw list; kcl_daemon.core.multi_stream.parse_stream_list
+    stream_names: str | None = None  # raw list; kcl_daemon.core.shards.multi_stream.parse_stream_list
     former_streams_leases_deletion_wait_s: float = 3600.0
     worker_id: str | None = None  # None: generate one at run time
     table_name: str | None = None

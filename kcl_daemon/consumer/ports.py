@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.core.shard_graph import ChildShard
+from kcl_daemon.core.shards.graph import ChildShard
 from kcl_daemon.process.child import ChildProcess
 from kcl_protocol import AnyRecord
 

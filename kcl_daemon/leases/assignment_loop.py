@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kcl_daemon.clock import Clock, sleep_unless_set
-from kcl_daemon.core.assignment import (
+from kcl_daemon.core.assignment.decider import (
     Decider,
     DeciderConfig,
     DeciderState,
@@ -39,10 +39,10 @@ from kcl_daemon.core.assignment import (
     WorkerState,
     WorkerView,
 )
+from kcl_daemon.core.assignment.worker_metrics import CPU, WorkerMetricStats, assignable
+from kcl_daemon.core.assignment.zones import WorkerExtras, WorkerExtrasError, extras_from_attribute
 from kcl_daemon.core.expiry import LeaseObservations
 from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.worker_metrics import CPU, WorkerMetricStats, assignable
-from kcl_daemon.core.zones import WorkerExtras, WorkerExtrasError, extras_from_attribute
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.leases.leader_election import LeaderElection
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver

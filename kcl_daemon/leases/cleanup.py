@@ -1,6 +1,6 @@
 """Deletes finished parent leases once their children have started (spec 6.5, Java ``LeaseCleanupManager``).
 
-The shell around :func:`kcl_daemon.core.cleanup.parent_lease_deletable`. A worker enqueues a lease when
+The shell around :func:`kcl_daemon.core.shards.cleanup.parent_lease_deletable`. A worker enqueues a lease when
 it finishes the shard (or takes a lease that is already at SHARD_END); every ``interval_s`` each queued
 lease is re-read with its children and parents and deleted if the decision says so, otherwise it stays
 queued; a lease (or a related one) that cannot be decoded is dropped from the queue with a warning.
@@ -19,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.cleanup import CleanupDecision, CleanupOutcome, parent_lease_deletable
 from kcl_daemon.core.lease import Lease, lease_key_for
 from kcl_daemon.core.lease_codec import CorruptLeaseItem
+from kcl_daemon.core.shards.cleanup import CleanupDecision, CleanupOutcome, parent_lease_deletable
 from kcl_daemon.errors import KclError
 
 logger = logging.getLogger(__name__)

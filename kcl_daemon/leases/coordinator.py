@@ -1,6 +1,6 @@
 """Renews the leases this worker holds and takes new ones, KCL 2.x style (spec section 4).
 
-The shell around :func:`kcl_daemon.core.taker.plan_takes`, :class:`LeaseObservations` and
+The shell around :func:`kcl_daemon.core.taking.taker.plan_takes`, :class:`LeaseObservations` and
 :func:`kcl_daemon.core.reconcile.reconcile`:
 
 * every held lease has its own renewal loop (``run_renewer`` keeps one per lease), so one slow call
@@ -43,7 +43,7 @@ from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.lease_codec import CorruptLeaseItem
 from kcl_daemon.core.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.core.taker import TakeKind, TakePlan, TakerConfig, plan_takes
+from kcl_daemon.core.taking.taker import TakeKind, TakePlan, TakerConfig, plan_takes
 from kcl_daemon.errors import (
     DependencyUnavailable,
     KclError,

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.distribution import Distribution, cluster_of, summarize
 from kcl_daemon.core.expiry import LeaseObservations
-from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.fleet.distribution import Distribution, cluster_of, summarize
+from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import KclError
 from kcl_daemon.leases.coordinator import ScanResultLike
 

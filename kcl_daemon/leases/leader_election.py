@@ -1,6 +1,6 @@
 """Leader election over the ``Leader`` lock item, compatible with Java KCL 3.x (spec 3.6).
 
-The shell around :mod:`kcl_daemon.core.leader_lock`. While not leader, the lock is read every
+The shell around :mod:`kcl_daemon.core.assignment.leader_lock`. While not leader, the lock is read every
 ``check_s`` (each read feeds the observation that decides when a lock is stale) and taken when the rules
 allow; while leader, it is heartbeated every ``heartbeat_s`` with a new ``recordVersionNumber``,
 conditionally on the one we wrote. A heartbeat that fails its condition means someone took the lock:
@@ -23,7 +23,7 @@ from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core import leader_lock as rules
+from kcl_daemon.core.assignment import leader_lock as rules
 from kcl_daemon.errors import KclError, LeaseConflict
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Chooses and runs the lease algorithm the fleet runs: the 2.x taker or KCL 3.x leader-based assignment.
 
 At start-up (and every ``migration_poll_s`` after) the ``Migration3.0`` item is read and resolved
-against ``clientVersionConfig`` (:mod:`kcl_daemon.core.client_version`): a fleet never runs both
+against ``clientVersionConfig`` (:mod:`kcl_daemon.core.assignment.client_version`): a fleet never runs both
 algorithms on one table. In 3.x mode the worker runs, each as a supervised loop:
 
 * ``worker-metrics``: publishes its WorkerMetricStats item (without it a leader assigns it nothing);
@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.assignment import Decider
-from kcl_daemon.core.assignor import Assignor
-from kcl_daemon.core.client_version import (
+from kcl_daemon.core.assignment.assignor import Assignor
+from kcl_daemon.core.assignment.client_version import (
     MIGRATION_KEY,
     READY_STABLE_S,
     Algorithm,
@@ -48,8 +47,9 @@ from kcl_daemon.core.client_version import (
     publishes_worker_metrics,
     resolve,
 )
-from kcl_daemon.core.count_decider import LeaseCountDecider
-from kcl_daemon.core.variance_decider import VarianceDecider
+from kcl_daemon.core.assignment.decider import Decider
+from kcl_daemon.core.assignment.lease_count import LeaseCountDecider
+from kcl_daemon.core.assignment.variance import VarianceDecider
 from kcl_daemon.errors import DependencyUnavailable, KclError, LeaseConflict
 from kcl_daemon.leases.assignment_loop import AssignmentConfig, AssignmentLoop
 from kcl_daemon.leases.discovery import LeaseDiscovery

@@ -6,7 +6,7 @@ position), so its leases are keyed ``account:stream:epoch:shardId`` and carry th
 ``shardId`` attributes Java writes. A listed stream that does not exist yet is skipped and picked up by a
 later sync once it is created. Leases of former streams (deleted, re-created with a new creation
 epoch, or no longer listed) are deleted after ``former_streams_leases_deletion_wait_s``
-(:func:`kcl_daemon.core.multi_stream.former_streams_due`); a stream whose lookup failed for another
+(:func:`kcl_daemon.core.shards.multi_stream.former_streams_due`); a stream whose lookup failed for another
 reason stops that check for the round, so an outage never looks like a deletion.
 
 One stream's failure does not stop the others: it is logged and retried at the next sync.
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.multi_stream import StreamSpec, former_streams_due
-from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.shards.graph import Shard
+from kcl_daemon.core.shards.multi_stream import StreamSpec, former_streams_due
 from kcl_daemon.core.stream_identity import StreamIdentity
 from kcl_daemon.errors import KclError
 from kcl_daemon.leases.coordinator import ScanResultLike

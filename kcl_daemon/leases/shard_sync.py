@@ -1,6 +1,6 @@
 """Creates the leases a stream's shards call for: at start and every ``shardSyncIntervalMillis`` (spec 6).
 
-The shell around :func:`kcl_daemon.core.shard_graph.leases_to_create`:
+The shell around :func:`kcl_daemon.core.shards.graph.leases_to_create`:
 
 * empty lease table (6.2): ListShards filtered at the initial position (the filter is applied again on
   our side, since moto and kinesalite ignore it), the hash range must be complete (3 more tries, 1 s
@@ -27,7 +27,7 @@ from kcl_daemon.aws.kinesis import ShardFilter, ShardFilterType
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import Sentinel
-from kcl_daemon.core.shard_graph import (
+from kcl_daemon.core.shards.graph import (
     InconsistentShards,
     Shard,
     hash_range_is_complete,

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.streams import describe_stream_identity
 from kcl_daemon.config.settings import Settings
-from kcl_daemon.core.multi_stream import parse_stream_list
-from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.shards.graph import Shard
+from kcl_daemon.core.shards.multi_stream import parse_stream_list
 from kcl_daemon.leases.multi_stream import shards_by_lease_key
 from kcl_daemon.retry import KINESIS
 

@@ -32,8 +32,8 @@ from kcl_daemon.aws.fanout import FanoutEvent, Subscription
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.consumer.ports import Batch
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.core.shard_graph import ChildShard, Shard
-from kcl_daemon.core.shard_iterator import (
+from kcl_daemon.core.shards.graph import ChildShard, Shard
+from kcl_daemon.core.shards.iterator import (
     IteratorPosition,
     NothingToRead,
     iterator_position_for,

@@ -18,7 +18,7 @@ import contextlib
 
 from kcl_daemon.consumer.ports import Batch, ShardRecordSource
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.core.shard_graph import ChildShard
+from kcl_daemon.core.shards.graph import ChildShard
 
 
 class PrefetchingSource:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from kcl_daemon.core.read_pacing import effective_idle_s
+from kcl_daemon.core.shards.read_pacing import effective_idle_s
 from kcl_daemon.retry import GET_RECORDS, RetryPolicy
 
 MAX_RECORDS_LIMIT: Final = 10000

@@ -10,9 +10,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from kcl_daemon.core.assignment import Decider
-from kcl_daemon.core.assignor import Assignor
-from kcl_daemon.core.variance_decider import VarianceDecider
+from kcl_daemon.core.assignment.assignor import Assignor
+from kcl_daemon.core.assignment.decider import Decider
+from kcl_daemon.core.assignment.variance import VarianceDecider
 
 
 class Mode(enum.Enum):

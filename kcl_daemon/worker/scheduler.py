@@ -31,10 +31,10 @@ from kcl_daemon.clock import Clock
 from kcl_daemon.consumer.ports import ChildLauncher, ShardRecordSource
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings
 from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.lifecycle import ShardState, ShutdownReason
+from kcl_daemon.core.lifecycle.restart_policy import Park
+from kcl_daemon.core.lifecycle.states import ShardState, ShutdownReason
 from kcl_daemon.core.loop_restart import WORKER_LOOP, LoopPolicy
-from kcl_daemon.core.restart_policy import Park
-from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import LeaseTableGone
 from kcl_daemon.leases.cleanup import ChildShardLookup, LeaseCleaner
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator

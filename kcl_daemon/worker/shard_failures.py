@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kcl_daemon.core.restart_policy import Park, Restart, RestartPolicy
+from kcl_daemon.core.lifecycle.restart_policy import Park, Restart, RestartPolicy
 from kcl_daemon.errors import KclError
 
 

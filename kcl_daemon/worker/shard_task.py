@@ -30,8 +30,8 @@ from kcl_daemon.clock import Clock, sleep_unless_set
 from kcl_daemon.consumer.ports import ChildLauncher, ShardRecordSource
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings, ShardConsumer, ShardOutcome
 from kcl_daemon.core.lease import MAX_HASH_KEY, Lease, lease_key_for
-from kcl_daemon.core.lifecycle import ShutdownReason
-from kcl_daemon.core.shard_graph import (
+from kcl_daemon.core.lifecycle.states import ShutdownReason
+from kcl_daemon.core.shards.graph import (
     Shard,
     ShardEndAction,
     child_leases_at_shard_end,

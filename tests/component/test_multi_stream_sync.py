@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 import pytest
 
 from kcl_daemon.aws.kinesis import ShardFilter
-from kcl_daemon.core.distribution import summarize
+from kcl_daemon.core.fleet.distribution import summarize
 from kcl_daemon.core.lease import MAX_HASH_KEY, Lease
 from kcl_daemon.core.lease_codec import new_lease_item
-from kcl_daemon.core.multi_stream import StreamSpec
 from kcl_daemon.core.sequence import Sentinel
-from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.shards.graph import Shard
+from kcl_daemon.core.shards.multi_stream import StreamSpec
 from kcl_daemon.core.stream_identity import StreamIdentity
 from kcl_daemon.errors import AwsError
 from kcl_daemon.leases.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer, shards_by_lease_key

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from kcl_daemon.aws.kinesis import ShardFilter, ShardFilterType
-from kcl_daemon.core.cleanup import CleanupOutcome
 from kcl_daemon.core.lease import MAX_HASH_KEY, Lease
 from kcl_daemon.core.sequence import (
     LATEST,
@@ -20,7 +19,8 @@ from kcl_daemon.core.sequence import (
     ExtendedSequenceNumber,
     Sentinel,
 )
-from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.shards.cleanup import CleanupOutcome
+from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import DependencyUnavailable, TransientNetwork
 from kcl_daemon.leases.cleanup import LeaseCleaner
 from kcl_daemon.leases.shard_sync import (

@@ -12,7 +12,7 @@ import pytest
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings
 from kcl_daemon.core.lease import MAX_HASH_KEY, Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
-from kcl_daemon.core.shard_graph import ChildShard, Shard
+from kcl_daemon.core.shards.graph import ChildShard, Shard
 from kcl_daemon.errors import CheckpointRefused, LeaseConflict, Throttled, TransientNetwork
 from kcl_daemon.worker.checkpoint_store import LeaseCheckpointStore
 from kcl_daemon.worker.shard_task import ShardTask, ShardTaskContext

@@ -22,8 +22,8 @@ from kcl_daemon.consumer.shard_consumer import (
     ShardOutcome,
     make_child_launcher,
 )
-from kcl_daemon.core.lifecycle import ShardState, ShutdownReason
-from kcl_daemon.core.restart_policy import RestartPolicy
+from kcl_daemon.core.lifecycle.restart_policy import RestartPolicy
+from kcl_daemon.core.lifecycle.states import ShardState, ShutdownReason
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts

@@ -28,7 +28,7 @@ from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.clock import SystemClock
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber, Sentinel
-from kcl_daemon.core.taker import TakeKind
+from kcl_daemon.core.taking.taker import TakeKind
 from kcl_daemon.errors import LeaseConflict
 from kcl_daemon.leases.cleanup import LeaseCleaner
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator

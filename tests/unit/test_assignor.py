@@ -8,7 +8,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kcl_daemon.core.assignment import (
+from kcl_daemon.core.assignment.assignor import Assignor, Slot, apportion
+from kcl_daemon.core.assignment.decider import (
     DeciderConfig,
     DeciderState,
     LeaseView,
@@ -16,7 +17,6 @@ from kcl_daemon.core.assignment import (
     WorkerState,
     WorkerView,
 )
-from kcl_daemon.core.assignor import Assignor, Slot, apportion
 
 CONFIG = DeciderConfig(max_handoffs_per_worker=2)
 NOW = 1000.0

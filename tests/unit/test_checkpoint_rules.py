@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcl_daemon.core.checkpoint_rules import (
+from kcl_daemon.core.lifecycle.checkpoint_rules import (
     AlreadyCheckpointed,
     CheckpointBounds,
     RefuseCheckpoint,

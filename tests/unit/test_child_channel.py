@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from kcl_daemon.consumer.ports import Batch
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings, ShardConsumer
-from kcl_daemon.core.child_channel import (
+from kcl_daemon.core.lifecycle.child_channel import (
     AcceptedLog,
     AcceptedMetric,
     ChannelLimits,

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcl_daemon.core.cleanup import CleanupOutcome, parent_lease_deletable
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import (
     AT_TIMESTAMP,
@@ -15,6 +14,7 @@ from kcl_daemon.core.sequence import (
     TRIM_HORIZON,
     ExtendedSequenceNumber,
 )
+from kcl_daemon.core.shards.cleanup import CleanupOutcome, parent_lease_deletable
 
 STARTED = ExtendedSequenceNumber("4959033827149025660855969253836157109592157598913658889")
 

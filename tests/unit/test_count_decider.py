@@ -7,8 +7,8 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcl_daemon.core.assignment import DeciderConfig, DeciderState, LeaseView, WorkerState, WorkerView
-from kcl_daemon.core.count_decider import LeaseCountDecider
+from kcl_daemon.core.assignment.decider import DeciderConfig, DeciderState, LeaseView, WorkerState, WorkerView
+from kcl_daemon.core.assignment.lease_count import LeaseCountDecider
 
 DECIDER = LeaseCountDecider()
 

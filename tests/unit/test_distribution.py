@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kcl_daemon.core.distribution import cluster_of, summarize
+from kcl_daemon.core.fleet.distribution import cluster_of, summarize
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 

@@ -15,8 +15,8 @@ from kcl_daemon.aws.fanout import FanoutEvent, starting_position
 from kcl_daemon.aws.kinesis import RawRecord
 from kcl_daemon.core.lease import MAX_HASH_KEY
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
-from kcl_daemon.core.shard_graph import ChildShard, Shard
-from kcl_daemon.core.shard_iterator import IteratorPosition, IteratorType
+from kcl_daemon.core.shards.graph import ChildShard, Shard
+from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
 from kcl_daemon.retrieval.fanout import FanoutRecordSource, next_position
 from kcl_daemon.retrieval.settings import RetrievalSettings, resolve_mode
 

@@ -10,8 +10,8 @@ import pytest
 from botocore.stub import Stubber  # noqa: TID251
 
 from kcl_daemon.aws.kinesis import GetRecordsResult, Kinesis, RawRecord, epoch_millis, iterator_request
-from kcl_daemon.core.shard_graph import ChildShard
-from kcl_daemon.core.shard_iterator import IteratorPosition, IteratorType
+from kcl_daemon.core.shards.graph import ChildShard
+from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
 from kcl_daemon.errors import AwsError, IteratorExpired, ShardNotFound, Throttled, TransientNetwork
 
 WHEN = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)

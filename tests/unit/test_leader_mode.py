@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from kcl_daemon.core.client_version import Algorithm, ClientVersion, ClientVersionConfig, fleet_ready_for_3x
+from kcl_daemon.core.assignment.client_version import (
+    Algorithm,
+    ClientVersion,
+    ClientVersionConfig,
+    fleet_ready_for_3x,
+)
 from kcl_daemon.leases.leader_mode import LeaderMode, LeaderModeConfig, make_decider
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER
 from tests.fake_clock import FakeClock

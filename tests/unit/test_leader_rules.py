@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcl_daemon.core import client_version as cv
-from kcl_daemon.core import leader_lock as ll
-from kcl_daemon.core import worker_metrics as wm
+from kcl_daemon.core.assignment import client_version as cv
+from kcl_daemon.core.assignment import leader_lock as ll
+from kcl_daemon.core.assignment import worker_metrics as wm
 
 C = cv.ClientVersionConfig
 V = cv.ClientVersion

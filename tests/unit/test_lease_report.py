@@ -8,7 +8,7 @@ import orjson
 
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
-from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import DependencyUnavailable
 from kcl_daemon.leases.inspect import inspect_lease_table
 from kcl_daemon.leases.report import report_json, report_text

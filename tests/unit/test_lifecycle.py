@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcl_daemon.core.lifecycle import (
+from kcl_daemon.core.lifecycle.states import (
     ACTION_ON_ENTRY,
     CHECKPOINT_ALLOWED,
     SHUTDOWN_REASON,

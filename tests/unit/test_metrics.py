@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcl_daemon.core.fleet_figures import fleet_figures
+from kcl_daemon.core.fleet.figures import fleet_figures
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import Throttled

@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 from kcl_client._messages import Initialize as ClientInitialize
 from kcl_client._messages import decode as client_decode
 from kcl_daemon.config.settings import REQUIRED_FOR_RUN, load_settings
-from kcl_daemon.core.multi_stream import (
+from kcl_daemon.core.sequence import Sentinel
+from kcl_daemon.core.shards.multi_stream import (
     StreamSpec,
     former_streams_due,
     parse_stream_list,
     recreated_stream,
     stream_fields,
 )
-from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.core.stream_identity import StreamIdentity
 from kcl_daemon.errors import ConfigError
 from kcl_daemon.run import plan_worker, run_from_settings

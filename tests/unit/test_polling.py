@@ -14,8 +14,8 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 
 from kcl_daemon.aws.kinesis import GetRecordsResult, RawRecord
 from kcl_daemon.core.sequence import LATEST, SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
-from kcl_daemon.core.shard_graph import ChildShard, Shard
-from kcl_daemon.core.shard_iterator import IteratorPosition, IteratorType
+from kcl_daemon.core.shards.graph import ChildShard, Shard
+from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
 from kcl_daemon.errors import (
     InconsistentResponse,
     IteratorExpired,

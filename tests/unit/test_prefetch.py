@@ -8,7 +8,7 @@ import pytest
 
 from kcl_daemon.consumer.ports import Batch
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
-from kcl_daemon.core.shard_graph import ChildShard
+from kcl_daemon.core.shards.graph import ChildShard
 from kcl_daemon.retrieval.prefetch import PrefetchingSource
 from kcl_protocol import Record
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcl_daemon.core.read_pacing import (
+from kcl_daemon.core.shards.read_pacing import (
     MIN_IDLE_BETWEEN_READS_S,
     effective_idle_s,
     read_interval_s,

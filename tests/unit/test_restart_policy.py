@@ -5,7 +5,13 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcl_daemon.core.restart_policy import FailureHistory, Park, Restart, RestartPolicy, decide_restart
+from kcl_daemon.core.lifecycle.restart_policy import (
+    FailureHistory,
+    Park,
+    Restart,
+    RestartPolicy,
+    decide_restart,
+)
 from kcl_daemon.core.sequence import ExtendedSequenceNumber as E
 
 POLICY = RestartPolicy(initial_backoff_s=1.0, max_backoff_s=10.0, multiplier=2.0, max_consecutive_failures=4)

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcl_daemon.core.shard_end import ReadOutcome, ResponseFacts, children_of, judge_response
-from kcl_daemon.core.shard_graph import ChildShard, Shard
+from kcl_daemon.core.shards.graph import ChildShard, Shard
+from kcl_daemon.core.shards.shard_end import ReadOutcome, ResponseFacts, children_of, judge_response
 
 HALF = 2**127
 OPEN = Shard("shardId-0", starting_sequence_number=100)

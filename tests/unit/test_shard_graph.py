@@ -19,7 +19,7 @@ from kcl_daemon.core.sequence import (
     ExtendedSequenceNumber,
     Sentinel,
 )
-from kcl_daemon.core.shard_graph import (
+from kcl_daemon.core.shards.graph import (
     INITIAL_POSITIONS,
     ChildShard,
     InconsistentShards,

@@ -16,7 +16,7 @@ from kcl_daemon.core.sequence import (
     TRIM_HORIZON,
     ExtendedSequenceNumber,
 )
-from kcl_daemon.core.shard_iterator import (
+from kcl_daemon.core.shards.iterator import (
     IteratorPosition,
     IteratorType,
     NothingToRead,

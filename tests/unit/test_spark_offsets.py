@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import LATEST, SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
-from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import ConfigError
 from kcl_daemon.spark.lease_rules import (
     checkpoints_to_write,

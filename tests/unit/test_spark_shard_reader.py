@@ -8,7 +8,7 @@ import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 
 from kcl_daemon.aws.kinesis import GetRecordsResult, RawRecord
-from kcl_daemon.core.shard_iterator import IteratorPosition, IteratorType
+from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
 from kcl_daemon.errors import IteratorExpired
 from kcl_daemon.spark.offsets import AT_SHARD_END, AT_TRIM_HORIZON, ShardPos, after
 from kcl_daemon.spark.shard_reader import DataLoss, ReadLimits, read_shard

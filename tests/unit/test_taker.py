@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kcl_daemon.core.expiry import NEVER_CHANGED, CounterObservation, LeaseObservations
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
-from kcl_daemon.core.taker import PlannedTake, TakeKind, TakePlan, TakerConfig, plan_takes
+from kcl_daemon.core.taking.taker import PlannedTake, TakeKind, TakePlan, TakerConfig, plan_takes
 
 L = 10.0
 NOW = 1000.0

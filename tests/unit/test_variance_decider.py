@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kcl_daemon.core.assignment import (
+from kcl_daemon.core.assignment.decider import (
     DeciderConfig,
     DeciderState,
     LeaseView,
@@ -16,7 +16,7 @@ from kcl_daemon.core.assignment import (
     WorkerState,
     WorkerView,
 )
-from kcl_daemon.core.variance_decider import RUN_COUNTER, VarianceDecider, ema
+from kcl_daemon.core.assignment.variance import RUN_COUNTER, VarianceDecider, ema
 
 DEFAULT = DeciderConfig()
 NOW = 1000.0

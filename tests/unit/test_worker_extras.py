@@ -6,10 +6,10 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kcl_daemon.core.assignment import WorkerState, WorkerView
-from kcl_daemon.core.assignor import Assignor
-from kcl_daemon.core.worker_metrics import WorkerMetricStats, from_item, to_item
-from kcl_daemon.core.zones import EXTRA_ATTRIBUTE
+from kcl_daemon.core.assignment.assignor import Assignor
+from kcl_daemon.core.assignment.decider import WorkerState, WorkerView
+from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats, from_item, to_item
+from kcl_daemon.core.assignment.zones import EXTRA_ATTRIBUTE
 from kcl_daemon.leases.assignment_loop import AssignmentConfig, AssignmentLoop
 from kcl_daemon.leases.leader_mode import make_decider
 from kcl_daemon.leases.worker_metrics import WorkerMetricsConfig, WorkerMetricsPublisher

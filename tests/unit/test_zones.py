@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcl_daemon.core.assignment import WorkerState
-from kcl_daemon.core.zones import (
+from kcl_daemon.core.assignment.decider import WorkerState
+from kcl_daemon.core.assignment.zones import (
     WorkerExtras,
     WorkerExtrasError,
     extras_from_attribute,

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from kcl_daemon.core.zones import EXTRA_ATTRIBUTE
+from kcl_daemon.core.assignment.zones import EXTRA_ATTRIBUTE
 
 WORKER_ID: Final = "wid"
 LAST_UPDATE: Final = "lut"

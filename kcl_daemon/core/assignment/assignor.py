@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from kcl_daemon.core.assignment import (
+from kcl_daemon.core.assignment.decider import (
     DeciderConfig,
     DeciderState,
     Decision,

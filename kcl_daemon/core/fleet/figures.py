@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from kcl_daemon.core.distribution import cluster_of
+from kcl_daemon.core.fleet.distribution import cluster_of
 from kcl_daemon.core.lease import Lease
 
 

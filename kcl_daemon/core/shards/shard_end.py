@@ -30,7 +30,7 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kcl_daemon.core.shard_graph import ChildShard, Shard
+from kcl_daemon.core.shards.graph import ChildShard, Shard
 
 
 class ReadOutcome(enum.StrEnum):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from kcl_daemon.core.assignment import (
+from kcl_daemon.core.assignment.decider import (
     DeciderConfig,
     DeciderState,
     Decision,

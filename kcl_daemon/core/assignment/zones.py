@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from kcl_daemon.core.assignment import WorkerState
+from kcl_daemon.core.assignment.decider import WorkerState
 
 EXTRA_ATTRIBUTE: Final = "kdx"
 ZONE: Final = "zone"
