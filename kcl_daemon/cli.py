@@ -28,8 +28,8 @@ from kcl_daemon.config.validate import executable_warnings
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, InvalidSequenceNumber
 from kcl_daemon.errors import ConfigError, KclError, RecordsFileError
 from kcl_daemon.log_setup import configure_logging
-from kcl_daemon.replay import ShardReport, run_replay
-from kcl_daemon.replay_input import InjectedFailure, parse_injected_failure, read_records_file
+from kcl_daemon.replay.command import ShardReport, run_replay
+from kcl_daemon.replay.input import InjectedFailure, parse_injected_failure, read_records_file
 from kcl_daemon.stopping import EXIT_INTERRUPTED, StoppedAtOnce, exit_promptly
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -295,7 +295,7 @@ def leases(
     if (html is not None or metrics_url is not None) and not watch:
         _fail("--html and --metrics-url go with --watch", EXIT_CONFIG)
     if watch:
-        from kcl_daemon.leases.watch import watch_leases
+        from kcl_daemon.inspection.watch import watch_leases
 
         try:
             watch_leases(
@@ -315,7 +315,7 @@ def leases(
         except KclError as exc:
             _fail(f"cannot watch {metrics_url or settings.lease_table_name}: {exc}", EXIT_FAILED)
         return
-    from kcl_daemon.leases.report import report_json, report_text
+    from kcl_daemon.inspection.report import report_json, report_text
     from kcl_daemon.run import inspect_leases  # imported here: boto3 only for the AWS commands
 
     try:
@@ -348,7 +348,7 @@ def deregister_consumer_command(properties: Path) -> None:
     """Deregister the enhanced fan-out stream consumer the configuration names (the daemon never does
     it by itself: other workers of the application share the consumer). Exit 0 also when none exists."""
     settings = _load(properties, ())
-    from kcl_daemon.retrieval.consumer import deregister_consumer  # boto3 only for the AWS commands
+    from kcl_daemon.retrieval.efo_consumer import deregister_consumer  # boto3 only for the AWS commands
 
     try:
         what, existed = deregister_consumer(settings)
@@ -592,7 +592,10 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
     "cold, scale-out, crash, leader-crash, rolling, hot, zone-loss, reshard, scale.",
 )
 @click.option(
-    "--policy", "policies", multiple=True, help="Policy (repeatable; default all): 2.x, variance, ours."
+    "--policy",
+    "policies",
+    multiple=True,
+    help="Policy (repeatable; default all): 2.x, variance, cooperative.",
 )
 @_properties_option(
     "Take failoverTimeMillis, maxLeasesForWorker, leaseAssignmentIntervalMillis, restartGraceMillis and "

@@ -34,7 +34,6 @@ from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.consumer.configure import consumer_settings
-from kcl_daemon.consumer.ports import ShardRecordSource
 from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.assignment.client_version import ClientVersionConfig
 from kcl_daemon.core.assignment.decider import DeciderConfig
@@ -43,24 +42,25 @@ from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import StreamSpec, parse_stream_list, recreated_stream
 from kcl_daemon.core.stream_identity import parse_stream_identity, split_lease_key
 from kcl_daemon.errors import ConfigError, DependencyUnavailable, KclError
-from kcl_daemon.leases.assignment_loop import AssignmentConfig
+from kcl_daemon.inspection.stream_shards import configured_shard_lister
+from kcl_daemon.inspection.table import LeaseTableReport, inspect_lease_table
+from kcl_daemon.leader.assignment import AssignmentConfig
+from kcl_daemon.leader.mode import LeaderMode, LeaderModeConfig
+from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig
+from kcl_daemon.leader.zone_lookup import zone_from_environment
 from kcl_daemon.leases.coordinator import CoordinatorConfig
-from kcl_daemon.leases.inspect import LeaseTableReport, inspect_lease_table
-from kcl_daemon.leases.leader_mode import LeaderMode, LeaderModeConfig
-from kcl_daemon.leases.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer
-from kcl_daemon.leases.shard_sync import ShardSyncConfig
-from kcl_daemon.leases.stream_shards import configured_shard_lister
-from kcl_daemon.leases.worker_metrics import WorkerMetricsConfig
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.metrics.runtime import MetricsOptions, MetricsRuntime, build_metrics
-from kcl_daemon.retrieval.consumer import ConsumerResolver
+from kcl_daemon.retrieval.efo_consumer import ConsumerResolver
 from kcl_daemon.retrieval.fanout import FanoutRecordSource
 from kcl_daemon.retrieval.polling import PollingRecordSource
 from kcl_daemon.retrieval.settings import RetrievalSettings, resolve_mode
+from kcl_daemon.retrieval.source import ShardRecordSource
 from kcl_daemon.retry import KINESIS
+from kcl_daemon.shards.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer
+from kcl_daemon.shards.sync import ShardSyncConfig
 from kcl_daemon.stopping import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StopSignals
 from kcl_daemon.worker.scheduler import SYNC_THREADS, Scheduler, SchedulerConfig
-from kcl_daemon.zone_lookup import zone_from_environment
 
 logger = logging.getLogger(__name__)
 

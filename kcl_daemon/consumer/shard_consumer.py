@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from kcl_daemon.clock import Clock, SystemClock, sleep_unless_set
-from kcl_daemon.consumer.ports import Batch, CheckpointStore, ChildLauncher, RecordSource
+from kcl_daemon.consumer.ports import CheckpointStore, ChildLauncher
 from kcl_daemon.core.lifecycle.checkpoint_rules import (
     AlreadyCheckpointed,
     CheckpointBounds,
@@ -44,6 +44,7 @@ from kcl_daemon.metrics.observer import NULL_SHARD_OBSERVER, ShardObserver
 from kcl_daemon.process.channel_sink import ChannelSink
 from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts, ChildSession
+from kcl_daemon.retrieval.source import Batch, RecordSource
 from kcl_protocol import (
     ActionMessage,
     AnyRecord,

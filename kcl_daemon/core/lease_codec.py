@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
-from typing import Final
+from typing import Final, Protocol
 
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, InvalidSequenceNumber
@@ -59,6 +59,16 @@ _KNOWN: Final = frozenset(
         ENTITY_TYPE, STREAM_NAME, SHARD_ID,
     }
 )  # fmt: skip
+
+
+class ScanResultLike(Protocol):
+    """One decoded scan of a lease table: the leases, and the keys of items that could not be decoded."""
+
+    @property
+    def leases(self) -> Sequence[Lease]: ...
+
+    @property
+    def skipped(self) -> Sequence[str]: ...
 
 
 class CorruptLeaseItem(ValueError):

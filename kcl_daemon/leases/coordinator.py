@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from random import Random
@@ -40,7 +40,7 @@ from typing import Protocol, TypeVar
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.expiry import LeaseObservations, held_lease_deadline
 from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.lease_codec import CorruptLeaseItem
+from kcl_daemon.core.lease_codec import CorruptLeaseItem, ScanResultLike
 from kcl_daemon.core.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.taking.taker import TakeKind, TakePlan, TakerConfig, plan_takes
@@ -60,14 +60,6 @@ logger = logging.getLogger(__name__)
 
 EPSILON_S = 0.025
 T = TypeVar("T")
-
-
-class ScanResultLike(Protocol):
-    @property
-    def leases(self) -> Sequence[Lease]: ...
-
-    @property
-    def skipped(self) -> Sequence[str]: ...
 
 
 class LeaseTableOps(Protocol):

@@ -1,4 +1,4 @@
-"""Enhanced fan-out retrieval for one shard: a :class:`~kcl_daemon.consumer.ports.RecordSource` over
+"""Enhanced fan-out retrieval for one shard: a :class:`~kcl_daemon.retrieval.source.RecordSource` over
 SubscribeToShard (spec 2.6).
 
 A pump runs on its own thread of the ``fanout`` pool (a subscription blocks a thread for its whole
@@ -30,7 +30,6 @@ from typing import Final, Protocol
 
 from kcl_daemon.aws.fanout import FanoutEvent, Subscription
 from kcl_daemon.clock import Clock, SystemClock
-from kcl_daemon.consumer.ports import Batch
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import ChildShard, Shard
 from kcl_daemon.core.shards.iterator import (
@@ -43,6 +42,7 @@ from kcl_daemon.core.shards.iterator import (
 from kcl_daemon.errors import InconsistentResponse, KclError, ShardNotFound
 from kcl_daemon.retrieval.deaggregate import Deaggregator
 from kcl_daemon.retrieval.settings import RetrievalSettings
+from kcl_daemon.retrieval.source import Batch
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Polling retrieval for one shard: a :class:`~kcl_daemon.consumer.ports.RecordSource` over GetRecords.
+"""Polling retrieval for one shard: a :class:`~kcl_daemon.retrieval.source.RecordSource` over GetRecords.
 
 The shell around the pure rules in :mod:`kcl_daemon.core.shards.iterator` (where to start),
 :mod:`kcl_daemon.core.shards.read_pacing` (when to call) and
@@ -30,7 +30,6 @@ from typing import ParamSpec, Protocol, TypeVar
 
 from kcl_daemon.aws.kinesis import GetRecordsResult
 from kcl_daemon.clock import Clock, SystemClock
-from kcl_daemon.consumer.ports import Batch
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import ChildShard, Shard
 from kcl_daemon.core.shards.iterator import (
@@ -61,6 +60,7 @@ from kcl_daemon.errors import (
 )
 from kcl_daemon.retrieval.deaggregate import Deaggregator
 from kcl_daemon.retrieval.settings import RetrievalSettings
+from kcl_daemon.retrieval.source import Batch
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import StreamSpec
 from kcl_daemon.core.stream_identity import StreamIdentity
 from kcl_daemon.errors import AwsError
-from kcl_daemon.leases.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer, shards_by_lease_key
-from kcl_daemon.leases.shard_sync import ShardSyncConfig, ShardSyncer
+from kcl_daemon.shards.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer, shards_by_lease_key
+from kcl_daemon.shards.sync import ShardSyncConfig, ShardSyncer
 from tests.fake_clock import FakeClock
 
 HALF = (MAX_HASH_KEY + 1) // 2

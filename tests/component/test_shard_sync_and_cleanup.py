@@ -22,8 +22,8 @@ from kcl_daemon.core.sequence import (
 from kcl_daemon.core.shards.cleanup import CleanupOutcome
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import DependencyUnavailable, TransientNetwork
-from kcl_daemon.leases.cleanup import LeaseCleaner
-from kcl_daemon.leases.shard_sync import (
+from kcl_daemon.shards.cleanup import LeaseCleaner
+from kcl_daemon.shards.sync import (
     IncompleteHashRange,
     ShardListInconsistent,
     ShardSyncConfig,

@@ -9,13 +9,13 @@ from random import Random
 
 import pytest
 
+from kcl_daemon.consumer.checkpoint_store import LeaseCheckpointStore
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings
+from kcl_daemon.consumer.shard_task import ShardTask, ShardTaskContext
 from kcl_daemon.core.lease import MAX_HASH_KEY, Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import ChildShard, Shard
 from kcl_daemon.errors import CheckpointRefused, LeaseConflict, Throttled, TransientNetwork
-from kcl_daemon.worker.checkpoint_store import LeaseCheckpointStore
-from kcl_daemon.worker.shard_task import ShardTask, ShardTaskContext
 from tests.fake_clock import FakeClock
 
 HALF = (MAX_HASH_KEY + 1) // 2
@@ -164,7 +164,7 @@ async def test_a_merge_child_listing_one_parent_gives_the_lease_up() -> None:
 
 
 def test_shard_of_a_lease_without_a_hash_range_is_the_whole_range() -> None:
-    from kcl_daemon.worker.shard_task import shard_of
+    from kcl_daemon.consumer.shard_task import shard_of
 
     assert shard_of(Lease("s", TRIM_HORIZON)) == Shard("s", starting_hash_key=0, ending_hash_key=MAX_HASH_KEY)
 

@@ -95,7 +95,7 @@ class NoShards:
 async def test_a_scheduler_loop_that_keeps_failing_stops_the_worker_instead_of_running_headless() -> None:
     from kcl_daemon.consumer.shard_consumer import ConsumerSettings
     from kcl_daemon.leases.coordinator import CoordinatorConfig
-    from kcl_daemon.leases.shard_sync import ShardSyncConfig
+    from kcl_daemon.shards.sync import ShardSyncConfig
     from kcl_daemon.worker.scheduler import Scheduler, SchedulerConfig
 
     async def no_child() -> object:

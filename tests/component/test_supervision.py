@@ -27,7 +27,7 @@ from kcl_daemon.core.lifecycle.states import ShardState, ShutdownReason
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts
-from kcl_daemon.replay import InMemoryCheckpointStore, ListRecordSource
+from kcl_daemon.replay.command import InMemoryCheckpointStore, ListRecordSource
 from kcl_protocol import Record
 from tests.fake_clock import FakeClock
 

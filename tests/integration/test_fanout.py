@@ -24,10 +24,10 @@ from botocore.config import Config
 
 from kcl_daemon.aws.fanout import Fanout
 from kcl_daemon.aws.kinesis import Kinesis
-from kcl_daemon.consumer.ports import Batch
 from kcl_daemon.core.sequence import TRIM_HORIZON
 from kcl_daemon.retrieval.fanout import FanoutRecordSource
 from kcl_daemon.retrieval.settings import RetrievalSettings
+from kcl_daemon.retrieval.source import Batch
 from tests.integration.fanout_server import FanoutServer
 
 pytestmark = pytest.mark.integration

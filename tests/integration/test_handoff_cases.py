@@ -20,10 +20,10 @@ from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, Sentinel
 from kcl_daemon.errors import LeaseConflict
-from kcl_daemon.leases.assignment_loop import AssignmentConfig, AssignmentLoop
+from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
+from kcl_daemon.leader.discovery import LeaseDiscovery
+from kcl_daemon.leader.handoff import HandoffWatcher
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
-from kcl_daemon.leases.discovery import LeaseDiscovery
-from kcl_daemon.leases.handoff import HandoffWatcher
 from tests.fake_clock import FakeClock
 
 pytestmark = pytest.mark.integration

@@ -30,9 +30,9 @@ from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber, Sentinel
 from kcl_daemon.core.taking.taker import TakeKind
 from kcl_daemon.errors import LeaseConflict
-from kcl_daemon.leases.cleanup import LeaseCleaner
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
-from kcl_daemon.leases.shard_sync import ShardSyncConfig, ShardSyncer
+from kcl_daemon.shards.cleanup import LeaseCleaner
+from kcl_daemon.shards.sync import ShardSyncConfig, ShardSyncer
 from tests.fleet_sim import Fleet, SteppedClock
 from tests.integration.conftest import FIGURES, Backend, wait_for_stream
 

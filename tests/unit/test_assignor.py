@@ -8,7 +8,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kcl_daemon.core.assignment.assignor import Assignor, Slot, apportion
+from kcl_daemon.core.assignment.assignor import CooperativeAssignor, Slot, apportion
 from kcl_daemon.core.assignment.decider import (
     DeciderConfig,
     DeciderState,
@@ -47,7 +47,7 @@ def converge(
     state = DeciderState()
     per_round = []
     for _ in range(rounds):
-        d = Assignor().decide(table(owners, tp), workers, NOW, state, config)
+        d = CooperativeAssignor().decide(table(owners, tp), workers, NOW, state, config)
         state = d.state
         apply(owners, d.moves)
         per_round.append(len(d.moves))
@@ -74,7 +74,9 @@ def test_seed_000_ends_250_250_in_two_rounds_with_the_lower_bound_of_moves() -> 
 
 def test_unowned_leases_are_placed_in_the_same_round_whatever_the_handoff_limit() -> None:
     owners: dict[str, str | None] = {key(i): None for i in range(30)}
-    d = Assignor().decide(table(owners), [WorkerView("a"), WorkerView("b")], NOW, DeciderState(), CONFIG)
+    d = CooperativeAssignor().decide(
+        table(owners), [WorkerView("a"), WorkerView("b")], NOW, DeciderState(), CONFIG
+    )
     assert len(d.moves) == 30 and not any(m.graceful for m in d.moves)
     assert Counter(m.to_worker for m in d.moves) == {"a": 15, "b": 15}
 
@@ -82,7 +84,7 @@ def test_unowned_leases_are_placed_in_the_same_round_whatever_the_handoff_limit(
 def test_hand_offs_per_source_worker_are_bounded() -> None:
     owners: dict[str, str | None] = {key(i): "a" for i in range(12)}
     workers = [WorkerView(w) for w in "abcd"]
-    d = Assignor().decide(table(owners), workers, NOW, DeciderState(), CONFIG)
+    d = CooperativeAssignor().decide(table(owners), workers, NOW, DeciderState(), CONFIG)
     assert len(d.moves) == 2 and all(m.graceful and m.from_worker == "a" for m in d.moves)
     assert converge(owners, workers)[:5] == [2, 2, 2, 2, 1]
     assert sorted(Counter(owners.values()).values()) == [3, 3, 3, 3]
@@ -97,14 +99,14 @@ def test_a_worker_restarting_within_its_grace_keeps_its_leases() -> None:
     owners: dict[str, str | None] = {key(i): "ab"[i % 2] for i in range(6)}
     leases = [LeaseView(k, o, 1, expired=o == "a") for k, o in sorted(owners.items())]
     waiting = [WorkerView("a", state=WorkerState.RESTARTING, grace_until=NOW + 1), WorkerView("b")]
-    assert Assignor().decide(leases, waiting, NOW, DeciderState(), CONFIG).moves == ()
+    assert CooperativeAssignor().decide(leases, waiting, NOW, DeciderState(), CONFIG).moves == ()
     # Back in time: ACTIVE again and renewing: nothing moves.
     back = [WorkerView("a"), WorkerView("b")]
     fresh = [LeaseView(k, o, 2) for k, o in sorted(owners.items())]
-    assert Assignor().decide(fresh, back, NOW, DeciderState(), CONFIG).moves == ()
+    assert CooperativeAssignor().decide(fresh, back, NOW, DeciderState(), CONFIG).moves == ()
     # Grace over: its expired leases are spread, without hand-off.
     late = [WorkerView("a", state=WorkerState.RESTARTING, grace_until=NOW), WorkerView("b"), WorkerView("c")]
-    moves = Assignor().decide(leases, late, NOW, DeciderState(), CONFIG).moves
+    moves = CooperativeAssignor().decide(leases, late, NOW, DeciderState(), CONFIG).moves
     assert {m.lease_key for m in moves} == {lease.lease_key for lease in leases if lease.owner == "a"}
     assert Counter(m.to_worker for m in moves) == {"c": 3} and not any(m.graceful for m in moves)
 
@@ -112,18 +114,18 @@ def test_a_worker_restarting_within_its_grace_keeps_its_leases() -> None:
 def test_a_worker_back_within_its_grace_keeps_leases_it_has_not_renewed_yet() -> None:
     leases = [LeaseView(key(i), "ab"[i % 2], 1, expired=i % 2 == 0) for i in range(6)]
     waiting = [WorkerView("a", state=WorkerState.RESTARTING, grace_until=NOW + 30), WorkerView("b")]
-    state = Assignor().decide(leases, waiting, NOW, DeciderState(), CONFIG).state
+    state = CooperativeAssignor().decide(leases, waiting, NOW, DeciderState(), CONFIG).state
     back = [WorkerView("a", last_update=NOW + 5), WorkerView("b")]
-    assert Assignor().decide(leases, back, NOW + 5, state, CONFIG).moves == ()
+    assert CooperativeAssignor().decide(leases, back, NOW + 5, state, CONFIG).moves == ()
     # Still not renewed once its grace is over: a is suspect, its leases go.
-    moves = Assignor().decide(leases, back, NOW + 31, state, CONFIG).moves
+    moves = CooperativeAssignor().decide(leases, back, NOW + 31, state, CONFIG).moves
     assert {m.to_worker for m in moves} == {"b"} and len(moves) == 3
 
 
 def test_a_leaving_worker_hands_off_everything_at_once() -> None:
     owners: dict[str, str | None] = {key(i): "ab"[i % 2] for i in range(10)}
     workers = [WorkerView("a", state=WorkerState.LEAVING), WorkerView("b"), WorkerView("c")]
-    moves = Assignor().decide(table(owners), workers, NOW, DeciderState(), CONFIG).moves
+    moves = CooperativeAssignor().decide(table(owners), workers, NOW, DeciderState(), CONFIG).moves
     assert len(moves) == 5 and all(m.graceful and m.from_worker == "a" for m in moves)
 
 
@@ -133,7 +135,7 @@ def test_zone_loss_spreads_its_leases_evenly_over_the_surviving_zones() -> None:
     converge(owners, workers, rounds=1)
     survivors = [w for w in workers if w.zone != "az3"]
     leases = [LeaseView(k, o, 1, expired=(o or "").startswith("az3")) for k, o in sorted(owners.items())]
-    moves = Assignor().decide(leases, survivors, NOW, DeciderState(), CONFIG).moves
+    moves = CooperativeAssignor().decide(leases, survivors, NOW, DeciderState(), CONFIG).moves
     apply(owners, moves)
     assert len(moves) == 30
     assert Counter(o.split("-")[0] for o in owners.values() if o) == {"az1": 45, "az2": 45}
@@ -143,7 +145,9 @@ def test_zone_loss_spreads_its_leases_evenly_over_the_surviving_zones() -> None:
 def test_dead_worker_with_fresh_metrics_gets_nothing() -> None:
     leases = [LeaseView(key(0), "dead", 1, expired=True), LeaseView(key(1), None, 0)]
     moves = (
-        Assignor().decide(leases, [WorkerView("dead"), WorkerView("b")], NOW, DeciderState(), CONFIG).moves
+        CooperativeAssignor()
+        .decide(leases, [WorkerView("dead"), WorkerView("b")], NOW, DeciderState(), CONFIG)
+        .moves
     )
     assert {m.to_worker for m in moves} == {"b"}
 
@@ -201,7 +205,11 @@ def test_pending_handoff_counts_for_its_destination_and_is_not_moved() -> None:
         LeaseView(key(i), "b" if i == 0 else "a", 1, checkpoint_owner="a" if i == 0 else None)
         for i in range(4)
     ]
-    moves = Assignor().decide(leases, [WorkerView("a"), WorkerView("b")], NOW, DeciderState(), CONFIG).moves
+    moves = (
+        CooperativeAssignor()
+        .decide(leases, [WorkerView("a"), WorkerView("b")], NOW, DeciderState(), CONFIG)
+        .moves
+    )
     assert key(0) not in {m.lease_key for m in moves}
     assert len(moves) == 1  # a keeps 2 of its 3, b gets 1 more
 
@@ -243,7 +251,7 @@ def test_converges_balanced_per_worker_and_zone_then_stays_still(
     state = DeciderState()
     for round_no in range(40):
         leases = [LeaseView(k, o, 1, expired=o == "gone") for k, o in sorted(owners.items())]
-        d = Assignor().decide(leases, workers, NOW, state, config)
+        d = CooperativeAssignor().decide(leases, workers, NOW, state, config)
         state = d.state
         keys = [m.lease_key for m in d.moves]
         assert len(set(keys)) == len(keys)

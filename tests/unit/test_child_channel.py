@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcl_daemon.consumer.ports import Batch
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings, ShardConsumer
 from kcl_daemon.core.lifecycle.child_channel import (
     AcceptedLog,
@@ -25,6 +24,7 @@ from kcl_daemon.core.lifecycle.child_channel import (
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.process.child import ChildProcess
+from kcl_daemon.retrieval.source import Batch
 from kcl_protocol import (
     ChannelOffer,
     Initialize,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kcl_daemon.errors import LeaseConflict, TransientNetwork
-from kcl_daemon.leases.leader_election import LeaderElection
+from kcl_daemon.leader.election import LeaderElection
 from tests.fake_clock import FakeClock
 
 POOL = ThreadPoolExecutor(1)

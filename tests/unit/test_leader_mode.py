@@ -14,7 +14,7 @@ from kcl_daemon.core.assignment.client_version import (
     ClientVersionConfig,
     fleet_ready_for_3x,
 )
-from kcl_daemon.leases.leader_mode import LeaderMode, LeaderModeConfig, make_decider
+from kcl_daemon.leader.mode import LeaderMode, LeaderModeConfig, make_decider
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER
 from tests.fake_clock import FakeClock
 from tests.unit.test_leader_election import FakeStore

@@ -10,8 +10,8 @@ from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import DependencyUnavailable
-from kcl_daemon.leases.inspect import inspect_lease_table
-from kcl_daemon.leases.report import report_json, report_text
+from kcl_daemon.inspection.report import report_json, report_text
+from kcl_daemon.inspection.table import inspect_lease_table
 from tests.fake_clock import FakeClock
 
 

@@ -11,13 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kcl_daemon.aws.cloudwatch import Datum
 from kcl_daemon.core.fleet.figures import fleet_figures
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import Throttled
 from kcl_daemon.metrics.catalog import markdown_metrics
 from kcl_daemon.metrics.cloudwatch import CloudWatchExporter
-from kcl_daemon.metrics.cloudwatch_data import CloudWatchPlan, Datum, datums_from
+from kcl_daemon.metrics.cloudwatch_data import CloudWatchPlan, datums_from
 from kcl_daemon.metrics.registry import DaemonMetrics
 from tests.fake_clock import FakeClock
 
@@ -184,7 +185,7 @@ def test_readme_metric_list_is_generated_from_the_catalog() -> None:
 
 
 def test_screen_shows_figures_and_bars_most_loaded_first() -> None:
-    from kcl_daemon.leases.watch import Snapshot, render_screen
+    from kcl_daemon.inspection.watch import Snapshot, render_screen
 
     figures = fleet_figures([lease("s0", "a-1"), lease("s1", "b-1"), lease("s2", "b-1")], total_shards=3)
     screen = render_screen(Snapshot("lease table t", figures), at="12:00:00", every_s=2)
@@ -193,7 +194,7 @@ def test_screen_shows_figures_and_bars_most_loaded_first() -> None:
 
 
 def test_plot_draws_a_step_line_per_worker_and_unclaimed() -> None:
-    from kcl_daemon.leases.plot import Frame, render_html
+    from kcl_daemon.inspection.plot import Frame, render_html
 
     frames = [Frame(0, {"w1": 2}, 2), Frame(10, {"w1": 2, "w<2>": 2}, 0)]
     page = render_html(frames)

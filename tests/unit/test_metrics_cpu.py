@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kcl_daemon.leases.throughput import ThroughputTracker
-from kcl_daemon.leases.worker_metrics import WorkerMetricsConfig, WorkerMetricsPublisher
-from kcl_daemon.metrics_cpu import CpuReading, CpuSampler, cgroup_reading, process_tree_reading
+from kcl_daemon.leader.cpu import CpuReading, CpuSampler, cgroup_reading, process_tree_reading
+from kcl_daemon.leader.throughput import ThroughputTracker
+from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig, WorkerMetricsPublisher
 from tests.fake_clock import FakeClock
 
 

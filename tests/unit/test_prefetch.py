@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from kcl_daemon.consumer.ports import Batch
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import ChildShard
 from kcl_daemon.retrieval.prefetch import PrefetchingSource
+from kcl_daemon.retrieval.source import Batch
 from kcl_protocol import Record
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kcl_daemon.errors import RecordsFileError
-from kcl_daemon.replay_input import InjectedFailure, parse_injected_failure, parse_records
+from kcl_daemon.replay.input import InjectedFailure, parse_injected_failure, parse_records
 
 
 def parse(*lines: str, shard: str = "shardId-0") -> dict[str, list[object]]:

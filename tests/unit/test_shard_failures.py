@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kcl_daemon.consumer.shard_failures import TaskFailures, decide_after_failure, describe, is_retriable
 from kcl_daemon.core.lifecycle.checkpoint_validity import unusable_checkpoint
 from kcl_daemon.core.lifecycle.restart_policy import Park, Restart, RestartPolicy
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import AwsError, Throttled, TransientNetwork
-from kcl_daemon.worker.shard_failures import TaskFailures, decide_after_failure, describe, is_retriable
 
 POLICY = RestartPolicy(initial_backoff_s=0.5, max_backoff_s=8.0, max_consecutive_failures=3)
 

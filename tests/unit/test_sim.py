@@ -14,16 +14,16 @@ from kcl_daemon.sim.report import compare, html_page, table, to_json
 from kcl_daemon.sim.scenarios import Size
 
 SMALL = Size(50, 10, 2)
-POLICIES = ("2.x", "variance", "ours")
+POLICIES = ("2.x", "variance", "cooperative")
 
 
 def run(scenario: str, fleet: FleetConfig | None = None, size: Size = SMALL) -> dict[str, Result]:
     return {r.policy.split(" ")[0]: r for r in compare([scenario], POLICIES, size, fleet or FleetConfig())}
 
 
-def test_scale_out_seed_000_ours_ends_even_per_cluster_with_the_fewest_moves() -> None:
+def test_scale_out_cooperative_ends_even_per_cluster_with_the_fewest_moves() -> None:
     r = run("scale-out")
-    ours = r["ours"]
+    ours = r["cooperative"]
     assert ours.zone_leases == {"c1": 25, "c2": 25}
     assert ours.max_leases - ours.min_leases <= 1
     assert ours.moves == ours.moves_lower_bound
@@ -33,15 +33,15 @@ def test_scale_out_seed_000_ours_ends_even_per_cluster_with_the_fewest_moves() -
 
 
 def test_rolling_restart_with_grace_moves_nothing_and_without_grace_duplicates_nothing() -> None:
-    with_grace = run("rolling", FleetConfig(restart_grace_s=120.0))["ours"]
+    with_grace = run("rolling", FleetConfig(restart_grace_s=120.0))["cooperative"]
     assert (with_grace.moves, with_grace.duplicate_risk_moves) == (0, 0)
     without = run("rolling")
-    assert without["ours"].duplicate_risk_moves == 0 < without["2.x"].duplicate_risk_moves
+    assert without["cooperative"].duplicate_risk_moves == 0 < without["2.x"].duplicate_risk_moves
 
 
 def test_zone_loss_spreads_evenly_with_the_fewest_moves() -> None:
     r = run("zone-loss")
-    ours = r["ours"]
+    ours = r["cooperative"]
     assert ours.max_leases - ours.min_leases <= 1
     assert ours.moves == ours.moves_lower_bound <= min(r["2.x"].moves, r["variance"].moves)
 
@@ -50,8 +50,8 @@ def test_cold_start_and_reshard_ours_is_never_more_skewed() -> None:
     for scenario in ("cold", "reshard"):
         r = run(scenario)
         skew = {p: x.max_leases - x.min_leases for p, x in r.items()}
-        assert skew["ours"] <= min(skew.values()), scenario
-        assert r["ours"].moves <= min(x.moves for x in r.values()), scenario
+        assert skew["cooperative"] <= min(skew.values()), scenario
+        assert r["cooperative"].moves <= min(x.moves for x in r.values()), scenario
 
 
 def test_same_seed_same_result() -> None:
@@ -96,13 +96,13 @@ def test_cli_simulate_reads_properties(tmp_path: Path) -> None:
             "--scenario",
             "cold",
             "--policy",
-            "ours",
+            "cooperative",
             "--properties",
             str(props),
         ],
     )
     assert result.exit_code == 0, result.output
-    assert "ours (grace 90 s)" in result.output
+    assert "cooperative (grace 90 s)" in result.output
 
 
 @pytest.mark.parametrize(

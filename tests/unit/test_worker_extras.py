@@ -6,13 +6,13 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kcl_daemon.core.assignment.assignor import Assignor
+from kcl_daemon.core.assignment.assignor import CooperativeAssignor
 from kcl_daemon.core.assignment.decider import WorkerState, WorkerView
 from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats, from_item, to_item
 from kcl_daemon.core.assignment.zones import EXTRA_ATTRIBUTE
-from kcl_daemon.leases.assignment_loop import AssignmentConfig, AssignmentLoop
-from kcl_daemon.leases.leader_mode import make_decider
-from kcl_daemon.leases.worker_metrics import WorkerMetricsConfig, WorkerMetricsPublisher
+from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
+from kcl_daemon.leader.mode import make_decider
+from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig, WorkerMetricsPublisher
 from tests.fake_clock import FakeClock
 
 WALL = 1_700_000_000.0
@@ -76,7 +76,7 @@ def test_leader_views_carry_zone_capacity_and_a_grace_on_its_own_clock() -> None
         None,
         None,
         _Election(),
-        Assignor(),
+        CooperativeAssignor(),
         AssignmentConfig(20.0, 10.0),
         clock,
         None,
@@ -99,7 +99,7 @@ def test_leader_views_carry_zone_capacity_and_a_grace_on_its_own_clock() -> None
 
 
 def test_cooperative_is_a_strategy() -> None:
-    assert make_decider("COOPERATIVE").name == "ours"
+    assert make_decider("COOPERATIVE").name == "cooperative"
     assert make_decider("VARIANCE").name == "variance"
 
 

@@ -23,7 +23,7 @@ from kcl_daemon.core.assignment.zones import (
     zone_from_imds,
     zone_from_worker_id,
 )
-from kcl_daemon.zone_lookup import zone_from_ec2, zone_from_ecs, zone_from_environment
+from kcl_daemon.leader.zone_lookup import zone_from_ec2, zone_from_ecs, zone_from_environment
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """This project's lease assignor: sticky, zone-aware, load-aware, cooperative and deploy-aware.
 
-One :meth:`Assignor.decide` call is one leader round over plain views (the :class:`Decider` interface).
+One :meth:`CooperativeAssignor.decide` call is one leader round over plain views (the :class:`Decider`
+interface).
 
 1. **Members.** ACTIVE workers receive leases, except a *suspect* one (it owns leases and every one of
    them is expired: it is dead but its metrics are not stale yet; it stays suspect, across rounds,
@@ -190,13 +191,13 @@ class _Round:
 
 
 @dataclass(frozen=True, slots=True)
-class Assignor:
+class CooperativeAssignor:
     """The sticky, zone-aware, load-aware, cooperative, deploy-aware decider (module docstring)."""
 
     min_load_band_kbps: float = 50.0
     min_cpu_band_percent: float = 10.0
     load_cooldown_rounds: int = 2
-    name: str = "ours"
+    name: str = "cooperative"
 
     def decide(
         self,

@@ -16,7 +16,7 @@ PHASE1 or COMPATIBLE_WITH_2X           ``3X_WITH_ROLLBACK``       ``3X_WITH_ROLL
 any                                    ``2X``/``UPGRADE``/``3X``  as stored
 =====================================  =========================  =====================================
 
-Pure: the shell (:mod:`kcl_daemon.leases.leader_mode`) reads the item, asks :func:`resolve`, writes what
+Pure: the shell (:mod:`kcl_daemon.leader.mode`) reads the item, asks :func:`resolve`, writes what
 it says (conditionally on what it read) and runs the algorithm of :func:`algorithm_of`.
 """
 

@@ -13,7 +13,7 @@ mixed fleet has exactly one leader:
 
 A holder whose heartbeats fail stops considering itself leader once the lock could be stolen by others:
 its last *successful* heartbeat was *sent* more than ``leaseDuration`` minus a margin ago. Pure: the shell
-(:mod:`kcl_daemon.leases.leader_election`) reads, calls :func:`plan`, and performs the action.
+(:mod:`kcl_daemon.leader.election`) reads, calls :func:`plan`, and performs the action.
 """
 
 from __future__ import annotations

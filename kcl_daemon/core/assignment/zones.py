@@ -4,7 +4,7 @@ Where a zone comes from, first match wins:
 
 1. ``workerZone`` in the properties;
 2. the environment (ECS task metadata, else EC2 IMDS availability zone), only with
-   ``zoneFromEnvironment=true`` (the lookup itself is :mod:`kcl_daemon.zone_lookup`);
+   ``zoneFromEnvironment=true`` (the lookup itself is :mod:`kcl_daemon.leader.zone_lookup`);
 3. the part of the ``workerId`` before ``leaseClusterSeparator`` (``clusterA-worker17`` -> ``clusterA``),
    when the id contains the separator;
 4. none: the worker counts as one zone with every other zone-less worker.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kcl_daemon.leases.inspect import LeaseTableReport
+from kcl_daemon.inspection.table import LeaseTableReport
 
 
 def report_json(report: LeaseTableReport) -> dict[str, object]:

@@ -24,7 +24,7 @@ from kcl_daemon.core.assignment.decider import WorkerState
 from kcl_daemon.core.assignment.worker_metrics import CPU, FAILED_SAMPLE, WorkerMetricStats, append_sample
 from kcl_daemon.core.assignment.zones import WorkerExtras, extras_to_attribute
 from kcl_daemon.errors import KclError
-from kcl_daemon.metrics_cpu import CpuSampler
+from kcl_daemon.leader.cpu import CpuSampler
 
 logger = logging.getLogger(__name__)
 

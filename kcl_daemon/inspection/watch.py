@@ -3,7 +3,7 @@
 Each refresh scans the table (or scrapes a daemon's metrics endpoint with ``--metrics-url``), keeps the
 leases' counters between scans to tell which owned leases nobody renews (expired after
 ``failoverTimeMillis``, as a worker sees it), and redraws the screen. With ``--html FILE`` every refresh
-also rewrites a page that plots leases per worker over the whole watch (:mod:`kcl_daemon.leases.plot`).
+also rewrites a page that plots leases per worker over the whole watch (:mod:`kcl_daemon.inspection.plot`).
 Rendering is pure (:func:`render_screen`); the loop only scans, draws and sleeps.
 """
 
@@ -22,12 +22,12 @@ from kcl_daemon.config.settings import Settings
 from kcl_daemon.core.expiry import LeaseObservations
 from kcl_daemon.core.fleet.distribution import cluster_of, summarize
 from kcl_daemon.core.fleet.figures import FleetFigures, fleet_figures
+from kcl_daemon.core.lease_codec import ScanResultLike
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import KclError
-from kcl_daemon.leases.coordinator import ScanResultLike
-from kcl_daemon.leases.inspect import LeaseTableReport
-from kcl_daemon.leases.plot import Frame, render_html
-from kcl_daemon.leases.report import report_text
+from kcl_daemon.inspection.plot import Frame, render_html
+from kcl_daemon.inspection.report import report_text
+from kcl_daemon.inspection.table import LeaseTableReport
 
 CLEAR = "\x1b[H\x1b[2J"
 _BAR_WIDTH = 40
@@ -225,7 +225,7 @@ def watch_leases(
         clients = build_clients(client_settings_from(settings))
         table = DynamoLeaseTable(clients.dynamodb, table_name)
         kinesis = Kinesis(clients.kinesis)
-        from kcl_daemon.leases.stream_shards import configured_shard_lister
+        from kcl_daemon.inspection.stream_shards import configured_shard_lister
 
         sample = TableSampler(
             table_name,

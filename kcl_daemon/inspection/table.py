@@ -3,7 +3,7 @@
 Expiry is a local observation in the KCL (spec 4.4): a lease is expired when its counter has not moved
 for ``failoverTimeMillis``. One scan cannot tell, so expiry is checked only on request, by scanning
 again after the failover time; otherwise it is reported as unknown. The shard list is optional: when
-ListShards fails, the report says so instead of failing. Rendering is in :mod:`kcl_daemon.leases.report`.
+ListShards fails, the report says so instead of failing. Rendering is in :mod:`kcl_daemon.inspection.report`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.expiry import LeaseObservations
 from kcl_daemon.core.fleet.distribution import Distribution, cluster_of, summarize
+from kcl_daemon.core.lease_codec import ScanResultLike
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import KclError
-from kcl_daemon.leases.coordinator import ScanResultLike
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,8 @@ from random import Random
 from typing import Protocol, TypeVar
 
 from kcl_daemon.clock import Clock, sleep_unless_set
-from kcl_daemon.consumer.ports import ChildLauncher, ShardRecordSource
+from kcl_daemon.consumer.checkpoint_store import CheckpointWriter, LeaseCheckpointStore, retry_in_place
+from kcl_daemon.consumer.ports import ChildLauncher
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings, ShardConsumer, ShardOutcome
 from kcl_daemon.core.lease import MAX_HASH_KEY, Lease, lease_key_for
 from kcl_daemon.core.lifecycle.states import ShutdownReason
@@ -41,8 +42,8 @@ from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.log_context import shard_id_var
 from kcl_daemon.metrics.observer import ShardObserver, no_shard_observer
 from kcl_daemon.retrieval.prefetch import PrefetchingSource
+from kcl_daemon.retrieval.source import ShardRecordSource
 from kcl_daemon.retry import SHARD_END
-from kcl_daemon.worker.checkpoint_store import CheckpointWriter, LeaseCheckpointStore, retry_in_place
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -109,7 +110,7 @@ class ShardTask:
         self._store = LeaseCheckpointStore(context.coordinator, lease.lease_key, clock=context.clock)
         self._stop: asyncio.Event = asyncio.Event()
         self._lost = False
-        #: The error that ended this task, if one did (see ``kcl_daemon.worker.shard_failures``).
+        #: The error that ended this task, if one did (see ``kcl_daemon.consumer.shard_failures``).
         self.failure: Exception | None = None
 
     @property

@@ -44,7 +44,7 @@ from kcl_daemon.core.assignment.zones import WorkerExtras, WorkerExtrasError, ex
 from kcl_daemon.core.expiry import LeaseObservations
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.errors import KclError, LeaseConflict
-from kcl_daemon.leases.leader_election import LeaderElection
+from kcl_daemon.leader.election import LeaderElection
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 
 logger = logging.getLogger(__name__)

@@ -26,6 +26,7 @@ from typing import Protocol, TypeVar
 from kcl_daemon.aws.kinesis import ShardFilter, ShardFilterType
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.lease_codec import ScanResultLike
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.core.shards.graph import (
     InconsistentShards,
@@ -35,7 +36,6 @@ from kcl_daemon.core.shards.graph import (
     shards_at_initial_position,
 )
 from kcl_daemon.errors import KclError
-from kcl_daemon.leases.coordinator import ScanResultLike
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 from kcl_daemon.retry import KINESIS
 

@@ -30,10 +30,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.assignment.assignor import Assignor
+from kcl_daemon.core.assignment.assignor import CooperativeAssignor
 from kcl_daemon.core.assignment.client_version import (
     MIGRATION_KEY,
     READY_STABLE_S,
@@ -51,16 +51,14 @@ from kcl_daemon.core.assignment.decider import Decider
 from kcl_daemon.core.assignment.lease_count import LeaseCountDecider
 from kcl_daemon.core.assignment.variance import VarianceDecider
 from kcl_daemon.errors import DependencyUnavailable, KclError, LeaseConflict
-from kcl_daemon.leases.assignment_loop import AssignmentConfig, AssignmentLoop
-from kcl_daemon.leases.discovery import LeaseDiscovery
-from kcl_daemon.leases.handoff import HandoffWatcher
-from kcl_daemon.leases.leader_election import LeaderElection
-from kcl_daemon.leases.throughput import ThroughputTracker
-from kcl_daemon.leases.worker_metrics import WorkerMetricsConfig, WorkerMetricsPublisher
-from kcl_daemon.metrics_cpu import CpuSampler, default_reading
-
-if TYPE_CHECKING:
-    from kcl_daemon.worker.scheduler import Scheduler
+from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
+from kcl_daemon.leader.cpu import CpuSampler, default_reading
+from kcl_daemon.leader.discovery import LeaseDiscovery
+from kcl_daemon.leader.election import LeaderElection
+from kcl_daemon.leader.handoff import HandoffWatcher
+from kcl_daemon.leader.hooks import WorkerHooks
+from kcl_daemon.leader.throughput import ThroughputTracker
+from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig, WorkerMetricsPublisher
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +69,7 @@ MIGRATION_ENTITY_TYPE = "CLIENT_VERSION_MIGRATION"
 def make_decider(strategy: str, balancing_frequency: int = 3) -> Decider:
     """The decider of a ``leaseAssignmentStrategy`` value (one line per strategy)."""
     deciders: dict[str, Callable[[], Decider]] = {
-        "COOPERATIVE": Assignor,
+        "COOPERATIVE": CooperativeAssignor,
         # cast: the frozen dataclass's read-only ``name`` satisfies the protocol at run time
         "VARIANCE": lambda: cast(Decider, VarianceDecider(balancing_frequency=balancing_frequency)),
         "LEASE_COUNT_BASED": LeaseCountDecider,
@@ -125,7 +123,7 @@ class LeaderMode:
         self._wall = wall
         self._cpu = cpu or CpuSampler(default_reading, clock.monotonic)
         self._pool = ThreadPoolExecutor(2, thread_name_prefix="lease-3x")
-        self._scheduler: Scheduler | None = None
+        self._worker: WorkerHooks | None = None
         self._algorithm_loops: list[asyncio.Task[None]] = []
         self._metrics_loop: asyncio.Task[None] | None = None
 
@@ -191,18 +189,18 @@ class LeaderMode:
 
     # -- start / stop --------------------------------------------------------------------------
 
-    async def start(self, scheduler: Scheduler) -> None:
-        self._scheduler = scheduler
-        self._throughput = ThroughputTracker(scheduler.bytes_delivered, self._clock.monotonic)
+    async def start(self, worker: WorkerHooks) -> None:
+        self._worker = worker
+        self._throughput = ThroughputTracker(worker.bytes_delivered, self._clock.monotonic)
         version = await self.resolve_version()
         await self._switch(version)
         if self.config.client_version is not ClientVersionConfig.COMPATIBLE_WITH_2X_PHASE1 or self._store:
-            scheduler.add_loop("client-version", self._watch_version)
-            scheduler.add_loop("migration-readiness", self._watch_readiness)
+            worker.add_loop("client-version", self._watch_version)
+            worker.add_loop("migration-readiness", self._watch_readiness)
 
     async def _switch(self, version: ClientVersion) -> None:
-        scheduler = self._scheduler
-        assert scheduler is not None
+        worker = self._worker
+        assert worker is not None
         self.version = version
         algorithm = (
             Algorithm.LEADER
@@ -218,7 +216,7 @@ class LeaderMode:
             self.publisher = WorkerMetricsPublisher(
                 self.metrics_table, self.config.metrics, self._clock, self._cpu, self._pool, wall=self._wall
             )
-            self._metrics_loop = scheduler.add_loop("worker-metrics", self.publisher.run)
+            self._metrics_loop = worker.add_loop("worker-metrics", self.publisher.run)
         if algorithm is self.algorithm:
             return
         for task in self._algorithm_loops:
@@ -229,7 +227,7 @@ class LeaderMode:
         self.algorithm = algorithm
         logger.info("worker %s runs the %s (%s)", self.config.worker_id, algorithm.value, version.value)
         if algorithm is Algorithm.TAKER:
-            self._algorithm_loops.append(scheduler.add_loop("lease-taker", scheduler.coordinator.run_taker))
+            self._algorithm_loops.append(worker.add_loop("lease-taker", worker.coordinator.run_taker))
             return
         cfg = self.config
         self.election = LeaderElection(
@@ -245,23 +243,23 @@ class LeaderMode:
             self._pool,
             wall=self._wall,
         )
-        self.assignment.observer = scheduler.coordinator.observer
+        self.assignment.observer = worker.coordinator.observer
         self.discovery = LeaseDiscovery(
-            self.table, scheduler.coordinator, self._clock, self._pool, interval_s=cfg.discovery_s
+            self.table, worker.coordinator, self._clock, self._pool, interval_s=cfg.discovery_s
         )
         self.handoff = HandoffWatcher(
             self.table,
-            scheduler.coordinator,
-            scheduler.stop_shard,
+            worker.coordinator,
+            worker.stop_shard,
             self._clock,
             self._pool,
             timeout_s=cfg.handoff_timeout_s,
         )
         self._algorithm_loops += [
-            scheduler.add_loop("leader-election", self.election.run),
-            scheduler.add_loop("lease-assignment", self.assignment.run),
-            scheduler.add_loop("lease-discovery", self.discovery.run),
-            scheduler.add_loop("lease-handoff", self.handoff.run),
+            worker.add_loop("leader-election", self.election.run),
+            worker.add_loop("lease-assignment", self.assignment.run),
+            worker.add_loop("lease-discovery", self.discovery.run),
+            worker.add_loop("lease-handoff", self.handoff.run),
         ]
 
     async def _watch_version(self) -> None:
@@ -347,8 +345,8 @@ class LeaderMode:
             kept = False
             if grace > 0 and self.algorithm is Algorithm.LEADER:
                 kept = await self.publisher.declare_restart(grace)
-            if kept and self._scheduler is not None:
-                self._scheduler.keep_leases_on_stop = True
+            if kept and self._worker is not None:
+                self._worker.keep_leases_on_stop = True
             if not kept:
                 await self.publisher.withdraw()
         if self.election is not None:

@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from kcl_daemon.clock import Clock
+from kcl_daemon.core.lease_codec import ScanResultLike
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import StreamSpec, former_streams_due
 from kcl_daemon.core.stream_identity import StreamIdentity
 from kcl_daemon.errors import KclError
-from kcl_daemon.leases.coordinator import ScanResultLike
-from kcl_daemon.leases.shard_sync import LeaseCreator, ShardLister, ShardSyncConfig, ShardSyncer, SyncResult
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 from kcl_daemon.retry import KINESIS
+from kcl_daemon.shards.sync import LeaseCreator, ShardLister, ShardSyncConfig, ShardSyncer, SyncResult
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

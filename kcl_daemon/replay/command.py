@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.consumer.configure import consumer_settings
-from kcl_daemon.consumer.ports import Batch
 from kcl_daemon.consumer.shard_consumer import (
     ShardConsumer,
     ShardOutcome,
@@ -26,7 +25,8 @@ from kcl_daemon.consumer.shard_consumer import (
 from kcl_daemon.core.lifecycle.states import ShardState, ShutdownReason
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import CheckpointRefused
-from kcl_daemon.replay_input import InjectedFailure
+from kcl_daemon.replay.input import InjectedFailure
+from kcl_daemon.retrieval.source import Batch
 from kcl_daemon.stopping import StoppedAtOnce, StopSignals
 from kcl_protocol import CheckpointErrorName, Record
 

@@ -2,7 +2,7 @@
 
 One stream (``streamName``/``streamArn``): its shards by shard id, as the leases are keyed. Several
 (``streamNames``): every configured stream's shards, named by multi-stream lease key
-(:func:`kcl_daemon.leases.multi_stream.shards_by_lease_key`). No stream configured: None.
+(:func:`kcl_daemon.shards.multi_stream.shards_by_lease_key`). No stream configured: None.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from kcl_daemon.aws.streams import describe_stream_identity
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import parse_stream_list
-from kcl_daemon.leases.multi_stream import shards_by_lease_key
 from kcl_daemon.retry import KINESIS
+from kcl_daemon.shards.multi_stream import shards_by_lease_key
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
