@@ -1,5 +1,5 @@
 """Metrics: fleet figures, CloudWatch levels/dimensions/deltas, the CloudWatch exporter's queue and
-failure handling, and the README's metric list."""
+failure handling, and the metric list of docs/monitoring.md."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from kcl_daemon.metrics.registry import DaemonMetrics
 from tests.fake_clock import FakeClock
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+MONITORING = (Path(__file__).resolve().parents[2] / "docs" / "monitoring.md").read_text(encoding="utf-8")
 
 
 def lease(key: str, owner: str | None, checkpoint: str = "TRIM_HORIZON") -> Lease:
@@ -175,10 +175,10 @@ async def test_exporter_publishes_what_it_collected() -> None:
     assert len(published) == queued == exporter.published > 0
 
 
-def test_readme_metric_list_is_generated_from_the_catalog() -> None:
-    start = README.index("<!-- metrics:start -->\n") + len("<!-- metrics:start -->\n")
-    end = README.index("\n<!-- metrics:end -->")
-    assert README[start:end] == markdown_metrics(), "regenerate with markdown_metrics()"
+def test_docs_metric_list_is_generated_from_the_catalog() -> None:
+    start = MONITORING.index("<!-- metrics:start -->\n") + len("<!-- metrics:start -->\n")
+    end = MONITORING.index("\n<!-- metrics:end -->")
+    assert MONITORING[start:end] == markdown_metrics(), "regenerate with markdown_metrics()"
 
 
 # --- live view rendering ------------------------------------------------------------------------------

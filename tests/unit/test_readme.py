@@ -1,4 +1,5 @@
-"""The README documents what the code does."""
+"""The manual documents what the code does: the key tables of docs/configuration.md are generated from the
+key table, and the README keeps its two set-up commands."""
 
 from __future__ import annotations
 
@@ -6,27 +7,29 @@ from pathlib import Path
 
 from kcl_daemon.config.keys import IGNORED_KEYS, KEYS, markdown_ignored, markdown_table
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
 
 
 def test_key_table_is_generated_from_the_key_table() -> None:
-    start = README.index("<!-- keys:start -->\n") + len("<!-- keys:start -->\n")
-    end = README.index("\n<!-- keys:end -->")
-    assert README[start:end] == markdown_table(), (
+    start = CONFIGURATION.index("<!-- keys:start -->\n") + len("<!-- keys:start -->\n")
+    end = CONFIGURATION.index("\n<!-- keys:end -->")
+    assert CONFIGURATION[start:end] == markdown_table(), (
         "regenerate: python -c 'from kcl_daemon.config.keys import *; print(markdown_table())'"
     )
 
 
 def test_ignored_keys_are_generated_from_the_key_table() -> None:
-    start = README.index("<!-- ignored-keys:start -->\n") + len("<!-- ignored-keys:start -->\n")
-    end = README.index("\n<!-- ignored-keys:end -->")
-    assert README[start:end] == markdown_ignored(), (
+    start = CONFIGURATION.index("<!-- ignored-keys:start -->\n") + len("<!-- ignored-keys:start -->\n")
+    end = CONFIGURATION.index("\n<!-- ignored-keys:end -->")
+    assert CONFIGURATION[start:end] == markdown_ignored(), (
         "regenerate: python -c 'from kcl_daemon.config.keys import *; print(markdown_ignored())'"
     )
 
 
 def test_every_java_key_of_the_spec_is_either_used_or_ignored() -> None:
-    """Spec 2.2: every multilang key appears in one of the two tables, and never in both."""
+    """Contract §2.2: every multilang key appears in one of the two tables, and never in both."""
     used = {name for key in KEYS for name in key.names}
     ignored = {key.name for key in IGNORED_KEYS}
     assert not used & ignored

@@ -244,11 +244,11 @@ def test_children_and_ahead() -> None:
     assert not is_ahead(LATEST, after("10"))
 
 
-def test_readme_options_table_is_generated_from_the_options() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    start = readme.index("<!-- spark-options:start -->\n") + len("<!-- spark-options:start -->\n")
-    end = readme.index("\n<!-- spark-options:end -->")
-    assert readme[start:end] == markdown_table(), (
+def test_docs_options_table_is_generated_from_the_options() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "spark.md").read_text(encoding="utf-8")
+    start = page.index("<!-- spark-options:start -->\n") + len("<!-- spark-options:start -->\n")
+    end = page.index("\n<!-- spark-options:end -->")
+    assert page[start:end] == markdown_table(), (
         "regenerate: python -c 'from kcl_daemon.spark.options import *; print(markdown_table())'"
     )
     assert tuple(OPTION_DOCS) == OPTION_NAMES
