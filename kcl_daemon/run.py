@@ -41,7 +41,7 @@ from kcl_daemon.core.assignment.zones import resolve_zone
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import StreamSpec, parse_stream_list, recreated_stream
 from kcl_daemon.core.stream_identity import parse_stream_identity, split_lease_key
-from kcl_daemon.errors import ConfigError, DependencyUnavailable, KclError
+from kcl_daemon.errors import ConfigError, DependencyUnavailable, ExitStatus, KclError
 from kcl_daemon.inspection.stream_shards import configured_shard_lister
 from kcl_daemon.inspection.table import LeaseTableReport, inspect_lease_table
 from kcl_daemon.leader.assignment import AssignmentConfig
@@ -59,7 +59,7 @@ from kcl_daemon.retrieval.source import ShardRecordSource
 from kcl_daemon.retry import KINESIS
 from kcl_daemon.shards.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer
 from kcl_daemon.shards.sync import ShardSyncConfig
-from kcl_daemon.stopping import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StopSignals
+from kcl_daemon.stopping import StopSignals
 from kcl_daemon.worker.scheduler import SYNC_THREADS, Scheduler, SchedulerConfig
 
 logger = logging.getLogger(__name__)
@@ -376,15 +376,15 @@ async def _run_until_stopped(
                 await starting
             logger.info("stopped during start-up: no lease was taken")
             await scheduler.close()
-            return EXIT_OK
+            return ExitStatus.OK
         starting.result()
     except KclError as exc:
         logger.error("cannot start the worker: %s", exc)  # noqa: TRY400 - the message is the whole story
         await scheduler.close()
-        return EXIT_FAILED
+        return ExitStatus.FAILED
     except asyncio.CancelledError:
         await scheduler.close()
-        return EXIT_INTERRUPTED if signals.immediate else EXIT_FAILED
+        return ExitStatus.INTERRUPTED if signals.immediate else ExitStatus.FAILED
     if metrics is not None:
         metrics.start(clock)
     reporter = asyncio.create_task(_report(scheduler, on_status, status_every_s)) if on_status else None
@@ -395,16 +395,16 @@ async def _run_until_stopped(
             logger.error("the worker cannot go on: %s; shutting down", scheduler.failure)
         await scheduler.shutdown()
         if failed:
-            return EXIT_FAILED
+            return ExitStatus.FAILED
     except asyncio.CancelledError:
         await scheduler.close()
-        return EXIT_INTERRUPTED if signals.immediate else EXIT_FAILED
+        return ExitStatus.INTERRUPTED if signals.immediate else ExitStatus.FAILED
     finally:
         if reporter is not None:
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reporter
-    return EXIT_OK
+    return ExitStatus.OK
 
 
 async def _first_of(stop: asyncio.Event, other: asyncio.Future[Any]) -> bool:

@@ -24,8 +24,9 @@ from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.clock import SystemClock
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
+from kcl_daemon.errors import ExitStatus
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
-from kcl_daemon.run import EXIT_FAILED, plan_worker, run_worker
+from kcl_daemon.run import plan_worker, run_worker
 from tests.faults.proxy import Fault, FaultProxy, Phase, rule
 from tests.integration.conftest import REGION, Backend
 from tests.integration.test_worker import put, recorded, settings_for, wait_until
@@ -215,7 +216,7 @@ async def test_a_lease_table_deleted_while_running_stops_the_worker_with_exit_co
     deleted_at = time.monotonic()
     with caplog.at_level(logging.INFO):
         code = await asyncio.wait_for(worker, 30)
-    assert code == EXIT_FAILED
+    assert code == ExitStatus.FAILED
     elapsed = time.monotonic() - deleted_at
     # documented: the worker stops once the table has been missing for the failover time (2 s here)
     assert 2.0 <= elapsed < 2.0 + 10.0, f"stopped {elapsed:.1f}s after the table was deleted"
