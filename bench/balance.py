@@ -3,7 +3,8 @@
 Prints four tables (markdown with ``--markdown``):
 
 1. the comparison of the 2.x taker, Java's variance-based decider and this project's assignor over
-   every simulator scenario at seed 000's size (500 shards, 200 workers, 2 zones), the rolling restart
+   every simulator scenario at the size of the scale-out of contract §10.4 (500 shards, 200 workers,
+   2 zones), the rolling restart
    also with a restart grace, and the cold start at 10,000 shards x 1,000 workers over 3 zones;
 2. the time one decider call takes to place 10,000 unowned leases over 1,000 workers (median of
    ``--runs``), Java's decider as the baseline;
@@ -103,7 +104,7 @@ def main() -> None:
     started = time.perf_counter()
     results = comparison(size, scale, args.grace_ms / 1000, args.seed)
     where = f"{size.shards} shards, {size.workers} workers, 2 zones; scale: {scale.shards} x {scale.workers}"
-    print(f"## Policies at seed 000's size ({where})\n")
+    print(f"## Policies at the scale-out's size ({where})\n")
     print(table(results, markdown=args.markdown))
 
     print(

@@ -156,7 +156,7 @@ def plan_worker(
 
 
 def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
-    """The KCL 3.x settings (spec 4.3 timings: assignment every 2 x failover, discovery at half that)."""
+    """The KCL 3.x settings (contract §4.3 timings: assignment every 2 x failover, discovery at half that)."""
     interval = settings.effective_lease_assignment_interval_s
     return LeaderModeConfig(
         worker_id=worker_id,
@@ -266,7 +266,8 @@ def build_scheduler(
     def make_stream_source(from_lease: Shard, stream_identifier: str) -> ShardRecordSource:
         """Reads by stream name, so a lease of a former stream re-created under the same name must not be
         read: it would read the new stream's shard of the same id (its leases are deleted after the
-        former-stream wait). A deleted stream is read on: reading ends its shards (spec 6.6)."""
+        former-stream wait). A deleted stream is read on until a read finds it gone (contract §6.6:
+        kcl-daemon then tells the child leaseLost and leaves the lease as it is)."""
         identity = parse_stream_identity(stream_identifier)
         current = syncer.identities.get(identity.stream_name) if syncer is not None else None
         refused = recreated_stream(stream_identifier, current)

@@ -1,4 +1,4 @@
-"""Enhanced fan-out calls (spec 2.6): find, register or deregister the stream consumer, and
+"""Enhanced fan-out calls (contract §2.6): find, register or deregister the stream consumer, and
 SubscribeToShard through botocore's event stream. Plain data out; errors in the project's tree.
 
 * :meth:`Fanout.ensure_consumer` reuses a consumer of that name (waiting while it is ``CREATING``) or

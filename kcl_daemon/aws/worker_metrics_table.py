@@ -1,4 +1,4 @@
-"""The ``<applicationName>-WorkerMetricStats`` table of KCL 3.0-3.4 (key ``wid``; spec 3.9).
+"""The ``<applicationName>-WorkerMetricStats`` table of KCL 3.0-3.4 (key ``wid``; contract §3.9).
 
 Upsert of one worker's item without a condition (as Java), scan of all items, and deletes: this
 worker's own on a graceful stop, and stale ones (conditional on the ``lut`` the leader read).

@@ -46,7 +46,7 @@ _JAVA_INT_MAX = 2**31 - 1
 STREAM_ARN_PATTERN: Final = re.compile(
     r"arn:aws[^:]*:kinesis:(?P<region>[a-z0-9-]+):(?P<account>[0-9]{12}):stream/(?P<name>[a-zA-Z0-9_.-]+)"
 )
-#: keys whose presence makes retrievalMode=DEFAULT choose polling (spec 2.6)
+#: keys whose presence makes retrievalMode=DEFAULT choose polling (contract §2.6)
 POLLING_KEYS: Final = (
     "maxRecords",
     "idleTimeBetweenReadsInMillis",

@@ -1,6 +1,6 @@
 """One held lease from start to finish: wait on the parents, run the consumer, hand over at shard end.
 
-Lifecycle (spec 6.4, Java ``ShardConsumer`` task chain):
+Lifecycle (contract §6.4, Java ``ShardConsumer`` task chain):
 
 1. waiting on parents: while a parent lease exists that is not at SHARD_END, re-check every
    ``parent_poll_s`` (no child process runs meanwhile);
@@ -10,7 +10,7 @@ Lifecycle (spec 6.4, Java ``ShardConsumer`` task chain):
    ``childShardIds`` before the child hears ``shardEnded``;
 4. a finished shard's lease is queued for cleanup, which deletes it once the children have started.
    A shard that Kinesis says is not in the stream (ResourceNotFound) is *not* finished: its lease is
-   left as it is (a warning says so), unlike Java's SHARD_END checkpoint (spec 6.6).
+   left as it is (a warning says so), unlike Java's SHARD_END checkpoint (contract §6.6).
 
 Lease loss and shutdown requests arrive as signals; before the consumer exists they cancel the wait.
 """
@@ -77,7 +77,7 @@ class ShardTaskContext:
     enqueue_cleanup: Callable[[str], None]
     parent_poll_s: float = 10.0
     task_backoff_s: float = 0.5
-    rng: Random = field(default_factory=Random)  # the 1-in-30 give-up of spec 6.4
+    rng: Random = field(default_factory=Random)  # the 1-in-30 give-up of contract §6.4
     #: multi-stream leases: (shard, serialized stream identity) -> source; blocking, runs on io_pool
     make_stream_source: Callable[[Shard, str], ShardRecordSource] | None = None
     shard_observer: Callable[[str], ShardObserver] = no_shard_observer  # kcl_daemon.metrics
@@ -224,7 +224,7 @@ class ShardTask:
         raise AssertionError("unreachable: the retry policy re-raises the last error")  # pragma: no cover
 
     async def before_shard_end(self) -> bool:
-        """Spec 6.4 step 1: create the child leases and record ``childShardIds``; False = give up."""
+        """contract §6.4 step 1: create the child leases and record ``childShardIds``; False = give up."""
         try:
             return await self._before_shard_end()
         except _Interrupted:
@@ -237,7 +237,7 @@ class ShardTask:
         assert self._source is not None
         missing = getattr(self._made, "not_found", None)
         if missing is not None:
-            # Java (spec 6.6) checkpoints SHARD_END here; a lease for a shard that is not in the stream
+            # Java (contract §6.6) checkpoints SHARD_END here; a lease for a shard that is not in the stream
             # (another stream's lease, a stream re-created under the same name) is better left alone.
             self.left_unfinished = missing
             logger.warning(

@@ -1,6 +1,6 @@
 """Read a lease table for `kcl-daemon leases`: one scan, or two a failover apart to see expiry, plus shards.
 
-Expiry is a local observation in the KCL (spec 4.4): a lease is expired when its counter has not moved
+Expiry is a local observation in the KCL (contract §4.3): a lease is expired when its counter has not moved
 for ``failoverTimeMillis``. One scan cannot tell, so expiry is checked only on request, by scanning
 again after the failover time; otherwise it is reported as unknown. The shard list is optional: when
 ListShards fails, the report says so instead of failing. Rendering is in :mod:`kcl_daemon.inspection.report`.

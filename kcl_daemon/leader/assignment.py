@@ -1,4 +1,4 @@
-"""The leader's lease assignment loop (Java's ``LeaseAssignmentManager``, spec 5.1).
+"""The leader's lease assignment loop (Java's ``LeaseAssignmentManager``, contract §5.1).
 
 Runs on every worker, works only on the leader. One run: scan the lease table and the worker metrics,
 update the leader-local counter observations (a lease is expired when its counter has not changed for

@@ -1,4 +1,4 @@
-"""Lease discovery (spec 5.1): each worker finds the leases the leader assigned to it through the GSI.
+"""Lease discovery (contract §5.1): each worker finds the leases the leader assigned to it through the GSI.
 
 Every ``interval_s`` the ``LeaseOwnerToLeaseKeyIndex`` is queried for ``leaseOwner = me``; each key not
 held yet is read (consistently: the GSI lags) and adopted only if the item really names this worker as

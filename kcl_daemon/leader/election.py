@@ -1,4 +1,4 @@
-"""Leader election over the ``Leader`` lock item, compatible with Java KCL 3.x (spec 3.6).
+"""Leader election over the ``Leader`` lock item, compatible with Java KCL 3.x (contract §3.6).
 
 The shell around :mod:`kcl_daemon.core.assignment.leader_lock`. While not leader, the lock is read every
 ``check_s`` (each read feeds the observation that decides when a lock is stale) and taken when the rules

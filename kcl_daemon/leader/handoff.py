@@ -1,4 +1,4 @@
-"""Graceful lease hand-off, the current owner's side (spec 5.3 steps 2-4).
+"""Graceful lease hand-off, the current owner's side (contract §5.3 steps 2-4).
 
 The leader marks a planned move by setting ``leaseOwner`` to the new worker and ``checkpointOwner`` to
 us, without touching the counter, so our renewals keep succeeding and return the marked item. Every

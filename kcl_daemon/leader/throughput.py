@@ -1,4 +1,4 @@
-"""Per-lease throughput for the ``throughputKBps`` attribute, as Java computes it (spec 3.2, seed 004).
+"""Per-lease throughput for the ``throughputKBps`` attribute, as Java does (contract §3.2, §5.4).
 
 At each renewal: KB delivered to the record processor since the previous renewal, divided by the
 seconds between the two, folded into an exponential moving average (alpha 0.5) with the previous value.

@@ -1,4 +1,4 @@
-"""Publishes this worker's ``WorkerMetricStats`` item (spec 3.9, 5.4) so a 3.x leader assigns it leases.
+"""Publishes this worker's ``WorkerMetricStats`` item (contract §3.9, §5.4) so a 3.x leader assigns it leases.
 
 Every ``capture_s`` the CPU of the daemon and its children is sampled; every ``report_s`` the samples
 since the last report are averaged (-1 if none succeeded), appended to the bounded history, and the item

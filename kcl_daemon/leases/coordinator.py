@@ -1,4 +1,4 @@
-"""Renews the leases this worker holds and takes new ones, KCL 2.x style (spec section 4).
+"""Renews the leases this worker holds and takes new ones, KCL 2.x style (contract §4).
 
 The shell around :func:`kcl_daemon.core.taking.taker.plan_takes`, :class:`LeaseObservations` and
 :func:`kcl_daemon.core.reconcile.reconcile`:

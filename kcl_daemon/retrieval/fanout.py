@@ -1,5 +1,5 @@
 """Enhanced fan-out retrieval for one shard: a :class:`~kcl_daemon.retrieval.source.RecordSource` over
-SubscribeToShard (spec 2.6).
+SubscribeToShard (contract §2.6).
 
 A pump runs on its own thread of the ``fanout`` pool (a subscription blocks a thread for its whole
 life) and hands events to the event loop through a bounded queue:

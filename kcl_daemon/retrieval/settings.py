@@ -1,4 +1,4 @@
-"""The polling reader's settings (spec 2.2 "Retrieval", spec 7), in seconds; Java names appear only here."""
+"""The polling reader's settings (contract §2.2 "Retrieval", §7), in seconds; Java names appear only here."""
 
 from __future__ import annotations
 

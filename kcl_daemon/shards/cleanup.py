@@ -1,4 +1,5 @@
-"""Deletes finished parent leases once their children have started (spec 6.5, Java ``LeaseCleanupManager``).
+"""Deletes finished parent leases once their children have started (contract §6.5; Java's
+``LeaseCleanupManager``).
 
 The shell around :func:`kcl_daemon.core.shards.cleanup.parent_lease_deletable`. A worker enqueues a lease when
 it finishes the shard (or takes a lease that is already at SHARD_END); every ``interval_s`` each queued

@@ -1,4 +1,4 @@
-"""Shard sync for several streams in one lease table (``streamNames``; spec 3.2 multi-stream leases).
+"""Shard sync for several streams in one lease table (``streamNames``; contract §3.2 multi-stream leases).
 
 Every sync: each configured stream's identity is looked up (DescribeStreamSummary); a stream that
 exists gets a shard sync of its own (:class:`ShardSyncer` with the stream's identity and initial

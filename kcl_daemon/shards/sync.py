@@ -1,4 +1,5 @@
-"""Creates the leases a stream's shards call for: at start and every ``shardSyncIntervalMillis`` (spec 6).
+"""Creates the leases a stream's shards call for: at start and every ``shardSyncIntervalMillis``
+(contract §6).
 
 The shell around :func:`kcl_daemon.core.shards.graph.leases_to_create`:
 
@@ -123,7 +124,7 @@ class ShardSyncer:
         return await self._call(lambda: KINESIS.call(self._kinesis.list_shards, name, shard_filter))
 
     async def _initial_shards(self) -> list[Shard]:
-        """Spec 6.2 steps 1-2: the shards at the initial position, once they cover the hash range."""
+        """contract §6.2 steps 1-2: the shards at the initial position, once they cover the hash range."""
         for attempt in range(self.config.incomplete_retries + 1):
             listed = await self._list(_filter_for(self.config))
             shards = shards_at_initial_position(listed, self.config.initial_position)

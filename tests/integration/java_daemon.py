@@ -86,7 +86,7 @@ class JavaDaemon:
         properties = workdir / f"{name}.properties"
         three_x = "clientVersionConfig = CLIENT_VERSION_CONFIG_3X\nworkerMetricsReporterFreqInMillis = 2000\n"
         client_version = "" if version == 2 else three_x
-        # KCL before 2.7 names the SDK v1 providers (spec 8, trap 20)
+        # KCL before 2.7 names the SDK v1 providers (contract §8, trap 20)
         credentials = (
             "AWSCredentialsProvider = DefaultAWSCredentialsProviderChain\n"
             if version == 2

@@ -1,4 +1,4 @@
-"""clientVersionConfig against the fleet's Migration3.0 item, on both emulators (spec 5.6): whatever each
+"""clientVersionConfig against the fleet's Migration3.0 item, on both emulators (contract §5.6): whatever each
 worker is configured with, one table runs one algorithm."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Parent lease deletion after shard end (spec 6.5)."""
+"""Parent lease deletion after shard end (contract §6.5)."""
 
 from __future__ import annotations
 

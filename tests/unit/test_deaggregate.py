@@ -1,4 +1,4 @@
-"""KPL de-aggregation (spec 1.12): splitting, the library's silent failures, hash-range filtering."""
+"""KPL de-aggregation (contract §1.12): splitting, the library's silent failures, hash-range filtering."""
 
 from __future__ import annotations
 

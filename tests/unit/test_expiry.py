@@ -1,4 +1,4 @@
-"""Local expiry: counter observations on the observer's monotonic clock (spec 4.3)."""
+"""Local expiry: counter observations on the observer's monotonic clock (contract §4.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Client-version resolution (spec 5.6), leader-lock rules (spec 3.6) and worker-metric items (spec 3.9)."""
+"""Client-version resolution (contract §5.6), leader-lock rules (§3.6) and worker-metric items (§3.9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Shard sync (spec 6.2, 6.3), shard end (6.4) and waiting on parents, with worked examples and properties."""
+"""Shard sync (contract §6.2, §6.3), shard end (§6.4) and waiting on parents: worked examples, properties."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def test_hash_range_is_complete(ranges: list[tuple[int, int]], complete: bool) -
     assert hash_range_is_complete(shards) is complete
 
 
-# --- spec 6.3 worked example --------------------------------------------------------------------------
+# --- contract §6.3 worked example --------------------------------------------------------------------------
 # A and B were closed and merged into C; D was split into E and F; C, E, F are open; G is unrelated.
 
 A = shard("A", 0, Q - 1, 100, ended=199)
@@ -133,7 +133,7 @@ def test_worked_example_lease_contents() -> None:
     assert lease_from_item(new_lease_item(c_lease)) == c_lease
 
 
-# --- seed 003's example -------------------------------------------------------------------------------
+# --- contract §6.3, example 2 -----------------------------------------------------------------------------
 #   0 1 2 3 4 5   - shards till epoch 102
 #   \ / \ / | |
 #    6   7  4 5   - epoch 103-205
@@ -141,7 +141,7 @@ def test_worked_example_lease_contents() -> None:
 #      8    4 9 10 - epoch 206+ (open)
 
 R = (MAX_HASH_KEY + 1) // 6
-SEED_003 = [
+EXAMPLE_2 = [
     shard("s0", 0, R - 1, 0, ended=102),
     shard("s1", R, 2 * R - 1, 1, ended=102),
     shard("s2", 2 * R, 3 * R - 1, 2, ended=102),
@@ -164,8 +164,8 @@ SEED_003 = [
         (Sentinel.AT_TIMESTAMP, [("s0", "AT_TIMESTAMP"), ("s1", "AT_TIMESTAMP")]),
     ],
 )
-def test_seed_003_example(position: Sentinel, expected: list[tuple[str, str]]) -> None:
-    assert created(sync(SEED_003, leased("s4", "s5", "s7"), position)) == expected
+def test_contract_example_2(position: Sentinel, expected: list[tuple[str, str]]) -> None:
+    assert created(sync(EXAMPLE_2, leased("s4", "s5", "s7"), position)) == expected
 
 
 # --- chains of splits and merges ----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The KCL 2.x taker (spec 4.4): single decisions, invariants, and a simulated fleet that must converge."""
+"""The KCL 2.x taker (contract §4.4): single decisions, invariants, a simulated fleet that must converge."""
 
 from __future__ import annotations
 
@@ -126,8 +126,8 @@ def test_needing_one_with_one_available() -> None:
     assert [t.lease_key for t in result.takes] == [key(4)]
 
 
-# Seed 000: "a worker with 2 leases that needs 1 more to reach target 3 cannot steal from a worker that
-# already has 3 and whose target is also 3, but a worker with 1 lease can steal from a worker with 3."
+# contract §4.4 (last paragraph): a worker with 2 leases that needs 1 more to reach target 3 cannot
+# steal from a worker that already has 3 and whose target is also 3, but a worker with 1 lease can.
 @pytest.mark.parametrize(
     ("owners", "steals", "victim"),
     [

@@ -1,4 +1,4 @@
-"""Java's variance-based decider (spec 5.2): table cases worked out by hand from the spec, and invariants."""
+"""Java's variance-based decider (contract §5.2): table cases worked out by hand from it, and invariants."""
 
 from __future__ import annotations
 

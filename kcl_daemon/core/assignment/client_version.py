@@ -1,4 +1,4 @@
-"""Which lease algorithm a worker runs: ``clientVersionConfig`` and the ``Migration3.0`` item (spec 5.6).
+"""Which lease algorithm a worker runs: ``clientVersionConfig`` and the ``Migration3.0`` item (contract §5.6).
 
 A fleet must never run the 2.x taker and the 3.x leader on one table at once: the taker would steal what
 the leader assigns. So the configured value only *proposes* a version; the ``Migration3.0`` item, shared
@@ -49,8 +49,8 @@ class ClientVersion(enum.Enum):
 class Algorithm(enum.Enum):
     """What the worker runs."""
 
-    TAKER = "2.x taker"  # every worker scans and takes (spec 4.4)
-    LEADER = "3.x leader"  # one elected leader assigns; workers discover via the GSI (spec 5.1)
+    TAKER = "2.x taker"  # every worker scans and takes (contract §4.4)
+    LEADER = "3.x leader"  # one elected leader assigns; workers discover via the GSI (contract §5.1)
 
 
 CONFIG_CHOICES: Final = tuple(c.value for c in ClientVersionConfig)
@@ -96,7 +96,7 @@ def parse_client_version(text: str | None) -> ClientVersion | None:
 
 
 def resolve(config: ClientVersionConfig, stored: ClientVersion | None) -> Resolution:
-    """Spec 5.6: the configured value against the stored one."""
+    """contract §5.6: the configured value against the stored one."""
     if stored is None:
         match config:
             case ClientVersionConfig.COMPATIBLE_WITH_2X_PHASE1:

@@ -4,11 +4,11 @@ The leader scans the lease table and the worker-metrics table, folds what it rea
 :class:`LeaseView` and :class:`WorkerView` values at one ``now`` and asks a :class:`Decider` what to
 do. The decider is pure: it performs no I/O, reads no clock and keeps no hidden state between rounds
 beyond the :class:`DeciderState` it is handed and returns. The leader applies each :class:`Move` as a
-conditional write on the counter it read (spec 5.1), so two leaders that decide at once can never
+conditional write on the counter it read (contract §5.1), so two leaders that decide at once can never
 both move the same lease: the table decides.
 
 Two deciders implement this interface: Java's ``VarianceBasedLeaseAssignmentDecider`` (the faithful
-baseline, spec 5.2) and this project's sticky, zone-aware, cooperative assignor. Durations are float
+baseline, contract §5.2) and this project's sticky, zone-aware, cooperative assignor. Durations are float
 seconds; throughput is KB/s; CPU is percent of the worker's capacity (0-100, children included).
 """
 
@@ -43,7 +43,7 @@ class LeaseView:
     # Expired by the leader's own observation (no counter change for failover time).
     expired: bool = False
     throughput_kbps: float | None = None
-    # Set while a graceful hand-off is in progress (spec 5.3): the worker that must checkpoint first.
+    # Set while a graceful hand-off is in progress (contract §5.3): the worker that must checkpoint first.
     checkpoint_owner: str | None = None
     # The lease's checkpoint is SHARD_END: it is finished and is never assigned.
     finished: bool = False
@@ -76,7 +76,7 @@ class WorkerView:
 class Move:
     """Assign ``lease_key`` (read at ``lease_counter``) from ``from_worker`` to ``to_worker``.
 
-    ``graceful`` moves are hand-offs (spec 5.3): the leader sets ``checkpointOwner`` to the current
+    ``graceful`` moves are hand-offs (contract §5.3): the leader sets ``checkpointOwner`` to the current
     owner and ``leaseOwner`` to ``to_worker``; the current owner checkpoints and lets go. Moves of
     unowned or expired leases are never graceful.
     """

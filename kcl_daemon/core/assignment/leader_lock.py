@@ -1,4 +1,4 @@
-"""Leader election rules over the ``Leader`` lock item, in AmazonDynamoDBLockClient's format (spec 3.6).
+"""Leader election rules over the ``Leader`` lock item, in AmazonDynamoDBLockClient's format (contract §3.6).
 
 Java KCL 3.x elects its leader with the DynamoDB lock client; kcl-daemon speaks the same item so a
 mixed fleet has exactly one leader:

@@ -1,4 +1,4 @@
-"""``LEASE_COUNT_BASED``: Java's ``LeaseCountBasedLeaseAssignmentDecider`` (spec 5.2, last paragraph).
+"""``LEASE_COUNT_BASED``: Java's ``LeaseCountBasedLeaseAssignmentDecider`` (contract §5.2, last paragraph).
 
 Simple and deterministic (keys and worker ids are sorted), which is what the end-to-end tests want:
 

@@ -1,4 +1,4 @@
-"""Java's ``VarianceBasedLeaseAssignmentDecider`` (spec 5.1-5.2) behind the :class:`Decider` interface.
+"""Java's ``VarianceBasedLeaseAssignmentDecider`` (contract §5.1-5.2) behind the :class:`Decider` interface.
 
 This is the faithful baseline of leader-based assignment: the same arithmetic, order and quirks as the
 Java leader, so the simulator and the daemon can compare our assignor against what a Java fleet does.

@@ -1,4 +1,4 @@
-"""The ``WorkerMetricStats`` item (spec 3.9) and the leader's reading of it (spec 5.2, 5.4). Pure.
+"""The ``WorkerMetricStats`` item (contract §3.9) and the leader's reading of it (contract §5.2, §5.4). Pure.
 
 Item: ``wid`` (worker id), ``lut`` (last update, epoch **seconds**), ``sts`` (metric short name -> the
 last N averaged samples; -1 = "capture failed in that interval"), ``opr`` (metric -> ``[maxUtilization]``).

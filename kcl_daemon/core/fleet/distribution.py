@@ -1,4 +1,4 @@
-"""How a lease table's work is spread: the report behind `kcl-daemon leases` (seed 000's script as data).
+"""How a lease table's work is spread: the report behind `kcl-daemon leases` (contract §10.2).
 
 Clusters: a worker id's cluster is the part before its first separator (``-`` by default), so workers
 ``zone-a-host1`` and ``zone-a-host2`` count towards cluster ``zone``; pass a different separator or a

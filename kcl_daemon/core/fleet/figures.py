@@ -1,4 +1,4 @@
-"""Fleet figures from one lease-table scan: what an operator alarms on (seed 001's fleet metrics).
+"""Fleet figures from one lease-table scan: what an operator alarms on (contract §10.3).
 
 Pure: leases in, numbers out. ``total_leases`` counts every lease (finished ones too, until cleanup);
 ``unclaimed`` counts leases without an owner, ``expired`` the owned ones whose counter has not moved for

@@ -1,4 +1,5 @@
-"""When may a finished parent lease be deleted? (spec 6.5, Java ``LeaseCleanupManager`` completed-shard path)
+"""When may a finished parent lease be deleted? (contract §6.5, Java ``LeaseCleanupManager``'s
+completed-shard path)
 
 A SHARD_END lease is deleted only when processing has demonstrably moved on to its children:
 

@@ -1,4 +1,5 @@
-"""The shard graph and the leases it calls for: shard sync (spec 6.2, 6.3) and shard end (spec 6.4).
+"""The shard graph and the leases it calls for: shard sync (contract §6.2, §6.3) and shard end
+(contract §6.4).
 
 * :func:`hash_range_is_complete`: do shards cover 0..2^128-1 with no gap and no overlap?
 * :func:`shards_at_initial_position`: ListShards' ``ShardFilter`` applied on our side, for services
@@ -147,7 +148,7 @@ def inconsistent_shard_ids(shards: Iterable[Shard]) -> frozenset[str]:
 
 
 class _NonEmptyTableSync:
-    """Spec 6.3 (Java ``NonEmptyLeaseTableSynchronizer``): memoized descendant detection.
+    """contract §6.3 (Java ``NonEmptyLeaseTableSynchronizer``): memoized descendant detection.
 
     The traversal is iterative so that a long chain of reshards cannot exhaust Python's stack.
     """
@@ -222,7 +223,7 @@ class _NonEmptyTableSync:
                 continue
             if not self.descendant(shard_id):
                 self.new_leases[shard_id] = _lease_for_shard(shard, self.initial, self.stream)
-            # An open descendant gets its lease when its parents reach SHARD_END (spec 6.4).
+            # An open descendant gets its lease when its parents reach SHARD_END (contract §6.4).
 
 
 def leases_to_create(
@@ -234,7 +235,7 @@ def leases_to_create(
     ignore_unexpected_child_shards: bool,
     stream_identifier: str | None = None,
 ) -> list[Lease]:
-    """The new leases of one shard sync, in creation order (spec 6.2 / 6.3).
+    """The new leases of one shard sync, in creation order (contract §6.2, §6.3).
 
     ``shards`` is the ListShards result: filtered at the initial position for an empty table, the full
     list otherwise. Raises :class:`InconsistentShards` when a listed child has a listed open parent,
@@ -292,7 +293,7 @@ def child_leases_at_shard_end(
     existing_lease_keys: Container[str],
     rng: Random,
 ) -> ShardEndDecision:
-    """Spec 6.4 step 1, for the worker that holds ``parent_lease`` when its shard ends.
+    """contract §6.4 step 1, for the worker that holds ``parent_lease`` when its shard ends.
 
     ``existing_lease_keys`` must answer for the merge parents' and the children's lease keys (the
     shell reads them, as Java does, right before). An empty ``child_shards`` (stream or shard gone)

@@ -1,6 +1,6 @@
 """Where a shard read starts: the iterator position for a checkpoint, and which records to drop after it.
 
-Rules (spec 3.3, 7):
+Rules (contract §3.3, §7):
 
 * ``TRIM_HORIZON`` / ``LATEST`` -> the iterator type of the same name; ``AT_TIMESTAMP`` -> an
   ``AT_TIMESTAMP`` iterator at the configured instant (``initialPositionInStreamExtended``).

@@ -1,4 +1,4 @@
-"""How long a shard's reader waits before its next GetRecords call (spec 7).
+"""How long a shard's reader waits before its next GetRecords call (contract §7).
 
 * Calls start at least ``idleTimeBetweenReadsInMillis`` apart; values below 0.2 s are raised to 0.2 s,
   so a shard never sees more than 5 GetRecords calls per second (the service's per-shard limit) - not

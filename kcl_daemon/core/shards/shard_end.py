@@ -1,4 +1,4 @@
-"""Does a GetRecords response mean the shard has ended? (spec 6.4, adapted to what emulators return)
+"""Does a GetRecords response mean the shard has ended? (contract §6.4, adapted to what emulators return)
 
 :func:`judge_response` decides from the response facts plus what ListShards says about the shard:
 
@@ -14,7 +14,7 @@
    off and reads again with the same iterator (as the Java KCL does).
 4. No next iterator and no child shards (**kinesalite** always answers this way, it never returns
    ``ChildShards``): ask ListShards first (``LIST_SHARDS``). Then: the shard is not listed any more
-   -> ``SHARD_END`` without children (like ``ResourceNotFoundException``, spec 6.6); the shard is
+   -> ``SHARD_END`` without children (like ``ResourceNotFoundException``, contract §6.6); the shard is
    closed -> ``SHARD_END`` with the listed shards that name it as a parent; the shard is still listed
    as open -> ``INVALID``.
 

@@ -1,6 +1,6 @@
 """The KCL 2.x lease taker as a pure function: which leases should this worker take or steal now?
 
-One call per taker run (spec 4.4), after the shell has scanned the table and folded the scan into a
+One call per taker run (contract §4.4), after the shell has scanned the table and folded the scan into a
 :class:`~kcl_daemon.core.expiry.LeaseObservations` at the same ``now``:
 
 1. available = unowned, or expired by local observation;
@@ -110,7 +110,7 @@ class TakePlan:
 
 @dataclass(frozen=True, slots=True)
 class _Scan:
-    """The numbers of one taker run (spec 4.4 steps 1-4), shared by every branch of the decision."""
+    """The numbers of one taker run (contract §4.4 steps 1-4), shared by every branch of the decision."""
 
     worker_id: str
     ordered: list[Lease]
@@ -191,7 +191,7 @@ def plan_takes(
     config: TakerConfig,
     rng: Random,
 ) -> TakePlan:
-    """Decide this run's takes and steals (spec 4.4). ``observations`` must already include the scan."""
+    """Decide this run's takes and steals (contract §4.4). ``observations`` must already include the scan."""
     scan = _scan(leases, observations, worker_id, now, config)
     if not scan.ordered:
         return scan.plan("no leases, nothing to take")
@@ -231,7 +231,7 @@ def plan_takes(
 
 
 def _plan_steals(scan: _Scan, config: TakerConfig, rng: Random) -> TakePlan:
-    """Spec 4.4 step 7 (Java ``chooseLeasesToSteal``); only reached when nothing is available."""
+    """contract §4.4 step 7 (Java ``chooseLeasesToSteal``); only reached when nothing is available."""
     others = {worker: count for worker, count in scan.counts.items() if worker != scan.worker_id}
     if not others:
         return scan.plan("nothing available and no other worker to steal from")
