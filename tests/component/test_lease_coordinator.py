@@ -7,71 +7,21 @@ timing logic exactly, in simulated seconds.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, replace
 from random import Random
 
 import pytest
 
 from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
+from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import LeaseConflict
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
-from tests.fleet_sim import Fleet, SteppedClock
-
-
-@dataclass
-class Scan:
-    leases: list[Lease]
-    skipped: list[str] = field(default_factory=list)
-
-
-class FakeTable:
-    """Conditional writes fenced on leaseCounter, like DynamoDB with the KCL conditions."""
-
-    def __init__(self, leases: list[Lease]) -> None:
-        self.items = {lease.lease_key: lease for lease in leases}
-
-    def list_leases(self) -> Scan:
-        return Scan(list(self.items.values()))
-
-    def get_lease(self, lease_key: str, *, consistent: bool = False) -> Lease | None:
-        return self.items.get(lease_key)
-
-    def _check(self, lease: Lease) -> None:
-        if self.items[lease.lease_key].lease_counter != lease.lease_counter:
-            raise LeaseConflict(f"{lease.lease_key}: counter moved")
-
-    def renew(self, lease: Lease) -> Lease:
-        self._check(lease)
-        self.items[lease.lease_key] = lease.renewed()
-        return self.items[lease.lease_key]
-
-    def take(self, lease: Lease, owner: str) -> Lease:
-        self._check(lease)
-        self.items[lease.lease_key] = lease.taken_by(owner)
-        return self.items[lease.lease_key]
-
-    def checkpoint(self, lease: Lease, checkpoint: ExtendedSequenceNumber, **_: object) -> Lease:
-        self._check(lease)
-        self.items[lease.lease_key] = replace(
-            lease, checkpoint=checkpoint, lease_counter=lease.lease_counter + 1
-        )
-        return self.items[lease.lease_key]
-
-    def release(self, lease: Lease) -> Lease:
-        self._check(lease)
-        self.items[lease.lease_key] = replace(lease, lease_owner=None, lease_counter=lease.lease_counter + 1)
-        return self.items[lease.lease_key]
-
-
-def shards(count: int) -> list[Lease]:
-    return [
-        Lease(lease_key=f"shardId-{i:012d}", lease_counter=0, checkpoint=TRIM_HORIZON) for i in range(count)
-    ]
+from tests.support.clocks import SteppedClock
+from tests.support.fakes import FakeTable, Scan, owned_by, shards
+from tests.support.lease_fleet import CoordinatorFleet
 
 
 async def test_three_workers_converge_and_two_take_over_when_one_stops() -> None:
-    fleet = Fleet(FakeTable(shards(12)), ["w-a", "w-b", "w-c"])
+    fleet = CoordinatorFleet(FakeTable(shards(12)), ["w-a", "w-b", "w-c"])
     await fleet.run_until(lambda: sorted(fleet.owners().values()) == [4, 4, 4], limit_s=600)
 
     fleet.stopped.add("w-c")  # stops renewing and taking, as if killed
@@ -121,10 +71,6 @@ class SlowScanTable(FakeTable):
             lease = self.items[key]
             self.items[key] = lease.renewed() if new_owner is None else lease.taken_by(new_owner)
         return snapshot
-
-
-def owned_by(owner: str, count: int) -> list[Lease]:
-    return [lease.taken_by(owner) for lease in shards(count)]
 
 
 async def test_a_steal_after_a_slow_scan_uses_the_fresh_counter() -> None:

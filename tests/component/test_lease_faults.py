@@ -28,8 +28,8 @@ from kcl_daemon.errors import (
     TransientNetwork,
 )
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
-from tests.component.test_lease_coordinator import FakeTable, Scan, owned_by, shards
-from tests.fake_clock import FakeClock, VirtualClock
+from tests.support.clocks import FakeClock, VirtualClock
+from tests.support.fakes import FakeTable, Scan, owned_by, shards
 
 KEY = "shardId-000000000000"
 OTHER = "shardId-000000000001"

@@ -19,7 +19,7 @@ from kcl_daemon.core.stream_identity import StreamIdentity
 from kcl_daemon.errors import AwsError
 from kcl_daemon.shards.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer, shards_by_lease_key
 from kcl_daemon.shards.sync import ShardSyncConfig, ShardSyncer
-from tests.fake_clock import FakeClock
+from tests.support.clocks import FakeClock
 
 HALF = (MAX_HASH_KEY + 1) // 2
 TWO_SHARDS = [

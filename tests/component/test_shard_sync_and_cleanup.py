@@ -29,7 +29,7 @@ from kcl_daemon.shards.sync import (
     ShardSyncConfig,
     ShardSyncer,
 )
-from tests.fake_clock import FakeClock
+from tests.support.clocks import FakeClock
 
 HALF = (MAX_HASH_KEY + 1) // 2
 

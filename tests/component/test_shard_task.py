@@ -16,7 +16,7 @@ from kcl_daemon.core.lease import MAX_HASH_KEY, Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import ChildShard, Shard
 from kcl_daemon.errors import CheckpointRefused, LeaseConflict, Throttled, TransientNetwork
-from tests.fake_clock import FakeClock
+from tests.support.clocks import FakeClock
 
 HALF = (MAX_HASH_KEY + 1) // 2
 

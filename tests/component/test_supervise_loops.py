@@ -12,7 +12,7 @@ from kcl_daemon.clock import SystemClock
 from kcl_daemon.core.loop_restart import LoopPolicy
 from kcl_daemon.errors import LeaseTableGone
 from kcl_daemon.supervise import supervise
-from tests.fake_clock import FakeClock
+from tests.support.clocks import FakeClock
 
 POLICY = LoopPolicy("test_loop", initial_backoff_s=0.5, max_backoff_s=8.0, max_failures=3, window_s=60.0)
 

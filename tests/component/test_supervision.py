@@ -29,7 +29,7 @@ from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts
 from kcl_daemon.replay.command import InMemoryCheckpointStore, ListRecordSource
 from kcl_protocol import Record
-from tests.fake_clock import FakeClock
+from tests.support.clocks import FakeClock
 
 FAULTY = str(Path(__file__).resolve().parents[1] / "fixtures" / "children" / "faulty_child.py")
 RECORDS = 30

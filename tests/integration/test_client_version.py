@@ -15,7 +15,7 @@ from kcl_daemon.aws.coordinator_state import CoordinatorStore, locate
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.core.assignment.client_version import ClientVersion, ClientVersionConfig
 from kcl_daemon.leader.mode import LeaderMode, LeaderModeConfig
-from tests.fake_clock import FakeClock
+from tests.support.clocks import FakeClock
 
 pytestmark = pytest.mark.integration
 

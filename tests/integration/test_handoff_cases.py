@@ -24,7 +24,7 @@ from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
 from kcl_daemon.leader.discovery import LeaseDiscovery
 from kcl_daemon.leader.handoff import HandoffWatcher
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
-from tests.fake_clock import FakeClock
+from tests.support.clocks import FakeClock
 
 pytestmark = pytest.mark.integration
 FAILOVER_S = 10.0

@@ -3,64 +3,16 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
-from kcl_daemon.errors import LeaseConflict, TransientNetwork
 from kcl_daemon.leader.election import LeaderElection
-from tests.fake_clock import FakeClock
+from tests.support.clocks import FakeClock
+from tests.support.fakes import FakeStore
 
 POOL = ThreadPoolExecutor(1)
-
-
-class FakeStore:
-    """Conditional puts/updates/deletes of single items, as the coordinator-state table does them."""
-
-    def __init__(self) -> None:
-        self.items: dict[str, dict[str, Any]] = {}
-        self.failing = False
-
-    def _check(
-        self, key: str, require_absent: bool = False, require_equal: Mapping[str, Any] | None = None
-    ) -> None:
-        if self.failing:
-            raise TransientNetwork("connection reset")
-        item = self.items.get(key)
-        if require_absent:
-            if item is not None:
-                raise LeaseConflict("exists")
-            return
-        if item is None or any(item.get(k) != v for k, v in (require_equal or {}).items()):
-            raise LeaseConflict("condition failed")
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        if self.failing:
-            raise TransientNetwork("connection reset")
-        item = self.items.get(key)
-        return None if item is None else dict(item)
-
-    def put(
-        self,
-        key: str,
-        attributes: Mapping[str, Any],
-        *,
-        require_absent: bool = False,
-        require_equal: Mapping[str, Any] | None = None,
-        entity_type: str | None = None,
-    ) -> None:
-        self._check(key, require_absent, require_equal)
-        self.items[key] = dict(attributes)
-
-    def update(self, key: str, sets: Mapping[str, Any], *, require_equal: Mapping[str, Any]) -> None:
-        self._check(key, False, require_equal)
-        self.items[key].update(sets)
-
-    def delete(self, key: str, *, require_equal: Mapping[str, Any]) -> None:
-        self._check(key, False, require_equal)
-        del self.items[key]
 
 
 def _election(store: FakeStore, worker: str, clock: FakeClock) -> LeaderElection:

@@ -16,8 +16,8 @@ from kcl_daemon.core.assignment.client_version import (
 )
 from kcl_daemon.leader.mode import LeaderMode, LeaderModeConfig, make_decider
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER
-from tests.fake_clock import FakeClock
-from tests.unit.test_leader_election import FakeStore
+from tests.support.clocks import FakeClock
+from tests.support.fakes import FakeStore
 
 
 class _Store(FakeStore):

@@ -12,7 +12,7 @@ from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import DependencyUnavailable
 from kcl_daemon.inspection.report import report_json, report_text
 from kcl_daemon.inspection.table import inspect_lease_table
-from tests.fake_clock import FakeClock
+from tests.support.clocks import FakeClock
 
 
 @dataclass

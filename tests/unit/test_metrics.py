@@ -20,7 +20,7 @@ from kcl_daemon.metrics.catalog import markdown_metrics
 from kcl_daemon.metrics.cloudwatch import CloudWatchExporter
 from kcl_daemon.metrics.cloudwatch_data import CloudWatchPlan, datums_from
 from kcl_daemon.metrics.registry import DaemonMetrics
-from tests.fake_clock import FakeClock
+from tests.support.clocks import FakeClock
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 MONITORING = (Path(__file__).resolve().parents[2] / "docs" / "monitoring.md").read_text(encoding="utf-8")

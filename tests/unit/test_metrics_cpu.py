@@ -12,7 +12,7 @@ import pytest
 from kcl_daemon.leader.cpu import CpuReading, CpuSampler, cgroup_reading, process_tree_reading
 from kcl_daemon.leader.throughput import ThroughputTracker
 from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig, WorkerMetricsPublisher
-from tests.fake_clock import FakeClock
+from tests.support.clocks import FakeClock
 
 
 def test_cgroup_v2_with_a_limit(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from kcl_daemon.errors import (
 from kcl_daemon.retrieval.polling import PollingRecordSource
 from kcl_daemon.retrieval.settings import RetrievalSettings
 from kcl_daemon.retry import RetryPolicy
-from tests.fake_clock import FakeClock
+from tests.support.clocks import FakeClock
 
 SHARD_ID = "shardId-000000000000"
 HALF = 2**127

@@ -13,7 +13,7 @@ from kcl_daemon.core.assignment.zones import EXTRA_ATTRIBUTE
 from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
 from kcl_daemon.leader.mode import make_decider
 from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig, WorkerMetricsPublisher
-from tests.fake_clock import FakeClock
+from tests.support.clocks import FakeClock
 
 WALL = 1_700_000_000.0
 

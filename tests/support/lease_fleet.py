@@ -12,22 +12,10 @@ from collections.abc import Callable
 from random import Random
 
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator, LeaseTableOps
+from tests.support.clocks import SteppedClock
 
 
-class SteppedClock:
-    """A clock the test moves by hand; the coordinators' own loops are never started."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def monotonic(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        raise AssertionError("the fleet steps the coordinators itself")
-
-
-class Fleet:
+class CoordinatorFleet:
     def __init__(
         self,
         table: LeaseTableOps,

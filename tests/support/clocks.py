@@ -1,8 +1,11 @@
-"""The clock the tests inject: time moves only when something sleeps (see kcl_daemon.clock.Clock).
+"""The clocks tests inject in place of :class:`kcl_daemon.clock.Clock`; none of them waits for real.
 
-Every sleep is recorded in ``sleeps``, advances ``now`` by its length, runs the ``on_sleep`` hooks (a
-test's way to change the world at a given simulated time) and yields to the event loop once.
-``tests.fleet_sim.SteppedClock`` is the other kind: there the test moves time and nothing may sleep.
+* :class:`FakeClock`: time moves only when something sleeps. Every sleep is recorded in ``sleeps``,
+  advances ``now`` by its length, runs the ``on_sleep`` hooks (a test's way to change the world at a
+  given simulated time) and yields to the event loop once.
+* :class:`VirtualClock`: several concurrent sleepers, woken in order of their wake-up times.
+* :class:`SteppedClock`: the test moves ``now`` by hand and nothing may sleep
+  (:class:`tests.support.lease_fleet.CoordinatorFleet` steps its coordinators with it).
 """
 
 from __future__ import annotations
@@ -62,3 +65,16 @@ class VirtualClock:
                 if when <= self.now:
                     future.set_result(None)
         return self.now - start
+
+
+class SteppedClock:
+    """A clock the test moves by hand; the coordinators' own loops are never started."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        raise AssertionError("the fleet steps the coordinators itself")
