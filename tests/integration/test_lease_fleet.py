@@ -33,9 +33,11 @@ from kcl_daemon.errors import LeaseConflict
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from kcl_daemon.shards.cleanup import LeaseCleaner
 from kcl_daemon.shards.sync import ShardSyncConfig, ShardSyncer
-from tests.integration.conftest import FIGURES, Backend, wait_for_stream
 from tests.support.clocks import SteppedClock
+from tests.support.emulators import Backend
+from tests.support.figures import FIGURES
 from tests.support.lease_fleet import CoordinatorFleet
+from tests.support.streams import wait_for_stream
 
 pytestmark = pytest.mark.integration
 

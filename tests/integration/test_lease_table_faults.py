@@ -1,6 +1,6 @@
 """The lease table and the worker behind a fault-injecting proxy, on dynalite and moto_server.
 
-The proxy (tests/faults/proxy.py) answers chosen DynamoDB calls with a throttle, a 500 or a dropped
+The proxy (tests/support/fault_proxy.py) answers chosen DynamoDB calls with a throttle, a 500 or a dropped
 connection, before forwarding them or *after* the emulator applied them. Writes whose reply is lost must
 be reconciled, start-up must ride out transient errors, and a lease table deleted while the worker runs
 must stop it with exit code 1.
@@ -27,9 +27,9 @@ from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.errors import ExitStatus
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from kcl_daemon.run import plan_worker, run_worker
-from tests.faults.proxy import Fault, FaultProxy, Phase, rule
-from tests.integration.conftest import REGION, Backend
 from tests.integration.test_worker import put, recorded, settings_for, wait_until
+from tests.support.emulators import REGION, Backend
+from tests.support.fault_proxy import Fault, FaultProxy, Phase, rule
 
 pytestmark = pytest.mark.integration
 

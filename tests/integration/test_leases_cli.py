@@ -12,7 +12,7 @@ import pytest
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.integration.conftest import Backend
+from tests.support.emulators import Backend
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

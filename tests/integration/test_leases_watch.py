@@ -11,7 +11,7 @@ import pytest
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from tests.integration.conftest import Backend
+from tests.support.emulators import Backend
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 UNUSED = Backend("none", "http://127.0.0.1:9", "http://127.0.0.1:9")  # --metrics-url reads no table

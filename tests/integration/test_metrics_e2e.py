@@ -24,8 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.integration.conftest import Backend
 from tests.integration.test_daemon_e2e import Fleet, put
+from tests.support.emulators import Backend
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

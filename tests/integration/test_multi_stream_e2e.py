@@ -25,9 +25,10 @@ import pytest
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.core.stream_identity import split_lease_key
-from tests.integration.conftest import Backend, wait_for_stream
 from tests.integration.fanout_server import FanoutServer
 from tests.integration.test_daemon_e2e import RECORDER, Daemon, Fleet
+from tests.support.emulators import Backend
+from tests.support.streams import wait_for_stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

@@ -17,9 +17,9 @@ from kcl_daemon.clock import SystemClock
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.run import build_scheduler, plan_worker
-from tests.integration.conftest import Backend
 from tests.integration.test_leases_cli import leases_cli
 from tests.integration.test_worker import records_file, settings_for, wait_until  # noqa: F401
+from tests.support.emulators import Backend
 
 pytestmark = pytest.mark.integration
 

@@ -26,9 +26,10 @@ from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.spark.handover import sync_lease_table
 from kcl_daemon.spark.listener import KinesisLeaseSyncListener
 from kcl_daemon.spark.offsets import SourceOffset
-from tests.integration.conftest import Backend, wait_for_stream
 from tests.integration.spark_helpers import REGION, put, rows, run_query
 from tests.integration.test_daemon_e2e import Fleet
+from tests.support.emulators import Backend
+from tests.support.streams import wait_for_stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.e2e]
 

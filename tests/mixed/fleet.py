@@ -13,9 +13,9 @@ from pathlib import Path
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.integration.conftest import Backend
 from tests.integration.java_daemon import H2cProxy, JavaDaemon
 from tests.integration.test_daemon_e2e import Fleet, data_of, owners, put
+from tests.support.emulators import Backend
 
 FAILOVER_MS = 3000
 

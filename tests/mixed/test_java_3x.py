@@ -21,9 +21,10 @@ import pytest
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.integration.conftest import FIGURES, Backend
 from tests.integration.java_daemon import missing
 from tests.mixed.fleet import MixedFleet
+from tests.support.emulators import Backend
+from tests.support.figures import FIGURES
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.java]
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.chaos.classify import Take, Takes, classify, describe, parse_takes
+from tests.support.chaos.classify import Take, Takes, classify, describe, parse_takes
 
 T0 = time.mktime(time.strptime("2026-11-24 19:32:15", "%Y-%m-%d %H:%M:%S"))
 FAILOVER_S = 3.0

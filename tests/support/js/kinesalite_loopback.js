@@ -5,7 +5,7 @@
 // Modules come from $KINESALITE_DIR, by default <repo>/.cache/node/node_modules.
 'use strict';
 const path = require('path');
-const modDir = process.env.KINESALITE_DIR || path.join(__dirname, '..', '..', '.cache', 'node', 'node_modules');
+const modDir = process.env.KINESALITE_DIR || path.join(__dirname, '..', '..', '..', '.cache', 'node', 'node_modules');
 const argv = require(path.join(modDir, 'minimist'))(process.argv.slice(2));
 const kinesalite = require(path.join(modDir, 'kinesalite'));
 const host = argv.host || '127.0.0.1';

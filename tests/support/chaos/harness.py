@@ -6,8 +6,8 @@ seed. The daemons run the recording processor (every record into one JSON-lines 
 traffic goes through the fault-injecting proxy, their Kinesis traffic straight to the emulator.
 
 The report says how many records were produced, lost and duplicated, and why each duplicate happened
-(``tests/chaos/classify.py``: crash, steal, lease expired, same worker), with the evidence for the first
-few duplicates that no crash or steal explains.
+(``tests/support/chaos/classify.py``: crash, steal, lease expired, same worker), with the evidence for the
+first few duplicates that no crash or steal explains.
 """
 
 from __future__ import annotations
@@ -30,12 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients
-from tests.chaos.classify import ALLOWED_REASONS, classify, describe, parse_takes
-from tests.faults.proxy import Fault, FaultProxy, Phase, rule
-
-REPO = Path(__file__).resolve().parents[2]
-RECORDER = REPO / "tests" / "fixtures" / "children" / "recording_processor.py"
-REGION = "us-east-1"
+from tests.support.chaos.classify import ALLOWED_REASONS, classify, describe, parse_takes
+from tests.support.emulators import REGION
+from tests.support.fault_proxy import Fault, FaultProxy, Phase, rule
+from tests.support.paths import RECORDER
 
 
 @dataclass(frozen=True)
