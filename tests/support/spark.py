@@ -1,4 +1,4 @@
-"""Helpers shared by the Spark source's integration tests: put records, run a query, read its output.
+"""Helpers of the Spark source's tests: its options, running a query, reading its output back.
 
 A query writes each micro-batch to ``<out>/batch=<id>`` (overwrite, so a replayed batch replaces its
 own output: the idempotent sink of the Spark docs); the tests read every batch back with pyarrow.
@@ -13,23 +13,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from kcl_daemon.aws.clients import AwsClients
-
-REGION = "us-east-1"
-
-
-def put(clients: AwsClients, stream: str, numbers: range, *, prefix: str = "record") -> dict[str, str]:
-    """Put ``<prefix>-<n>`` with partition key ``key-<n>``; the last sequence number per shard."""
-    last: dict[str, str] = {}
-    numbers_list = list(numbers)
-    for offset in range(0, len(numbers_list), 500):
-        chunk = numbers_list[offset : offset + 500]
-        entries = [{"Data": f"{prefix}-{n}".encode(), "PartitionKey": f"key-{n}"} for n in chunk]
-        response = clients.kinesis.put_records(StreamName=stream, Records=entries)  # type: ignore[arg-type]
-        assert response.get("FailedRecordCount", 0) == 0
-        for result in response["Records"]:
-            last[result["ShardId"]] = result["SequenceNumber"]
-    return last
+from tests.support.emulators import REGION
 
 
 def source_options(stream: str, kinesis_endpoint: str, **extra: str | int) -> dict[str, str]:

@@ -27,8 +27,9 @@ from kcl_protocol import (
     decode_child_line,
 )
 from kcl_protocol.extensions import encode_channel
+from tests.support.paths import REPO
 
-TRANSCRIPT_DIR = Path(__file__).resolve().parents[2] / "protocol" / "transcripts"
+TRANSCRIPT_DIR = REPO / "protocol" / "transcripts"
 READ_TIMEOUT_S = 20.0
 
 

@@ -1,10 +1,11 @@
-"""Runs the real Java MultiLangDaemon (KCL 3.1.3 or 2.5.8) against the emulators, for mixed fleets.
+"""The real Java MultiLangDaemon (KCL 3.1.3 or 2.5.8) against the emulators, and mixed fleets of it and
+kcl-daemon processes on one lease table.
 
 The jars come from ``scripts/install_java_kcl.sh`` (``.cache/java-kcl-3``, ``.cache/java-kcl-2``). The
-Java SDK speaks HTTP/2 to Kinesis, which the emulators do not: :class:`H2cProxy` (``tests/java/
-h2c_proxy.js``) forwards it as HTTP/1.1. The properties are the ones ``java-mld.md`` lists as needed
-(polling, CBOR off, metrics off, dummy credentials from the environment). Its child is the same
-recording processor the kcl-daemon workers run, so records from both land in one file.
+Java SDK speaks HTTP/2 to Kinesis, which the emulators do not: :class:`H2cProxy`
+(``tests/support/js/h2c_proxy.js``) forwards it as HTTP/1.1. The properties are the ones ``java-mld.md``
+lists as needed (polling, CBOR off, metrics off, dummy credentials from the environment). Its child is
+the same recording processor the kcl-daemon workers run, so records from both land in one file.
 """
 
 from __future__ import annotations
@@ -15,19 +16,26 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from kcl_daemon.aws.clients import AwsClients
+from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from tests.support.emulators import Backend
+from tests.support.fleet import Fleet, owners
+from tests.support.paths import JS, RECORDER, REPO
+from tests.support.recorder import data_of
+from tests.support.streams import put
+
 JARS = {
     3: REPO / ".cache" / "java-kcl-3" / "amazon_kclpy" / "jars",
     2: REPO / ".cache" / "java-kcl-2" / "amazon_kclpy" / "jars",
 }
-H2C_PROXY = REPO / "tests" / "support" / "js" / "h2c_proxy.js"
-RECORDER = REPO / "tests" / "fixtures" / "children" / "recording_processor.py"
+H2C_PROXY = JS / "h2c_proxy.js"
 MAIN_CLASS = "software.amazon.kinesis.multilang.MultiLangDaemon"
 
 
-def missing(version: int) -> str | None:
+def unavailable(version: int) -> str | None:
     """Why the Java daemon cannot run here, or None."""
     if shutil.which("java") is None:
         return "java is not installed"
@@ -39,7 +47,7 @@ def missing(version: int) -> str | None:
 
 
 class H2cProxy:
-    """``node tests/java/h2c_proxy.js``: HTTP/2 prior knowledge on 127.0.0.1 -> HTTP/1.1 upstream."""
+    """``node tests/support/js/h2c_proxy.js``: HTTP/2 prior knowledge on 127.0.0.1 -> HTTP/1.1 upstream."""
 
     def __init__(self, upstream: str, log: Path) -> None:
         self._log = log.open("wb")
@@ -145,10 +153,94 @@ class JavaDaemon:
         ]
 
 
-def wait_until(check: object, limit_s: float) -> bool:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return True
-        time.sleep(0.2)
-    return False
+#: the failoverTimeMillis of every daemon of a mixed fleet
+FAILOVER_MS = 3000
+
+
+class MixedFleet:
+    """kcl-daemon processes (``py``) and Java daemons on one table with the recording processor (one
+    records file for all); keeps records coming while it waits (20 a second) and says who holds which
+    lease."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        backend: Backend,
+        clients: AwsClients,
+        table: DynamoLeaseTable,
+        stream: str,
+        *,
+        java_version: int,
+        py_extra: str,
+    ) -> None:
+        self.py = Fleet(tmp_path, backend, table.table_name, stream, failover_ms=FAILOVER_MS, extra=py_extra)
+        self.proxy = H2cProxy(backend.kinesis_endpoint, tmp_path / "h2c.log")
+        self.javas: dict[str, JavaDaemon] = {}
+        self.sent = 0
+        self._tmp = tmp_path
+        self._backend = backend
+        self._clients = clients
+        self._table = table
+        self._java_version = java_version
+
+    def java(self, name: str) -> JavaDaemon:
+        daemon = JavaDaemon(
+            name,
+            self._java_version,
+            self._tmp,
+            table=self.py.table,
+            stream=self.py.stream,
+            kinesis_endpoint=self.proxy.endpoint,
+            dynamodb_endpoint=self._backend.dynamodb_endpoint,
+            records=self.py.records,
+            failover_ms=FAILOVER_MS,
+        )
+        self.javas[name] = daemon
+        return daemon
+
+    def owners(self) -> dict[str, int]:
+        return owners(self._table)
+
+    def spread(self) -> list[tuple[str, int]]:
+        return sorted(self.owners().items())
+
+    def more(self, n: int = 200) -> None:
+        put(self._clients, self.py.stream, range(self.sent, self.sent + n))
+        self.sent += n
+
+    def workers_seen(self) -> set[str]:
+        return {row["worker"] for row in self.py.recorded()}
+
+    def all_delivered(self) -> bool:
+        return data_of(self.py.recorded()) >= {f"record-{i}" for i in range(self.sent)}
+
+    def logs(self) -> str:
+        return self.py.logs() + "".join(f"\n--- {j.name} ---\n{j.tail()}" for j in self.javas.values())
+
+    def wait(self, check: Callable[[], bool], limit_s: float, what: str) -> float:
+        """Wait for ``check`` while records keep coming (20 every second)."""
+        start = last_put = time.monotonic()
+        while not check():
+            if time.monotonic() - start > limit_s:
+                raise AssertionError(f"{what}: not within {limit_s}s\n{self.logs()}")
+            for java in self.javas.values():
+                if java.process.poll() not in (None, -signal.SIGKILL, 0):
+                    raise AssertionError(f"{java.name} exited with {java.process.returncode}\n{java.tail()}")
+            if time.monotonic() - last_put >= 1.0:
+                self.more(20)
+                last_put = time.monotonic()
+            time.sleep(0.2)
+        return time.monotonic() - start
+
+    def check_logs(self) -> None:
+        for daemon in self.javas.values():
+            assert daemon.errors() == [], daemon.tail()
+        for daemon in self.py.daemons.values():
+            text = daemon.log.read_text()
+            assert "skipping" not in text and " ERROR " not in text, text[-3000:]
+
+    def close(self) -> None:
+        for java in self.javas.values():
+            java.stop(signal.SIGKILL, 10)
+        self.py.close()
+        self.proxy.stop()
