@@ -3,11 +3,10 @@ key table, and the README keeps its two set-up commands."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from kcl_daemon.config.keys import IGNORED_KEYS, KEYS, markdown_ignored, markdown_table
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
 

@@ -6,7 +6,8 @@ import re
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
+
 CONTRACT = REPO / "docs" / "contract"
 HEADING = re.compile(r"^#{1,6} (\d+(?:\.\d+)*)\.?\s", re.M)
 CITED = re.compile(r"§\s?(\d+(?:\.\d+)*)(?:-(\d+(?:\.\d+)*))?")

@@ -18,7 +18,6 @@ import textwrap
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,8 +33,8 @@ from kcl_client import (
     RecordProcessor,
     run,
 )
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SEQ_A = "49590338271490256608559692538361571095921575989136588898"
 SEQ_B = "49590338271490256608559692540925702759324208523137515618"
 

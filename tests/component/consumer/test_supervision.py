@@ -30,8 +30,9 @@ from kcl_daemon.process.session import ActionTimeouts
 from kcl_daemon.replay.command import InMemoryCheckpointStore, ListRecordSource
 from kcl_protocol import Record
 from tests.support.clocks import FakeClock
+from tests.support.paths import FAULTY as FAULTY_CHILD
 
-FAULTY = str(Path(__file__).resolve().parents[1] / "fixtures" / "children" / "faulty_child.py")
+FAULTY = str(FAULTY_CHILD)
 RECORDS = 30
 POISON_AT = 15
 

@@ -4,9 +4,10 @@ the contract, never a numbered "spec"."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
+
+ROOT = REPO
 #: An inline Markdown link or image: [text](target) or [text](target "title").
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -21,9 +20,10 @@ from kcl_daemon.metrics.cloudwatch import CloudWatchExporter
 from kcl_daemon.metrics.cloudwatch_data import CloudWatchPlan, datums_from
 from kcl_daemon.metrics.registry import DaemonMetrics
 from tests.support.clocks import FakeClock
+from tests.support.paths import REPO
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-MONITORING = (Path(__file__).resolve().parents[2] / "docs" / "monitoring.md").read_text(encoding="utf-8")
+MONITORING = (REPO / "docs" / "monitoring.md").read_text(encoding="utf-8")
 
 
 def lease(key: str, owner: str | None, checkpoint: str = "TRIM_HORIZON") -> Lease:

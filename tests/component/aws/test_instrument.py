@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import boto3
+import boto3  # noqa: TID251 - a stubbed client, no network
 import pytest
-from botocore.stub import Stubber
+from botocore.stub import Stubber  # noqa: TID251
 
 from kcl_daemon.aws.instrument import instrument
 from kcl_daemon.metrics.registry import DaemonMetrics

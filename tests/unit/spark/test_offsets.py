@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -43,6 +42,7 @@ from kcl_daemon.spark.options import (
     markdown_table,
     parse_options,
 )
+from tests.support.paths import REPO
 
 # -- options -----------------------------------------------------------------------------------
 
@@ -245,7 +245,7 @@ def test_children_and_ahead() -> None:
 
 
 def test_docs_options_table_is_generated_from_the_options() -> None:
-    page = (Path(__file__).resolve().parents[2] / "docs" / "spark.md").read_text(encoding="utf-8")
+    page = (REPO / "docs" / "spark.md").read_text(encoding="utf-8")
     start = page.index("<!-- spark-options:start -->\n") + len("<!-- spark-options:start -->\n")
     end = page.index("\n<!-- spark-options:end -->")
     assert page[start:end] == markdown_table(), (
