@@ -1,12 +1,12 @@
-"""Zones: precedence, the worker-id convention, environment answers, and the extra metrics attribute."""
+"""Zones (pure): precedence, the worker-id convention, environment answers, and the extra metrics attribute.
+
+The lookups over HTTP: tests/component/leader/test_zone_lookup.py.
+"""
 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from hypothesis import given
@@ -23,7 +23,6 @@ from kcl_daemon.core.assignment.zones import (
     zone_from_imds,
     zone_from_worker_id,
 )
-from kcl_daemon.leader.zone_lookup import zone_from_ec2, zone_from_ecs, zone_from_environment
 
 
 @pytest.mark.parametrize(
@@ -93,56 +92,3 @@ def test_bad_extras_name_the_worker_and_field(raw: object, problem: str) -> None
     with pytest.raises(WorkerExtrasError, match=problem) as info:
         extras_from_attribute("w7", raw)
     assert "w7" in str(info.value)
-
-
-class _Metadata(BaseHTTPRequestHandler):
-    def do_PUT(self) -> None:
-        ok = self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")
-        self._answer(200 if ok else 404, "tok")
-
-    def do_GET(self) -> None:
-        if self.path == "/task":
-            self._answer(200, json.dumps({"AvailabilityZone": "us-east-1f"}))
-        elif self.path == "/latest/meta-data/placement/availability-zone":
-            token_ok = self.headers.get("X-aws-ec2-metadata-token") == "tok"
-            self._answer(200 if token_ok else 401, "eu-west-1b")
-        else:
-            self._answer(404, "")
-
-    def _answer(self, code: int, body: str) -> None:
-        data = body.encode()
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def metadata() -> Iterator[str]:
-    server = HTTPServer(("127.0.0.1", 0), _Metadata)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def test_lookup_asks_ecs_then_ec2(metadata: str) -> None:
-    assert zone_from_ecs({"ECS_CONTAINER_METADATA_URI_V4": metadata}) == "us-east-1f"
-    assert zone_from_ec2({}, endpoint=metadata) == "eu-west-1b"
-    assert zone_from_ec2({"AWS_EC2_METADATA_DISABLED": "true"}, endpoint=metadata) is None
-    assert (
-        zone_from_environment({"ECS_CONTAINER_METADATA_URI_V4": metadata}, imds_endpoint=metadata)
-        == "us-east-1f"
-    )
-    assert zone_from_environment({}, imds_endpoint=metadata) == "eu-west-1b"
-
-
-def test_lookup_without_metadata_is_none_quickly() -> None:
-    # A closed local port: refused at once, no zone.
-    assert zone_from_environment({}, imds_endpoint="http://127.0.0.1:9", timeout_s=0.5) is None
