@@ -165,13 +165,15 @@ SECRET_URL = "http://admin:hunter2@localhost:4566"  # noqa: S105 - a made-up sec
 def test_a_password_in_a_url_is_masked_in_every_log_line(caplog: pytest.LogCaptureFixture) -> None:
     logger = logging.getLogger("kcl_daemon.test_masking")
     masking = MaskingFilter()
-    caplog.handler.addFilter(masking)
+    # on the logger, so it runs before every handler: pytest's report handler, ahead of caplog's, would
+    # format the record first and keep its exception text unmasked
+    logger.addFilter(masking)
     try:
         logger.warning("cannot connect to %s: refused", SECRET_URL)
         error = ConnectionError(f"Could not connect to the endpoint URL: {SECRET_URL}/")
         logger.error("call failed", exc_info=(ConnectionError, error, None))
     finally:
-        caplog.handler.removeFilter(masking)
+        logger.removeFilter(masking)
     assert "hunter2" not in caplog.text and "admin:****@localhost" in caplog.text
     assert (
         mask_url_password("https://u:p@h https://x@h2 http://h3") == "https://u:****@h https://x@h2 http://h3"
