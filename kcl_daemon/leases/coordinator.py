@@ -167,10 +167,19 @@ class LeaseCoordinator:
         if remaining <= 0:
             raise TransientNetwork(f"lease {lease_key}: no time left before its deadline")
         acquire = asyncio.ensure_future(lock.acquire())
-        await asyncio.wait({acquire}, timeout=remaining)
+        try:
+            await asyncio.wait({acquire}, timeout=remaining)
+        except asyncio.CancelledError:
+            acquire.cancel()  # we are being cancelled: give the lock back if it was just granted
+            if acquire.done() and not acquire.cancelled():
+                lock.release()
+            raise
         if acquire.cancel():  # still waiting (Lock.acquire gives nothing away when cancelled)
             with contextlib.suppress(asyncio.CancelledError):
                 await acquire
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError  # our caller's cancellation, not a lock timeout
             raise TransientNetwork(
                 f"lease {lease_key}: another write held it until the deadline ({remaining:.1f}s)"
             )
@@ -191,7 +200,11 @@ class LeaseCoordinator:
         if remaining <= 0:
             raise TransientNetwork(f"{what}: no time left before the deadline")
         try:
-            result = await asyncio.wait_for(self._call(pool, fn), remaining)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation that
+            # arrives after the call finished but before this task resumed (cpython gh-86296), and a
+            # cancelled renewal loop then went on renewing for ever
+            async with asyncio.timeout(remaining):
+                result = await self._call(pool, fn)
         except TimeoutError:
             raise TransientNetwork(f"{what}: no answer within {remaining:.1f}s") from None
         except DependencyUnavailable:
