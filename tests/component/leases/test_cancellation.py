@@ -36,7 +36,7 @@ async def test_a_call_cancelled_as_its_answer_arrives_raises_cancelled_error() -
         future.add_done_callback(lambda _: waiter.cancel() if waiter is not None else None)
         return future
 
-    coordinator._call = call  # type: ignore[assignment,method-assign]
+    coordinator._call = call  # type: ignore[method-assign]
     loop = asyncio.get_running_loop()
     waiter = asyncio.create_task(coordinator._bounded(pool, lambda: "answer", loop.time() + 5, "renew"))
     with pytest.raises(asyncio.CancelledError):
