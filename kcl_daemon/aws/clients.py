@@ -22,6 +22,7 @@ from botocore.config import Config
 from botocore.exceptions import NoRegionError
 
 from kcl_daemon.aws.credentials import is_anonymous, session_for
+from kcl_daemon.aws.errors import guard_responses
 from kcl_daemon.config.keys import KEYS_BY_FIELD
 from kcl_daemon.config.providers import ProviderSpec, parse_providers
 from kcl_daemon.errors import ConfigError
@@ -80,7 +81,7 @@ def build_clients(settings: ClientSettings) -> AwsClients:
         return sessions[chain]
 
     try:
-        return AwsClients(
+        clients = AwsClients(
             dynamodb=session(dynamodb_chain).client(
                 "dynamodb",
                 endpoint_url=settings.dynamodb_endpoint,
@@ -96,6 +97,9 @@ def build_clients(settings: ClientSettings) -> AwsClients:
         raise ConfigError(
             ["no AWS region: set regionName, or AWS_DEFAULT_REGION, or region in ~/.aws/config"]
         ) from None
+    guard_responses(clients.dynamodb)
+    guard_responses(clients.kinesis)
+    return clients
 
 
 def _chain(settings: Settings, field: str) -> Chain | None:

@@ -1,11 +1,25 @@
-"""Translate botocore failures into the project's error tree (``AwsError`` and its subclasses)."""
+"""Translate botocore failures into the project's error tree (``AwsError`` and its subclasses).
+
+The one place where exceptions of the layers below (botocore, its event-stream parser, urllib3,
+``http.client``, sockets and TLS) become the project's errors. Whatever way a transport fails - a
+refused or reset connection, a timeout, a reply cut short, garbage, a TLS handshake closed half-way, an
+event-stream frame with a bad checksum - the caller sees :class:`TransientNetwork` (retriable).
+
+:func:`guard_responses` is installed on every client the daemon builds: botocore makes one attempt per
+call (the named policies retry), and when that attempt's 2xx reply is cut short or fails its checksum,
+botocore would otherwise hand the partial body over as an empty success (a scan with no leases, a
+missing lock item, a write without its item).
+"""
 
 from __future__ import annotations
 
+import http.client
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Final
+from typing import Any, Final
 
+import urllib3.exceptions
+from botocore.eventstream import ParserError as EventStreamError
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
@@ -37,6 +51,30 @@ _BY_CODE: Final[dict[str, type[AwsError]]] = {
 }
 
 
+class IncompleteResponse(HTTPClientError):
+    """A 2xx reply that is shorter than its Content-Length or that botocore wanted to retry."""
+
+
+def _check_reply(*, http_response: Any = None, parsed: Any = None, model: Any = None, **_: Any) -> None:
+    """``after-call`` handler: refuse a successful-looking reply that is not whole."""
+    if http_response is None or not 200 <= getattr(http_response, "status_code", 0) < 300:
+        return
+    if getattr(model, "has_event_stream_output", False):
+        return  # an event stream has no length; its frames carry their own checksums
+    metadata = parsed.get("ResponseMetadata", {}) if isinstance(parsed, dict) else {}
+    declared = http_response.headers.get("content-length")
+    body = http_response.content
+    if declared is not None and declared.isdigit() and int(declared) != len(body):
+        raise IncompleteResponse(error=f"a reply of {len(body)} bytes where {declared} were announced")
+    if metadata.get("MaxAttemptsReached"):
+        raise IncompleteResponse(error="the reply failed botocore's checks (checksum or parse)")
+
+
+def guard_responses(client: Any) -> None:
+    """Make ``client`` raise on a truncated or corrupt 2xx reply instead of returning it as a success."""
+    client.meta.events.register("after-call", _check_reply, unique_id="kcl-guard-responses")
+
+
 def error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
@@ -61,9 +99,10 @@ def map_aws_errors(what: str, overrides: Mapping[str, type[AwsError]] | None = N
 
     ``ConditionalCheckFailedException`` -> :class:`LeaseConflict`; ``ResourceNotFoundException`` ->
     :class:`DependencyUnavailable`; throttling codes -> :class:`Throttled`;
-    ``ExpiredIteratorException`` -> :class:`IteratorExpired`; connection failures, timeouts and 5xx ->
-    :class:`TransientNetwork`; anything else -> :class:`AwsError`. ``overrides`` (error code -> class)
-    take precedence, for codes whose meaning depends on the call.
+    ``ExpiredIteratorException`` -> :class:`IteratorExpired`; connection failures, timeouts, replies cut
+    short, broken event streams, urllib3 / http.client / socket / TLS errors and 5xx ->
+    :class:`TransientNetwork`; any other botocore error -> :class:`AwsError`. ``overrides`` (error code
+    -> class) take precedence, for codes whose meaning depends on the call.
     """
     try:
         yield
@@ -73,3 +112,6 @@ def map_aws_errors(what: str, overrides: Mapping[str, type[AwsError]] | None = N
         raise TransientNetwork(f"{what}: {exc}") from exc
     except BotoCoreError as exc:
         raise AwsError(f"{what}: {exc}") from exc
+    except (EventStreamError, urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+        # below botocore's own mapping: an event stream that broke, a connection that died mid-read
+        raise TransientNetwork(f"{what}: the connection broke: {type(exc).__name__}: {exc}") from exc

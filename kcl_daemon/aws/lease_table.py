@@ -48,7 +48,7 @@ from kcl_daemon.core.lease_codec import (
 )
 from kcl_daemon.core.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.errors import DependencyUnavailable, KclError, LeaseConflict
+from kcl_daemon.errors import DependencyUnavailable, InconsistentResponse, KclError, LeaseConflict
 from kcl_daemon.retry import LEASE_IO, STARTUP, RetryPolicy
 
 if TYPE_CHECKING:
@@ -431,7 +431,10 @@ class DynamoLeaseTable:
                 ReturnValues="ALL_NEW",
                 **expr.arguments(),
             )
-        return lease_from_item(response["Attributes"])
+        attributes = response.get("Attributes")
+        if not isinstance(attributes, Mapping):  # the write's outcome is unknown: reconciled by a read
+            raise InconsistentResponse(f"{what} lease {lease_key}: the reply carries no item")
+        return lease_from_item(attributes)
 
     def _meta_update(self, lease_key: str, expr: _Expression, what: str) -> bool:
         try:

@@ -18,7 +18,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from kcl_daemon.aws.clients import AwsClients, ClientSettings, botocore_config
-from kcl_daemon.aws.errors import error_code, map_aws_errors
+from kcl_daemon.aws.errors import error_code, guard_responses, map_aws_errors
 from kcl_daemon.errors import DependencyUnavailable
 
 if TYPE_CHECKING:
@@ -52,10 +52,13 @@ def build_clients_with_credentials(settings: ClientSettings, credentials: Static
         region_name=settings.region,
     )
     config = botocore_config(settings)
-    return AwsClients(
+    clients = AwsClients(
         dynamodb=session.client("dynamodb", endpoint_url=settings.dynamodb_endpoint, config=config),
         kinesis=session.client("kinesis", endpoint_url=settings.kinesis_endpoint, config=config),
     )
+    guard_responses(clients.dynamodb)
+    guard_responses(clients.kinesis)
+    return clients
 
 
 def close_clients(clients: AwsClients) -> None:
