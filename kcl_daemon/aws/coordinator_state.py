@@ -24,7 +24,7 @@ from botocore.exceptions import ClientError
 
 from kcl_daemon.aws.errors import error_code, map_aws_errors
 from kcl_daemon.errors import DependencyUnavailable
-from kcl_daemon.retry import LEASE_IO, STARTUP
+from kcl_daemon.retry import LEASE_IO, STARTUP, STARTUP_ITEM, RetryPolicy
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -98,15 +98,17 @@ class CoordinatorStore:
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                with map_aws_errors(f"describe table {self.table_name}"):
-                    status = self._client.describe_table(TableName=self.table_name)["Table"]["TableStatus"]
-                if status == "ACTIVE":
+                if STARTUP.call(self._status) == "ACTIVE":  # a throttle while polling is waited out
                     return created
             except DependencyUnavailable:
                 pass
             if time.monotonic() >= deadline:
                 raise DependencyUnavailable(f"table {self.table_name} not ACTIVE after {wait_s}s")
             time.sleep(poll_s)
+
+    def _status(self) -> str:
+        with map_aws_errors(f"describe table {self.table_name}"):
+            return str(self._client.describe_table(TableName=self.table_name)["Table"]["TableStatus"])
 
     def _create(self) -> bool:
         with map_aws_errors(f"create table {self.table_name}"):
@@ -125,9 +127,11 @@ class CoordinatorStore:
 
     # -- items -----------------------------------------------------------------------------------
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The item (strongly consistent read, as Java), plain values; None if absent."""
-        return LEASE_IO.call(self._get, key)
+    def get(self, key: str, *, policy: RetryPolicy | None = None) -> dict[str, Any] | None:
+        """The item (strongly consistent read, as Java), plain values; None if absent.
+
+        Retried under ``policy`` (``LEASE_IO`` by default; ``STARTUP_ITEM`` at start-up)."""
+        return (policy or LEASE_IO).call(self._get, key)
 
     def _get(self, key: str) -> dict[str, Any] | None:
         with map_aws_errors(f"get {key} from {self.table_name}"):
@@ -231,7 +235,7 @@ def locate(client: DynamoDBClient, coordinator_table: str, lease_table: str) -> 
         return legacy
     single = CoordinatorStore(client, lease_table, LEASE_TABLE_KEY)
     try:
-        if single.get("Migration3.0") is not None:
+        if single.get("Migration3.0", policy=STARTUP_ITEM) is not None:
             logger.info("coordinator state lives in the lease table %s (KCL 3.5 layout)", lease_table)
             return single
     except DependencyUnavailable:

@@ -88,7 +88,7 @@ class LeaderElection:
         try:
             item = await self._call(lambda: self._store.get(rules.LEADER_KEY))
             lock = rules.parse_lock(item)
-        except rules.LockItemError as exc:
+        except (rules.LockItemError, KclError) as exc:  # a throttle or a timeout: try at the next check
             logger.warning("cannot read the leader lock: %s", exc)
             return False
         now = self._clock.monotonic()

@@ -74,3 +74,15 @@ async def test_a_malformed_lock_is_not_taken(item: dict[str, Any]) -> None:
     store, clock = FakeStore(), FakeClock()
     store.items["Leader"] = item
     assert not await _election(store, "a", clock).check_once()
+
+
+async def test_a_lock_read_that_fails_is_a_warning_and_no_leadership_not_a_crash(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store, clock = FakeStore(), FakeClock()
+    store.failing = True  # a TransientNetwork (a mapped read timeout) on every call
+    election = _election(store, "a", clock)
+    assert not await election.check_once()
+    assert "cannot read the leader lock" in caplog.text
+    store.failing = False
+    assert await election.check_once()
