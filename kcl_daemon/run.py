@@ -38,6 +38,7 @@ from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.assignment.client_version import ClientVersionConfig
 from kcl_daemon.core.assignment.decider import DeciderConfig
 from kcl_daemon.core.assignment.zones import resolve_zone
+from kcl_daemon.core.keeping import attempt_timeout_for
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import StreamSpec, parse_stream_list, recreated_stream
 from kcl_daemon.core.stream_identity import parse_stream_identity, split_lease_key
@@ -322,6 +323,7 @@ def build_scheduler(
         lease_mode=lease_mode,
         syncer=syncer,
         make_stream_source=make_stream_source,
+        keeper_table=None if clients.lease_keeper is None else table.twin(clients.lease_keeper),
     )
 
 
@@ -464,9 +466,12 @@ def run_from_settings(
             "retrievalMode DEFAULT resolves to FANOUT (enhanced fan-out, as in Java: no polling key is "
             "set): a stream consumer is registered; set retrievalMode = POLLING to poll instead"
         )
+    keeper_timeout = attempt_timeout_for(settings.failover_s)
     if not local:
         client_settings = replace(
-            client_settings_from(settings), max_pool_connections=threads_calling_aws(plan)
+            client_settings_from(settings),
+            max_pool_connections=threads_calling_aws(plan),
+            lease_keeper_timeout_s=keeper_timeout,
         )
         clients = build_clients(client_settings)
         runtime = with_metrics(clients, client_settings)
@@ -490,7 +495,7 @@ def run_from_settings(
             logger.info("progress: %d records produced; %s", produced, scheduler.status().line())
 
         # The daemon's own clients: the sample producer's PutRecords calls are not the daemon's to count.
-        clients = stack.backend.build_clients()
+        clients = stack.backend.build_clients(ClientSettings(lease_keeper_timeout_s=keeper_timeout))
         runtime = with_metrics(clients, None)
         return asyncio.run(
             run_worker(plan, clients, on_status=progress, status_every_s=status_every_s, metrics=runtime)

@@ -14,6 +14,8 @@ missing lock item, a write without its item).
 from __future__ import annotations
 
 import http.client
+import json
+import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Final
@@ -22,6 +24,7 @@ import urllib3.exceptions
 from botocore.eventstream import ParserError as EventStreamError
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.parsers import ResponseParserError
 
 from kcl_daemon.errors import (
     AwsError,
@@ -52,22 +55,44 @@ _BY_CODE: Final[dict[str, type[AwsError]]] = {
 
 
 class IncompleteResponse(HTTPClientError):
-    """A 2xx reply that is shorter than its Content-Length or that botocore wanted to retry."""
+    """A 2xx reply that is shorter than its Content-Length, fails its CRC32, or is not JSON."""
 
 
 def _check_reply(*, http_response: Any = None, parsed: Any = None, model: Any = None, **_: Any) -> None:
-    """``after-call`` handler: refuse a successful-looking reply that is not whole."""
+    """``after-call`` handler: refuse a successful-looking reply that is not whole.
+
+    With one attempt per call, botocore hands such a reply over as it parsed it: a body cut short or
+    garbled reads as an empty result (DynamoDB's CRC32 check would only ask for another attempt)."""
     if http_response is None or not 200 <= getattr(http_response, "status_code", 0) < 300:
         return
     if getattr(model, "has_event_stream_output", False):
         return  # an event stream has no length; its frames carry their own checksums
-    metadata = parsed.get("ResponseMetadata", {}) if isinstance(parsed, dict) else {}
-    declared = http_response.headers.get("content-length")
+    headers = http_response.headers
     body = http_response.content
+    declared = headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) != len(body):
         raise IncompleteResponse(error=f"a reply of {len(body)} bytes where {declared} were announced")
-    if metadata.get("MaxAttemptsReached"):
-        raise IncompleteResponse(error="the reply failed botocore's checks (checksum or parse)")
+    crc = headers.get("x-amz-crc32")
+    if crc is not None and crc.isdigit() and int(crc) != zlib.crc32(body) & 0xFFFFFFFF:
+        raise IncompleteResponse(error="a reply whose CRC32 does not match its body")
+    if isinstance(parsed, dict) and set(parsed) <= _METADATA_ONLY and not _well_formed(headers, body):
+        # botocore reads a body it cannot parse as an empty result
+        raise IncompleteResponse(error="a reply that is neither JSON nor XML")
+
+
+_METADATA_ONLY: Final = frozenset({"ResponseMetadata"})
+
+
+def _well_formed(headers: Any, body: bytes) -> bool:
+    """Whether a body that botocore parsed to nothing is really an empty result (JSON or XML)."""
+    if not body.strip():
+        return True
+    if "json" in str(headers.get("content-type", "")):
+        try:
+            return isinstance(json.loads(body), dict)
+        except ValueError:
+            return False
+    return body.lstrip().startswith(b"<")
 
 
 def guard_responses(client: Any) -> None:
@@ -108,7 +133,7 @@ def map_aws_errors(what: str, overrides: Mapping[str, type[AwsError]] | None = N
         yield
     except ClientError as exc:
         raise _from_client_error(exc, what, overrides) from exc
-    except (BotoConnectionError, HTTPClientError) as exc:
+    except (BotoConnectionError, HTTPClientError, ResponseParserError) as exc:
         raise TransientNetwork(f"{what}: {exc}") from exc
     except BotoCoreError as exc:
         raise AwsError(f"{what}: {exc}") from exc

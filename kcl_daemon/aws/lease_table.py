@@ -141,11 +141,14 @@ class DynamoLeaseTable:
         *,
         item_retry: RetryPolicy = LEASE_IO,
         setup_retry: RetryPolicy = STARTUP,
+        reconcile_renewals: bool = True,
     ) -> None:
         self._client = client
         self.table_name = table_name
         self._item_retry = item_retry
         self._setup_retry = setup_retry
+        #: False for the lease keeper's table: its renewals are single attempts it reconciles itself
+        self._reconcile_renewals = reconcile_renewals
 
     # -- table -----------------------------------------------------------------------------------
 
@@ -305,6 +308,8 @@ class DynamoLeaseTable:
         try:
             return self._update(lease.lease_key, expr, "renew")
         except LeaseConflict:
+            if not self._reconcile_renewals:
+                raise
             current = self.get_lease(lease.lease_key, consistent=True)
             if lease.lease_owner is None:
                 raise

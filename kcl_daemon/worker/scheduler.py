@@ -123,6 +123,7 @@ class Scheduler:
         lease_mode: LeaseMode | None = None,
         syncer: Any = None,  # a MultiStreamSyncer (several streams); None: one ShardSyncer
         make_stream_source: Callable[[Shard, str], ShardRecordSource] | None = None,
+        keeper_table: Any = None,  # the lease keeper's table (its own client); None: ``table``
     ) -> None:
         self.config = config
         #: who assigns leases: None = the 2.x taker; else the KCL 3.x-aware mode (leases.leader_mode)
@@ -139,6 +140,7 @@ class Scheduler:
             clock,
             renew_pool=ThreadPoolExecutor(config.max_lease_renewal_threads, thread_name_prefix="lease-renew"),
             io_pool=self._io_pool,
+            keeper_table=keeper_table,
         )
         self.syncer = syncer or ShardSyncer(
             shard_lister,

@@ -28,6 +28,8 @@ class TransportFault(enum.StrEnum):
     TRUNCATED = "reply shorter than its Content-Length"
     GARBAGE = "a reply that is not HTTP"
     TLS_EOF = "TLS handshake closed half-way"
+    BAD_CRC = "a whole reply whose CRC32 header does not match"
+    NOT_JSON = "a whole reply that is not JSON"
     # event streams (SubscribeToShard) only
     CORRUPT_FRAME = "event frame with a wrong checksum"
     TRUNCATED_FRAME = "event stream cut inside a frame"
@@ -42,6 +44,8 @@ HTTP_FAULTS = (
     TransportFault.TRUNCATED,
     TransportFault.GARBAGE,
     TransportFault.TLS_EOF,
+    TransportFault.BAD_CRC,
+    TransportFault.NOT_JSON,
 )
 STREAM_FAULTS = (TransportFault.CORRUPT_FRAME, TransportFault.TRUNCATED_FRAME)
 
@@ -162,6 +166,15 @@ class TransportFaultServer:
                 conn.sendall(
                     b"HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\n"
                     + f"Content-Length: {len(body) + 500}\r\n\r\n".encode()
+                    + body
+                )
+                conn.close()
+            elif fault in (TransportFault.BAD_CRC, TransportFault.NOT_JSON):
+                body = b"{}" if fault is TransportFault.BAD_CRC else b"<html>proxy error</html>"
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\n"
+                    + b"x-amz-crc32: 12345\r\n" * (fault is TransportFault.BAD_CRC)
+                    + f"Content-Length: {len(body)}\r\n\r\n".encode()
                     + body
                 )
                 conn.close()

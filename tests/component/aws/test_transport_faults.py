@@ -133,7 +133,10 @@ def servers() -> Iterator[dict[TransportFault, TransportFaultServer]]:
 
 @pytest.fixture(autouse=True)
 def _single_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One attempt per call: the retry policies are not what is tested here, the mapping is."""
+    """One attempt per call: the retry policies are not what is tested here, the mapping is. Dummy
+    credentials: the calls must get as far as the network."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
     monkeypatch.setattr(coordinator_state, "LEASE_IO", ONCE)
     monkeypatch.setattr(worker_metrics_table, "LEASE_IO", ONCE)
 

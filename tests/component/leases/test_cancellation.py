@@ -9,6 +9,7 @@ renewing for ever, and whoever awaited it hung. These tests cancel in exactly th
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from kcl_daemon.clock import SystemClock
+from kcl_daemon.core.lease import Lease
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from tests.support.fakes import FakeTable, shards
 
@@ -45,31 +47,29 @@ async def test_a_call_cancelled_as_its_answer_arrives_raises_cancelled_error() -
     pool.shutdown()
 
 
-async def test_a_cancelled_wait_for_the_lease_lock_is_a_cancellation_and_leaves_the_lock_free() -> None:
-    coordinator = _coordinator()
-    key = "shardId-000000000000"
-    loop = asyncio.get_running_loop()
-    holder_entered = asyncio.Event()
-    release_holder = asyncio.Event()
+class CountingTable(FakeTable):
+    def __init__(self) -> None:
+        super().__init__(shards(1))
+        self.renewals = 0
+        self.renewing = threading.Event()  # set after the third renewal
 
-    async def holder() -> None:
-        async with coordinator._locked(key, loop.time() + 5):
-            holder_entered.set()
-            await release_holder.wait()
+    def renew(self, lease: Lease) -> Lease:
+        self.renewals += 1
+        if self.renewals >= 3:
+            self.renewing.set()
+        return super().renew(lease)
 
-    async def waiter() -> None:
-        async with coordinator._locked(key, loop.time() + 5):
-            raise AssertionError("never entered: cancelled while waiting")
 
-    first = asyncio.create_task(holder())
-    await holder_entered.wait()
-    second = asyncio.create_task(waiter())
-    await asyncio.sleep(0)
-    second.cancel()
-    release_holder.set()
-    with pytest.raises(asyncio.CancelledError):
-        await second
-    await first
-    async with asyncio.timeout(1):
-        async with coordinator._locked(key, loop.time() + 5):
-            pass  # the lock was not left taken by the cancelled waiter
+async def test_a_cancelled_renewer_ends_and_no_renewal_follows() -> None:
+    table = CountingTable()
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me", failover_s=0.6), SystemClock())
+    await coordinator.take_once()
+    renewer = asyncio.create_task(coordinator.run_renewer())
+    assert await asyncio.to_thread(table.renewing.wait, 10)
+    renewer.cancel()
+    async with asyncio.timeout(2):
+        with pytest.raises(asyncio.CancelledError):
+            await renewer
+    settled = table.renewals
+    await asyncio.sleep(0.5)  # more than two renewal periods
+    assert table.renewals == settled, "the lease was renewed after its renewer was cancelled"

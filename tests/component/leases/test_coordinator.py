@@ -47,15 +47,30 @@ async def test_a_lease_whose_counter_moved_is_lost_on_the_next_renewal() -> None
     assert lost == ["shardId-000000000000"] and not coordinator.held
 
 
-@pytest.mark.parametrize("silence_s", [10.5, 30.0])
-async def test_a_lease_not_renewed_for_the_failover_time_is_lost_locally(silence_s: float) -> None:
+async def test_past_its_deadline_a_lease_delivers_nothing_until_a_renewal_lands() -> None:
     table = FakeTable(shards(2))
     clock = SteppedClock()
     coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), clock, rng=Random(1))
     await coordinator.take_once()
-    clock.now += silence_s  # e.g. the renew pool was starved; DynamoDB may already show a new owner
+    key = "shardId-000000000000"
+    assert coordinator.may_deliver(key, 0.0)
+    clock.now += 10.5  # e.g. the renewals could not get through; the table still names us
+    assert key in coordinator.held and not coordinator.may_deliver(key, 0.0)
+    await coordinator.renew_once()  # nobody took it: the renewal lands, the records flow again
+    assert set(coordinator.held) == {key, "shardId-000000000001"} and coordinator.may_deliver(key, 0.0)
+
+
+async def test_a_lease_not_renewed_for_a_failover_time_past_its_deadline_is_given_up() -> None:
+    table = FakeTable(shards(2))
+    clock = SteppedClock()
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), clock, rng=Random(1))
+    lost: list[str] = []
+    coordinator.listeners.lost.append(lost.append)
+    await coordinator.take_once()
+    clock.now += 30.0  # past deadline (9 s) + the give-up time (10 s): lost without a write
     await coordinator.renew_once()
-    assert not coordinator.held
+    await asyncio.sleep(0)
+    assert not coordinator.held and sorted(lost) == ["shardId-000000000000", "shardId-000000000001"]
 
 
 class SlowScanTable(FakeTable):
