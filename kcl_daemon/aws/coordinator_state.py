@@ -147,7 +147,9 @@ class CoordinatorStore:
             item[ENTITY_TYPE] = {"S": entity_type}
         return item
 
-    def adopt(self, key: str, raw: Mapping[str, Any], source_key_name: str, entity_type: str) -> dict[str, Any]:
+    def adopt(
+        self, key: str, raw: Mapping[str, Any], source_key_name: str, entity_type: str
+    ) -> dict[str, Any]:
         """A typed item for this store from another store's typed item (``raw``, keyed by
         ``source_key_name``): same attributes, this store's key, and ``entityType`` in the lease table."""
         item = {self.key_name: {"S": key}, **{n: v for n, v in raw.items() if n != source_key_name}}

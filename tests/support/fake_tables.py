@@ -129,7 +129,9 @@ class FakeCoordinatorStore:
     def raw_item(self, key: str) -> dict[str, Any] | None:
         return self.get(key)
 
-    def adopt(self, key: str, raw: Mapping[str, Any], source_key_name: str, entity_type: str) -> dict[str, Any]:
+    def adopt(
+        self, key: str, raw: Mapping[str, Any], source_key_name: str, entity_type: str
+    ) -> dict[str, Any]:
         item = {self.key_name: key, **{n: v for n, v in raw.items() if n != source_key_name}}
         if self.in_lease_table:
             item["entityType"] = entity_type

@@ -124,7 +124,11 @@ BOTH_IN_LEASE_TABLE = (_row("a"), _row("b"))
         (_view(S.DEPLOYED, BOTH_IN_LEASE_TABLE), True, Step.MOVE_AND_PEND),
         (_view(S.DEPLOYED, (_row("a"), _row("b", Place.LEGACY))), True, Step.NONE),
         (_view(S.DEPLOYED, (_row("a"),)), True, Step.NONE),  # b has no active row at all
-        (_view(S.DEPLOYED, (*BOTH_IN_LEASE_TABLE, _row("b", Place.LEGACY, age=61))), True, Step.MOVE_AND_PEND),
+        (
+            _view(S.DEPLOYED, (*BOTH_IN_LEASE_TABLE, _row("b", Place.LEGACY, age=61))),
+            True,
+            Step.MOVE_AND_PEND,
+        ),
         # PENDING: rollback when legacy items reappear or the leader runs with false; COMPLETE after the bake
         (_view(S.PENDING, BOTH_IN_LEASE_TABLE, age_s=10), False, Step.ROLL_BACK),
         (_view(S.PENDING, (_row("a"), _row("b", Place.LEGACY)), age_s=10), True, Step.ROLL_BACK),
@@ -296,9 +300,11 @@ def _act(state: _State, i: int, forward: bool, *, confirm_reads: bool = True) ->
         return state.with_lock(w.taken, None).with_worker(i, replace(w, taken=None, confirmed=False))
     if state.legacy_lock != i:
         return state
-    after = {(S.DEPLOYED, True): S.PENDING, (S.PENDING, True): S.COMPLETE, (S.PENDING, False): S.DEPLOYED}.get(
-        (state.stored, forward)
-    )
+    after = {
+        (S.DEPLOYED, True): S.PENDING,
+        (S.PENDING, True): S.COMPLETE,
+        (S.PENDING, False): S.DEPLOYED,
+    }.get((state.stored, forward))
     if after is None:
         return state
     moved = replace(state, stored=after)
