@@ -17,6 +17,7 @@ import functools
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,7 @@ from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable, ScanResult
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
 from kcl_daemon.aws.streams import describe_stream_identity
+from kcl_daemon.aws.table_facts import read_table_facts
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
@@ -37,6 +39,7 @@ from kcl_daemon.consumer.configure import consumer_settings
 from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.assignment.client_version import ClientVersionConfig
 from kcl_daemon.core.assignment.decider import DeciderConfig
+from kcl_daemon.core.assignment.layout import LayoutReport, describe_layout
 from kcl_daemon.core.assignment.table_migration import TableLayoutConfig, effective_complete_bake_s
 from kcl_daemon.core.assignment.zones import resolve_zone
 from kcl_daemon.core.shards.graph import Shard
@@ -534,5 +537,49 @@ def inspect_leases(settings: Settings, *, check_expiry: bool = False) -> LeaseTa
             clock=SystemClock(),
             expiry_wait_s=settings.failover_s if check_expiry else None,
             cluster_separator=settings.lease_cluster_separator,
+            describe_layout=functools.partial(table_layout, settings, clients),
         )
     )
+
+
+def legacy_table_names(settings: Settings) -> tuple[str, str]:
+    """The coordinator-state and worker-metrics tables of the 3.0-3.4 layout."""
+    app = settings.application_name or settings.lease_table_name
+    return (
+        settings.coordinator_state_table_name or f"{app}-CoordinatorState",
+        settings.worker_metrics_table_name or f"{app}-WorkerMetricStats",
+    )
+
+
+def table_layout(settings: Settings, clients: AwsClients | None = None) -> LayoutReport:
+    """The layout and table-migration state of the configured application's tables (read-only)."""
+    table_name = settings.lease_table_name
+    if table_name is None:
+        raise ValueError("needs applicationName or tableName (validate_for_leases)")
+    clients = clients or build_clients(client_settings_from(settings))
+    coordinator, metrics = legacy_table_names(settings)
+    facts = read_table_facts(
+        clients.dynamodb,
+        table_name,
+        coordinator,
+        metrics,
+        now_s=time.time(),
+        reporter_period_s=settings.worker_metrics_report_s,
+    )
+    return describe_layout(facts)
+
+
+def migrate_from_settings(
+    settings: Settings, mode: str, *, dry_run: bool, wait_s: float, out: Callable[[str], None]
+) -> int:
+    """`kcl-daemon migrate MODE` on the configured application's tables; returns the exit status."""
+    from kcl_daemon.core.assignment.migrate_plan import Mode
+    from kcl_daemon.migrate.command import MigrateTarget, run_migrate
+
+    table_name = settings.lease_table_name
+    if table_name is None:
+        raise ValueError("migrate needs applicationName or tableName (validate_for_leases)")
+    coordinator, metrics = legacy_table_names(settings)
+    target = MigrateTarget(table_name, coordinator, metrics, settings.worker_metrics_report_s)
+    clients = build_clients(client_settings_from(settings))
+    return run_migrate(Mode(mode), clients, target, dry_run=dry_run, wait_s=wait_s, out=out)

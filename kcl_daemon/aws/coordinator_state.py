@@ -111,6 +111,15 @@ class CoordinatorStore:
                 raise DependencyUnavailable(f"table {self.table_name} not ACTIVE after {wait_s}s")
             time.sleep(poll_s)
 
+    def delete_table(self) -> None:
+        """DeleteTable (``kcl-daemon migrate remove-legacy-tables``); absent is fine."""
+        with map_aws_errors(f"delete table {self.table_name}"):
+            try:
+                self._client.delete_table(TableName=self.table_name)
+            except ClientError as exc:
+                if error_code(exc) != "ResourceNotFoundException":
+                    raise
+
     def _create(self) -> bool:
         with map_aws_errors(f"create table {self.table_name}"):
             try:
