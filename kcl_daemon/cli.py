@@ -653,7 +653,8 @@ def check_config(properties: Path, command: str, as_json: bool, table_state: boo
     "--policy",
     "policies",
     multiple=True,
-    help="Policy (repeatable; default all): 2.x, variance, cooperative.",
+    help="Policy (repeatable; default: 2.x, variance, cooperative): also count (Java's LEASE_COUNT_BASED) "
+    "and variance-1814 (Java's variance decider with KCL #1814's fixed-width threshold).",
 )
 @_properties_option(
     "Take failoverTimeMillis, maxLeasesForWorker, leaseAssignmentIntervalMillis, restartGraceMillis and "
@@ -691,7 +692,7 @@ def simulate(
     """
     from kcl_daemon.sim import report as sim_report
     from kcl_daemon.sim.model import FleetConfig
-    from kcl_daemon.sim.policies import POLICY_NAMES
+    from kcl_daemon.sim.policies import MORE_POLICY_NAMES, POLICY_NAMES
     from kcl_daemon.sim.scenarios import SCENARIOS, Size
 
     if plot is not None and plot.suffix.lower() != ".html":
@@ -700,8 +701,8 @@ def simulate(
         if name not in SCENARIOS:
             _fail(f"--scenario {name!r}: choose from {', '.join(SCENARIOS)}")
     for name in policies:
-        if name not in POLICY_NAMES:
-            _fail(f"--policy {name!r}: choose from {', '.join(POLICY_NAMES)}")
+        if name not in (*POLICY_NAMES, *MORE_POLICY_NAMES):
+            _fail(f"--policy {name!r}: choose from {', '.join((*POLICY_NAMES, *MORE_POLICY_NAMES))}")
     fleet = FleetConfig()
     if properties is not None:
         settings = _load(properties, ())
