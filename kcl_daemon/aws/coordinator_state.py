@@ -188,7 +188,11 @@ class CoordinatorStore:
             self._client.put_item(**args)
 
     def transact(self, entries: list[dict[str, Any]], what: str) -> None:
-        """One TransactWriteItems (all or nothing); a failed condition raises LeaseConflict."""
+        """One TransactWriteItems (all or nothing); a failed condition raises LeaseConflict.
+
+        An endpoint without transactions (dynalite answers ``UnknownOperationException``; DynamoDB never
+        does) gets the same entries as single conditional writes in order, each ConditionCheck a
+        consistent read checked just before the writes that follow it."""
         with map_aws_errors(what):
             try:
                 self._client.transact_write_items(TransactItems=entries)  # type: ignore[arg-type]
@@ -200,7 +204,31 @@ class CoordinatorStore:
                         raise LeaseConflict(
                             f"{what}: a condition failed ({', '.join(map(str, codes))})"
                         ) from None
-                raise
+                if error_code(exc) != "UnknownOperationException":
+                    raise
+            else:
+                return
+        _warn_no_transactions(self._client)
+        for entry in entries:
+            self._write_in_order(entry, what)
+
+    def _write_in_order(self, entry: Mapping[str, Any], what: str) -> None:
+        if "ConditionCheck" in entry:
+            check = entry["ConditionCheck"]
+            with map_aws_errors(what):
+                item = self._client.get_item(
+                    TableName=check["TableName"], Key=check["Key"], ConsistentRead=True
+                ).get("Item")
+            names, values = check["ExpressionAttributeNames"], check.get("ExpressionAttributeValues", {})
+            equal = [(names[f"#c{i}"], values[f":c{i}"]) for i in range(len(values))]
+            if item is None or any(item.get(name) != value for name, value in equal):
+                raise LeaseConflict(f"{what}: a condition failed (ConditionalCheckFailed)")
+        elif "Put" in entry:
+            with map_aws_errors(what):
+                self._client.put_item(**entry["Put"])
+        elif "Delete" in entry:
+            with map_aws_errors(what):
+                self._client.delete_item(**entry["Delete"])
 
     def condition_check(self, key: str, require_equal: Mapping[str, Any]) -> dict[str, Any]:
         """A TransactWriteItems ConditionCheck entry on this store's item ``key``."""
@@ -339,6 +367,18 @@ class CoordinatorStore:
             names[f"#m{i}"] = name
             clauses.append(f"attribute_not_exists(#m{i})")
         return names, values, " AND ".join(clauses)
+
+
+_WARNED: set[int] = set()
+
+
+def _warn_no_transactions(client: object) -> None:
+    if id(client) not in _WARNED:
+        _WARNED.add(id(client))
+        logger.warning(
+            "this DynamoDB endpoint has no TransactWriteItems (an emulator): table-migration writes are made "
+            "one by one, in order"
+        )
 
 
 def locate(client: DynamoDBClient, coordinator_table: str, lease_table: str) -> CoordinatorStore:

@@ -75,6 +75,9 @@ class LeaderElection:
         #: set whenever leadership is gained (the assignment loop runs at once)
         self.gained = asyncio.Event()
         self.leader_seen: str | None = None
+        #: set while this worker completes the table migration: it holds the legacy lock (heartbeated, the
+        #: transaction's fence) but does not lead, so leadership ends before the lock can move
+        self.suspended = False
 
     @property
     def store(self) -> Any:
@@ -86,9 +89,14 @@ class LeaderElection:
         if not leading and self._held is not None:
             logger.warning("leader lock not heartbeated in time: stepping down")
             self._held = None
-        leading = leading and self._held_in is self.store
+        leading = leading and self._held_in is self.store and not self.suspended
         self._notify(leading)
         return leading
+
+    def suspend(self, on: bool) -> None:
+        """Stop (or resume) leading without giving the lock up (see :attr:`suspended`)."""
+        self.suspended = on
+        self.is_leader()
 
     def _notify(self, leading: bool) -> None:
         if leading != self._was_leader:

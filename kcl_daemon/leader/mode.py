@@ -278,6 +278,7 @@ class LeaderMode:
             locate=self.tables.lock_store,
             confirm=self.migration.confirm,
         )
+        self.migration.completing = self.election.suspend
         self.assignment = AssignmentLoop(
             self.table,
             self.fleet_metrics,

@@ -58,6 +58,9 @@ class TableMigrationDriver:
         self.tables = tables
         self.config = config
         self.last: tm.Transition | None = None
+        #: called on the event loop with True just before the COMPLETE transaction and with False after
+        #: it (the election stops leading meanwhile: the lock may move the moment COMPLETE commits)
+        self.completing: Callable[[bool], None] | None = None
         self._metrics = metrics
         self._clock = clock
         self._pool = pool
@@ -114,10 +117,18 @@ class TableMigrationDriver:
         self.last = transition
         if transition.step is tm.Step.NONE:
             return transition
+        completing = transition.step is tm.Step.COMPLETE and self.completing is not None
+        if completing:
+            assert self.completing is not None
+            self.completing(True)
         try:
             await self._call(functools.partial(self._apply, transition, legacy_keys))
         except LeaseConflict as exc:
             logger.info("table migration: %s not applied: %s", transition.step.value, exc)
+        finally:
+            if completing:
+                assert self.completing is not None
+                self.completing(False)
         return transition
 
     def _attributes(self, status: tm.TableMigrationStatus) -> dict[str, object]:
