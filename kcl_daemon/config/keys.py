@@ -704,8 +704,9 @@ KEYS: Final[tuple[Key, ...]] = (
         "Where a new application keeps its Leader lock, Migration3.0 and worker metrics: SINGLE_TABLE = in "
         "the lease table, as KCL 3.5 does; KCL_3_0_TO_3_4 = in <applicationName>-CoordinatorState and "
         "<applicationName>-WorkerMetricStats, created as KCL 3.0-3.4 do (set it while the fleet still runs "
-        "3.0-3.4 Java workers). Only matters when the coordinator-state table does not exist: an existing "
-        "one is always followed through the table migration. See Migrating from the Java daemon.",
+        "Java workers older than 3.5, which read the lease table's other items as leases). Only matters "
+        "when the coordinator-state table does not exist: an existing one is always followed through the "
+        "table migration. See Migrating from the Java daemon.",
         extension=True,
         choices=("SINGLE_TABLE", "KCL_3_0_TO_3_4"),
     ),

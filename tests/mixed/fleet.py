@@ -41,6 +41,7 @@ class MixedFleet:
         *,
         java_version: int,
         py_extra: str,
+        java_extra: str = "",
     ) -> None:
         self.py = PyFleet(tmp_path, backend, table.table_name, stream)
         self.py.extra = py_extra
@@ -52,6 +53,7 @@ class MixedFleet:
         self._clients = clients
         self._table = table
         self._java_version = java_version
+        self._java_extra = java_extra
 
     def java(self, name: str) -> JavaDaemon:
         daemon = JavaDaemon(
@@ -64,6 +66,7 @@ class MixedFleet:
             dynamodb_endpoint=self._backend.dynamodb_endpoint,
             records=self.py.records,
             failover_ms=FAILOVER_MS,
+            extra=self._java_extra,
         )
         self.javas[name] = daemon
         return daemon

@@ -25,7 +25,12 @@ from tests.support.figures import FIGURES
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.java]
 
-PY_EXTRA = "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X\n"
+# KCL 2.x reads every item of the lease table as a lease: kcl-daemon keeps its Migration3.0 and worker
+# metrics in the two side tables of the 3.0-3.4 layout (the single-table default would put them in the
+# lease table)
+PY_EXTRA = (
+    "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X\nleaseTableLayout = KCL_3_0_TO_3_4\n"
+)
 
 
 @pytest.fixture

@@ -4,8 +4,9 @@ One run, each side the leader in turn: kcl-daemon leads and hands two leases to 
 checkpoints first); Java is SIGKILLed and kcl-daemon takes its leases back from Java's checkpoints; a new
 Java worker joins and gets its share; kcl-daemon stops gracefully (deleting its lock item) and Java leads;
 a new kcl-daemon worker joins, Java's leader assigns it its share, it is SIGKILLed and Java takes its
-leases back. (A SIGKILLed leader is replaced by Java only after its lock client's ~2 minutes, too
-long for CI; kcl-daemon replaces a dead Java leader after the 120 s Java writes into the lock item.)
+leases back; before that it is restarted (no knob set) and holds leases again within two of the Java
+leader's assignment rounds. (A SIGKILLed leader is replaced by Java only after its lock client's ~2
+minutes, too long for CI; kcl-daemon replaces a dead Java leader after the 120 s Java writes into the lock item.)
 Throughout, records keep coming and none is lost, and neither side logs errors about items the other
 wrote. kinesalite + dynalite only (the Java daemon's start-up dominates the wall time).
 """
@@ -22,7 +23,7 @@ import pytest
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from tests.integration.java_daemon import missing
-from tests.mixed.fleet import MixedFleet
+from tests.mixed.fleet import FAILOVER_MS, MixedFleet
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
 
@@ -33,10 +34,14 @@ PY_EXTRA = (
     "leaseAssignmentStrategy = LEASE_COUNT_BASED\n"
     "workerMetricsReporterFreqInMillis = 2000\n"
     "gracefulLeaseHandoffTimeoutMillis = 10000\n"
-    # Java reports no CPU outside EC2/ECS/EKS; its leader balances CPU reporters and the others
-    # separately, so in this fleet kcl-daemon reports none either and all balance by throughput
-    "disableWorkerMetrics = true\n"
+    # KCL 3.1.3 keeps the 3.0-3.4 layout (and reads the lease table's other items as leases): the first
+    # kcl-daemon creates the two legacy tables for it. No disableWorkerMetrics: Java reports no CPU here
+    # and kcl-daemon sees that and reports none either, so a Java leader balances both as one group.
+    "leaseTableLayout = KCL_3_0_TO_3_4\n"
 )
+#: Java balances on every run, so "within two assignment rounds" does not wait for its third
+JAVA_EXTRA = "varianceBalancingFrequency = 1\n"
+ROUND_S = 2 * FAILOVER_MS / 1000  # leaseAssignmentIntervalMillis: 2 x failoverTimeMillis
 
 
 @pytest.fixture
@@ -53,7 +58,14 @@ def mixed(
     if why is not None:
         pytest.skip(why)
     fleet = MixedFleet(
-        tmp_path, backend, aws_clients, lease_table, make_stream(4), java_version=3, py_extra=PY_EXTRA
+        tmp_path,
+        backend,
+        aws_clients,
+        lease_table,
+        make_stream(4),
+        java_version=3,
+        py_extra=PY_EXTRA,
+        java_extra=JAVA_EXTRA,
     )
     yield fleet
     fleet.close()
@@ -82,6 +94,20 @@ def test_kcl_daemon_and_java_3x_share_a_table_each_leading_in_turn(mixed: MixedF
     mixed.py.start("py-b")
     mixed.wait(lambda: mixed.spread() == [("java-2", 2), ("py-b", 2)], 150, "the Java leader assigns to py-b")
     mixed.wait(lambda: "py-b" in mixed.workers_seen(), 90, "py-b processes its leases")
+    # py-b restarts (graceful stop, same worker id): with no knob set it reports no CPU, like Java here,
+    # so the Java leader balances both kinds as one group and py-b gets leases again within two rounds
+    assert mixed.py.daemons["py-b"].stop(signal.SIGTERM) == 0
+    restarted = time.monotonic()
+    mixed.py.start("py-b")
+
+    def both_kinds_hold_leases() -> bool:
+        spread = mixed.owners()
+        return spread.get("py-b", 0) > 0 and spread.get("java-2", 0) > 0
+
+    mixed.wait(both_kinds_hold_leases, 60, "both kinds hold leases after py-b's restart")
+    back = time.monotonic() - restarted
+    assert "report no CPU" in mixed.py.daemons["py-b"].log.read_text()
+    assert back <= 2 * ROUND_S + 10.0, f"{back:.1f}s"  # two rounds, plus start-up and discovery
     mixed.py.daemons["py-b"].stop(signal.SIGKILL)
     killed = time.monotonic()
     mixed.wait(lambda: mixed.owners() == {"java-2": 4}, 150, "the Java leader takes py-b's leases")
@@ -91,6 +117,7 @@ def test_kcl_daemon_and_java_3x_share_a_table_each_leading_in_turn(mixed: MixedF
     FIGURES["mixed fleet with Java 3.1.3"] = (
         f"Java got its share {joined:.0f}s after starting; a killed Java worker's leases were back on the "
         f"kcl-daemon leader after {py_took:.1f}s; a killed kcl-daemon worker's on the Java leader after "
-        f"{java_took:.1f}s"
+        f"{java_took:.1f}s; a restarted kcl-daemon worker held leases again {back:.1f}s after its restart "
+        f"(Java assigns every {ROUND_S:g}s)"
     )
     mixed.check_logs()

@@ -325,7 +325,8 @@ def configuration_warnings(
         out.append(
             "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X on a table without a coordinator-"
             "state table writes Migration3.0 and worker metrics into the lease table, which KCL 2.x workers "
-            "read as leases: replace every 2.x worker first (phase 1: ..._COMPATIBLE_WITH_2X_PHASE1)"
+            "read as leases: while 2.x workers remain, set leaseTableLayout = KCL_3_0_TO_3_4 (or run "
+            "..._COMPATIBLE_WITH_2X_PHASE1, which writes nothing)"
         )
     return out
 
