@@ -6,7 +6,8 @@ Java worker joins and gets its share; kcl-daemon stops gracefully (deleting its 
 a new kcl-daemon worker joins, Java's leader assigns it its share, it is SIGKILLed and Java takes its
 leases back; before that it is restarted (no knob set) and holds leases again within two of the Java
 leader's assignment rounds. (A SIGKILLed leader is replaced by Java only after its lock client's ~2
-minutes, too long for CI; kcl-daemon replaces a dead Java leader after the 120 s Java writes into the lock item.)
+minutes, too long for CI; kcl-daemon replaces a dead Java leader after the 120 s Java writes into the
+lock item.)
 Throughout, records keep coming and none is lost, and neither side logs errors about items the other
 wrote. kinesalite + dynalite only (the Java daemon's start-up dominates the wall time).
 """
