@@ -5,7 +5,6 @@ KCL 3.0-3.4 keep them in ``<applicationName>-CoordinatorState`` (partition key `
 them in the lease table (partition key ``leaseKey``, each with its ``entityType``). One
 :class:`CoordinatorStore` is one of those places; which one a worker uses when is decided by the table
 migration (:mod:`kcl_daemon.core.assignment.table_migration`, followed by :mod:`kcl_daemon.leader.tables`).
-:func:`locate` is the read-only guess used by tools that do not follow the migration.
 
 Every write is a single conditional PutItem / UpdateItem / DeleteItem, or one TransactWriteItems
 (:meth:`CoordinatorStore.transact`); a failed condition raises :class:`~kcl_daemon.errors.LeaseConflict`.
@@ -379,19 +378,3 @@ def _warn_no_transactions(client: object) -> None:
             "this DynamoDB endpoint has no TransactWriteItems (an emulator): table-migration writes are made "
             "one by one, in order"
         )
-
-
-def locate(client: DynamoDBClient, coordinator_table: str, lease_table: str) -> CoordinatorStore:
-    """A read-only guess of where this fleet keeps its coordinator state, for tools: the legacy table if
-    it exists, else the lease table if it holds ``Migration3.0``, else the legacy table; creates nothing."""
-    legacy = CoordinatorStore(client, coordinator_table)
-    if STARTUP.call(legacy.exists):
-        return legacy
-    single = CoordinatorStore(client, lease_table, LEASE_TABLE_KEY)
-    try:
-        if single.get("Migration3.0") is not None:
-            logger.info("coordinator state lives in the lease table %s (KCL 3.5 layout)", lease_table)
-            return single
-    except DependencyUnavailable:
-        pass
-    return legacy

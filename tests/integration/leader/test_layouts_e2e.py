@@ -100,6 +100,10 @@ def _create(client: Any, name: str, key: str) -> None:
         AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
     )
+    deadline = time.monotonic() + 10
+    while client.describe_table(TableName=name)["Table"]["TableStatus"] != "ACTIVE":  # dynalite: CREATING
+        assert time.monotonic() < deadline, f"{name} not ACTIVE"
+        time.sleep(0.02)
 
 
 def build(client: Any, table: str, legacy_names: tuple[str, str], state: str, shards: list[str]) -> None:
