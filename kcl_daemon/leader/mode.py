@@ -171,6 +171,8 @@ class LeaderMode:
             await self._call(self.tables.start)
         except LayoutConflict as exc:
             raise ConfigError([str(exc)]) from None
+        except ValueError as exc:  # an unreadable TableMigration3.5 item
+            raise KclError(f"cannot tell the table-migration status: {exc}") from None
 
     async def resolve_version(self) -> ClientVersion:
         """Read ``Migration3.0``, resolve it against the config, write what Java would write."""

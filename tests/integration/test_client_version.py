@@ -52,7 +52,7 @@ def _mode(
 
 async def _resolve(mode: LeaderMode) -> ClientVersion:
     await mode.start_tables()
-    return await _resolve(mode)
+    return await mode.resolve_version()
 
 
 async def test_first_worker_writes_and_the_others_follow(
