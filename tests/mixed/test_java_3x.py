@@ -23,10 +23,9 @@ import pytest
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.integration.java_daemon import missing
-from tests.mixed.fleet import FAILOVER_MS, MixedFleet
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
+from tests.support.java import FAILOVER_MS, MixedFleet, unavailable
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.java]
 
@@ -55,7 +54,7 @@ def mixed(
 ) -> Iterator[MixedFleet]:
     if backend.name == "moto":
         pytest.skip("one backend is enough: the Java daemons' start-up dominates the wall time")
-    why = missing(3)
+    why = unavailable(3)
     if why is not None:
         pytest.skip(why)
     fleet = MixedFleet(
@@ -107,7 +106,7 @@ def test_kcl_daemon_and_java_3x_share_a_table_each_leading_in_turn(mixed: MixedF
 
     mixed.wait(both_kinds_hold_leases, 60, "both kinds hold leases after py-b's restart")
     back = time.monotonic() - restarted
-    assert "report no CPU" in mixed.py.daemons["py-b"].log.read_text()
+    assert "report no CPU" in mixed.py.daemons["py-b"].text()
     assert back <= 2 * ROUND_S + 10.0, f"{back:.1f}s"  # two rounds, plus start-up and discovery
     mixed.py.daemons["py-b"].stop(signal.SIGKILL)
     killed = time.monotonic()

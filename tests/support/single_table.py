@@ -5,20 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.test_daemon_e2e import Fleet
+from tests.support.emulators import Backend
+from tests.support.fleet import Fleet
 
 
 class LayoutFleet(Fleet):
-    """kcl-daemon processes with a 1 s failover (so a dead lock is taken over in a second) and ``extra``
-    properties appended to each worker's file."""
+    """kcl-daemon processes with a 1 s failover (so a dead lock is taken over in a second); ``extra``
+    properties are appended to each worker's file."""
 
-    extra = ""
-
-    def properties(self, worker: str, executable: str) -> Path:
-        path = super().properties(worker, executable)
-        text = path.read_text().replace("failoverTimeMillis = 2000", "failoverTimeMillis = 1000")
-        path.write_text(text + self.extra)
-        return path
+    def __init__(self, tmp_path: Path, backend: Backend, table: str, stream: str, *, extra: str = "") -> None:
+        super().__init__(tmp_path, backend, table, stream, failover_ms=1000, extra=extra)
 
 
 def legacy_table_names(lease_table: str) -> tuple[str, str]:

@@ -21,11 +21,13 @@ import pytest
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.integration.test_daemon_e2e import data_of, owners, put
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
+from tests.support.fleet import owners
 from tests.support.java35 import ScriptedJava35
+from tests.support.recorder import data_of
 from tests.support.single_table import LayoutFleet
+from tests.support.streams import put
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -128,7 +130,7 @@ def test_a_java_35_leader_assigns_leases_to_kcl_daemon_workers(
         tables = client.list_tables()["TableNames"]
         assert f"{table}-CoordinatorState" not in tables and f"{table}-WorkerMetricStats" not in tables
         for daemon in fleet.daemons.values():
-            assert "took the leader lock" not in daemon.log.read_text()
+            assert "took the leader lock" not in daemon.text()
     finally:
         fleet.close()
     assert not beats[0].errors, beats[0].errors
@@ -175,7 +177,7 @@ def test_the_kcl_daemon_leader_balances_onto_a_java_35_worker(
             return item["sts"]["M"] == {}
 
         fleet.wait(py_reports_no_cpu, 20, "py-a reports no CPU beside a Java worker without CPU")
-        assert "live Java worker(s) report no CPU" in fleet.daemons["py-a"].log.read_text()
+        assert "live Java worker(s) report no CPU" in fleet.daemons["py-a"].text()
     finally:
         fleet.close()
     assert not beats[0].errors, beats[0].errors

@@ -19,10 +19,11 @@ import pytest
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.integration.test_daemon_e2e import data_of, put
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
+from tests.support.recorder import data_of
 from tests.support.single_table import LayoutFleet
+from tests.support.streams import put
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -119,7 +120,7 @@ def test_a_legacy_layout_fleet_migrates_to_a_single_table_with_records_flowing(
         expected = {f"record-{n}" for n in sent}
         fleet.wait(lambda: data_of(fleet.recorded()) >= expected, 60, "every record, none lost")
         took = time.monotonic() - started
-        logs = {name: daemon.log.read_text() for name, daemon in fleet.daemons.items()}
+        logs = {name: daemon.text() for name, daemon in fleet.daemons.items()}
     finally:
         stop.set()
         fleet.close()
