@@ -58,8 +58,11 @@ def _cv(client: Any, table: str) -> dict[str, Any]:
 
 
 def _has_gsi(client: Any, table: str) -> bool:
+    """The index exists and is not being deleted."""
     indexes = client.describe_table(TableName=table)["Table"].get("GlobalSecondaryIndexes", [])
-    return any(i["IndexName"] == "LeaseOwnerToLeaseKeyIndex" for i in indexes)
+    return any(
+        i["IndexName"] == "LeaseOwnerToLeaseKeyIndex" and i.get("IndexStatus") != "DELETING" for i in indexes
+    )
 
 
 def test_rollback_and_rollforward_with_their_dry_runs(
@@ -83,10 +86,12 @@ def test_rollback_and_rollforward_with_their_dry_runs(
     assert (after["cv"]["S"], after["mb"]["S"]) == ("CLIENT_VERSION_2X", "KclMigrationTool-rollback")
     assert after["h"]["L"][0]["M"]["cv"]["S"] == "CLIENT_VERSION_3X_WITH_ROLLBACK"
     assert after["entityType"]["S"] == "CLIENT_VERSION_MIGRATION"  # the update keeps the item's kind
-    deadline = time.monotonic() + 10
-    while _has_gsi(client, table):  # the index is deleted (emulators may take a moment)
-        assert time.monotonic() < deadline, "the GSI is still there"
-        time.sleep(0.1)
+    assert "UpdateTable" in done.stdout and "LeaseOwnerToLeaseKeyIndex" in done.stdout
+    if backend.name == "moto":  # dynalite accepts the index deletion and ignores it
+        deadline = time.monotonic() + 10
+        while _has_gsi(client, table):
+            assert time.monotonic() < deadline, "the GSI is still there"
+            time.sleep(0.1)
     again = cli(tmp_path, backend, table, "migrate", "rollback", "--gsi-wait-seconds", "0")
     assert again.returncode == 0 and "already CLIENT_VERSION_2X" in again.stdout
 

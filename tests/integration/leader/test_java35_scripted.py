@@ -49,6 +49,12 @@ class Beat:
         self._thread = threading.Thread(target=loop, daemon=True)
         self._thread.start()
 
+    def check(self) -> bool:
+        """True, or the first error of a step (so a failing script fails the wait at once)."""
+        if self.errors:
+            raise AssertionError(f"the scripted Java worker failed: {self.errors[0]!r}") from self.errors[0]
+        return True
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
@@ -105,7 +111,7 @@ def test_a_java_35_leader_assigns_leases_to_kcl_daemon_workers(
             for row in java.scan_worker_metrics()
             if int(row["lut"]["N"]) >= time.time() - 3 and row["leaseKey"]["S"].startswith("py-")
         ]
-        if live:
+        if {"py-a", "py-b"} <= set(live):  # the test's fleet is up: assign, as a count-based leader would
             java.assign_evenly(sorted(live))
 
     beats.append(Beat(lead))
@@ -115,7 +121,7 @@ def test_a_java_35_leader_assigns_leases_to_kcl_daemon_workers(
     try:
         fleet.start("py-a")
         fleet.start("py-b")
-        fleet.wait(lambda: owners(lease_table) == {"py-a": 1, "py-b": 1}, 45, "the Java leader assigns 1/1")
+        fleet.wait(lambda: beats[0].check() and owners(lease_table) == {"py-a": 1, "py-b": 1}, 45, "1/1")
         fleet.wait(
             lambda: data_of(fleet.recorded()) >= {f"record-{n}" for n in range(100)}, 45, "every record"
         )
