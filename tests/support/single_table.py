@@ -3,7 +3,10 @@ table names of a lease table."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from tests.support.emulators import Backend
 from tests.support.fleet import Fleet
@@ -19,3 +22,15 @@ class LayoutFleet(Fleet):
 
 def legacy_table_names(lease_table: str) -> tuple[str, str]:
     return f"{lease_table}-CoordinatorState", f"{lease_table}-WorkerMetricStats"
+
+
+@contextlib.contextmanager
+def legacy_tables(client: Any, lease_table: str) -> Iterator[tuple[str, str]]:
+    """The coordinator-state and worker-metrics table names of ``lease_table``; both deleted afterwards."""
+    names = legacy_table_names(lease_table)
+    try:
+        yield names
+    finally:
+        for name in names:
+            with contextlib.suppress(Exception):  # never created, or already deleted
+                client.delete_table(TableName=name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -21,10 +22,18 @@ from kcl_daemon.leader.table_migration import MigrationConfig, TableMigrationDri
 from kcl_daemon.leader.tables import FleetMetrics, Tables, TablesConfig
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
+from tests.support.single_table import legacy_tables
 
 pytestmark = pytest.mark.integration
 
 DEAD_LOCK_MS = 2000
+
+
+@pytest.fixture
+def legacy_names(aws_clients: AwsClients, lease_table: DynamoLeaseTable) -> Iterator[tuple[str, str]]:
+    """The lease table's coordinator-state and worker-metrics table names, deleted afterwards."""
+    with legacy_tables(aws_clients.dynamodb, lease_table.table_name) as names:
+        yield names
 
 
 @pytest.mark.parametrize("place", [Place.LEGACY, Place.LEASE_TABLE], ids=["legacy table", "lease table"])

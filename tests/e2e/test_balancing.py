@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError  # noqa: TID251 - the table may not exist yet
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable

@@ -10,12 +10,11 @@ minutes) and a stale worker-metrics row, in the places of the state.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
@@ -23,12 +22,19 @@ from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
 from tests.support.fleet import owners
 from tests.support.recorder import data_of
-from tests.support.single_table import LayoutFleet
+from tests.support.single_table import LayoutFleet, legacy_tables
 from tests.support.streams import put
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 STALE = int(time.time()) - 3600
+
+
+@pytest.fixture
+def legacy_names(aws_clients: AwsClients, lease_table: DynamoLeaseTable) -> Iterator[tuple[str, str]]:
+    """The lease table's coordinator-state and worker-metrics table names, deleted afterwards."""
+    with legacy_tables(aws_clients.dynamodb, lease_table.table_name) as names:
+        yield names
 
 
 def _s(value: str) -> dict[str, str]:
@@ -147,7 +153,7 @@ def build(client: Any, table: str, legacy_names: tuple[str, str], state: str, sh
 def _table_exists(client: Any, name: str) -> bool:
     try:
         client.describe_table(TableName=name)
-    except ClientError:
+    except client.exceptions.ResourceNotFoundException:
         return False
     return True
 

@@ -10,7 +10,7 @@ import itertools
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
 from tests.support.recorder import data_of
-from tests.support.single_table import LayoutFleet
+from tests.support.single_table import LayoutFleet, legacy_tables
 from tests.support.streams import put
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -35,6 +35,13 @@ EXTRA = (
     f"tableMigrationCompleteBakeTimeSeconds = {COMPLETE_BAKE_S}\n"
 )
 LEADERSHIP = re.compile(r"^(\S+ \S+) .*worker (\S+) (is now|is no longer) leader")
+
+
+@pytest.fixture
+def legacy_names(aws_clients: AwsClients, lease_table: DynamoLeaseTable) -> Iterator[tuple[str, str]]:
+    """The lease table's coordinator-state and worker-metrics table names, deleted afterwards."""
+    with legacy_tables(aws_clients.dynamodb, lease_table.table_name) as names:
+        yield names
 
 
 def leadership_intervals(logs: dict[str, str]) -> list[tuple[datetime, datetime, str]]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError  # noqa: TID251 - the table may not exist yet
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
