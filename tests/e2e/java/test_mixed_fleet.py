@@ -8,13 +8,17 @@ The steps both share: kcl-daemon holds all four leases; Java joins and gets its 
 and kcl-daemon takes its leases from Java's checkpoints; a new Java worker joins and gets its share again.
 Then, with 2.5.8, kcl-daemon is SIGKILLed and Java takes everything from kcl-daemon's checkpoints. With
 3.1.3, kcl-daemon stops gracefully (deleting its lock item) and Java leads and takes its leases; a new
-kcl-daemon worker joins, Java's leader assigns it its share, it is SIGKILLed and Java takes its leases
-back. (A SIGKILLed leader is replaced by Java only after its lock client's ~2 minutes, too long for CI;
-kcl-daemon replaces a dead Java leader after the 120 s Java writes into the lock item.)
+kcl-daemon worker joins, Java's leader assigns it its share; it is restarted (no key set: it reports no
+CPU, as Java here, so Java's leader balances both as one group) and holds leases again within two of the
+Java leader's assignment rounds; it is SIGKILLed and Java takes its leases back. (A SIGKILLed leader is
+replaced by Java only after its lock client's ~2 minutes, too long for CI; kcl-daemon replaces a dead
+Java leader after the 120 s Java writes into the lock item.)
 
 Throughout, records keep coming and none is lost, and neither side logs errors about items the other
-wrote (in 2.x mode kcl-daemon's Migration3.0 and worker-metrics items live in tables KCL 2.x never
-reads). kinesalite + dynalite only: the Java daemons' start-up dominates the wall time.
+wrote: both Java versions read every lease-table item as a lease, so kcl-daemon keeps its Migration3.0
+and worker-metrics items in the two side tables of the 3.0-3.4 layout (``leaseTableLayout =
+KCL_3_0_TO_3_4``), which KCL 2.x never reads and 3.1.3 uses too. kinesalite + dynalite only: the Java
+daemons' start-up dominates the wall time.
 """
 
 from __future__ import annotations
@@ -31,9 +35,12 @@ from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
-from tests.support.java import MixedFleet, unavailable
+from tests.support.java import FAILOVER_MS, MixedFleet, unavailable
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.java]
+
+#: the Java 3.x leader's assignment interval (leaseAssignmentIntervalMillis: 2 x failoverTimeMillis)
+ROUND_S = 2 * FAILOVER_MS / 1000
 
 
 def java_takes_over_from_a_killed_kcl_daemon(mixed: MixedFleet) -> float:
@@ -53,6 +60,23 @@ def java_leads_and_takes_over_from_a_killed_kcl_daemon(mixed: MixedFleet) -> flo
     mixed.py.start("py-b")
     mixed.wait(lambda: mixed.spread() == [("java-2", 2), ("py-b", 2)], 150, "the Java leader assigns to py-b")
     mixed.wait(lambda: "py-b" in mixed.workers_seen(), 90, "py-b processes its leases")
+    # py-b restarts (graceful stop, same worker id) with no key set: it sees Java report no CPU and reports
+    # none either, so Java's leader balances both kinds as one group and gives it leases again
+    assert mixed.py.daemons["py-b"].stop(signal.SIGTERM) == 0
+    restarted = time.monotonic()
+    mixed.py.start("py-b")
+
+    def both_kinds_hold_leases() -> bool:
+        spread = mixed.owners()
+        return spread.get("py-b", 0) > 0 and spread.get("java-2", 0) > 0
+
+    mixed.wait(both_kinds_hold_leases, 60, "both kinds hold leases after py-b's restart")
+    back = time.monotonic() - restarted
+    assert "report no CPU" in mixed.py.daemons["py-b"].text()
+    FIGURES["kcl-daemon restarted under a Java 3.1.3 leader"] = (
+        f"held leases again {back:.1f}s after its restart (Java assigns every {ROUND_S:g}s)"
+    )
+    assert back <= 2 * ROUND_S + 10.0, f"{back:.1f}s"  # two rounds, plus start-up and discovery
     mixed.py.daemons["py-b"].stop(signal.SIGKILL)
     killed = time.monotonic()
     mixed.wait(lambda: mixed.owners() == {"java-2": 4}, 150, "the Java leader takes py-b's leases")
@@ -66,6 +90,7 @@ class JavaKcl:
     version: str
     major: int  # which jars (scripts/install_java_kcl.sh)
     py_extra: str  # the kcl-daemon workers' extra properties
+    java_extra: str  # the Java workers' extra properties
     holds_all: str  # what the first wait is for
     java_joins: str  # what the wait for Java's share is for
     processing_limit_s: float  # until a new Java worker processes its leases
@@ -76,7 +101,12 @@ class JavaKcl:
 JAVA_2 = JavaKcl(
     version="2.5.8",
     major=2,
-    py_extra="clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X\n",
+    py_extra=(
+        "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X\n"
+        # KCL 2.x reads every lease-table item as a lease: keep ours in the two side tables
+        "leaseTableLayout = KCL_3_0_TO_3_4\n"
+    ),
+    java_extra="",
     holds_all="py-a holds 4",
     java_joins="Java steals its share",
     processing_limit_s=60,
@@ -94,10 +124,13 @@ JAVA_3 = JavaKcl(
         "leaseAssignmentStrategy = LEASE_COUNT_BASED\n"
         "workerMetricsReporterFreqInMillis = 2000\n"
         "gracefulLeaseHandoffTimeoutMillis = 10000\n"
-        # Java reports no CPU outside EC2/ECS/EKS; its leader balances CPU reporters and the others
-        # separately, so in this fleet kcl-daemon reports none either and all balance by throughput
-        "disableWorkerMetrics = true\n"
+        # KCL 3.1.3 keeps the 3.0-3.4 layout: the first kcl-daemon creates the two side tables for it. No
+        # disableWorkerMetrics: Java reports no CPU outside EC2/ECS/EKS, and kcl-daemon, seeing that,
+        # reports none either, so a Java leader balances both kinds as one group
+        "leaseTableLayout = KCL_3_0_TO_3_4\n"
     ),
+    # Java balances on every run, so "within two assignment rounds" does not wait for its third
+    java_extra="varianceBalancingFrequency = 1\n",
     holds_all="py-a leads and holds 4",
     java_joins="py-a hands 2 to Java",
     processing_limit_s=90,
@@ -138,6 +171,7 @@ def mixed(
         make_stream(4),
         java_version=java.major,
         py_extra=java.py_extra,
+        java_extra=java.java_extra,
     )
     yield fleet
     fleet.close()
