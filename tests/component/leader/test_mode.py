@@ -18,14 +18,7 @@ from kcl_daemon.errors import Throttled, TransientNetwork
 from kcl_daemon.leader.mode import LeaderMode, LeaderModeConfig, make_decider
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER
 from tests.support.clocks import FakeClock
-from tests.support.fakes import FakeStore
-
-
-class _Store(FakeStore):
-    in_lease_table = False
-
-    def create_table_if_missing(self) -> bool:
-        return False
+from tests.support.fake_tables import FakeCoordinatorStore, fake_tables
 
 
 class _Scheduler:
@@ -59,20 +52,15 @@ class _Table:
     throughput_source: object = None
 
 
-class _Metrics:
-    def create_table_if_missing(self) -> bool:
-        return False
-
-
 async def test_switches_algorithm_when_the_fleet_flips_and_never_runs_both() -> None:
-    store = _Store()
+    tables = fake_tables("w1")
+    store = tables.legacy
     store.items["Migration3.0"] = {"cv": ClientVersion.UPGRADE_FROM_2X.value, "mb": "java", "mts": 1, "h": []}
     table = _Table()
     mode = LeaderMode(
         LeaderModeConfig("w1", ClientVersionConfig.V3X, strategy="LEASE_COUNT_BASED"),
         table,
-        lambda: store,
-        _Metrics(),
+        tables,
         FakeClock(),
     )
     scheduler: Any = _Scheduler()
@@ -113,17 +101,17 @@ def test_strategies() -> None:
         make_decider("BEST")
 
 
-class _FlakyStore(_Store):
+class _FlakyStore(FakeCoordinatorStore):
     """Throttles the first reads and loses the reply of the first (applied) write."""
 
     def __init__(self, failing_reads: int, lose_first_write: bool) -> None:
-        super().__init__()
+        super().__init__("app-CoordinatorState")
         self.failing_reads = failing_reads
         self.lose_first_write = lose_first_write
         self.puts = 0
 
     def get(self, key: str) -> dict[str, Any] | None:
-        if self.failing_reads:
+        if self.failing_reads and key == "Migration3.0":
             self.failing_reads -= 1
             raise Throttled("get Migration3.0: ProvisionedThroughputExceededException")
         return super().get(key)
@@ -140,9 +128,12 @@ class _FlakyStore(_Store):
 async def test_start_up_waits_out_throttles_and_settles_an_unknown_write_by_reading(
     lose_first_write: bool,
 ) -> None:
+    tables = fake_tables("w1")
     store = _FlakyStore(failing_reads=4, lose_first_write=lose_first_write)
+    tables.legacy = store
     clock = FakeClock()
-    mode = LeaderMode(LeaderModeConfig("w1"), _Table(), lambda: store, _Metrics(), clock)
+    mode = LeaderMode(LeaderModeConfig("w1"), _Table(), tables, clock)
+    await mode.start_tables()
     version = await mode.resolve_version()
     assert version is ClientVersion.V3X and store.items["Migration3.0"]["cv"] == ClientVersion.V3X.value
     assert store.puts == 1, "an applied write whose reply was lost is not written again"
