@@ -136,6 +136,7 @@ class Settings:
     child_restart_max_backoff_s: float = 60.0
     child_max_consecutive_failures: int = 5
     child_stall_warning_s: float = 60.0
+    shard_stall_s: float = 300.0
     # KCL 3.x lease assignment
     client_version_config: str = "CLIENT_VERSION_CONFIG_3X"
     lease_assignment_strategy: str = "COOPERATIVE"
