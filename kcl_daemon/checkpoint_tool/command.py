@@ -40,7 +40,7 @@ from kcl_daemon.aws.checkpoint_writes import AUDIT_ATTRIBUTE, CheckpointWriter
 from kcl_daemon.aws.clients import AwsClients, build_clients, client_settings_from
 from kcl_daemon.aws.coordinator_state import COORDINATOR_KEY, LEASE_TABLE_KEY, CoordinatorStore
 from kcl_daemon.aws.kinesis import Kinesis
-from kcl_daemon.aws.streams import describe_stream_identity
+from kcl_daemon.aws.streams import describe_stream_identity, retention_s
 from kcl_daemon.checkpoint_tool.plan import Action, Step, audit_record, plan
 from kcl_daemon.checkpoint_tool.resolve import resolve_at_timestamp
 from kcl_daemon.clock import Clock, SystemClock
@@ -274,8 +274,7 @@ class CheckpointTool:
         return targets, problems
 
     def _retention_s(self, stream: str) -> float:
-        summary = self._clients.kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
-        return float(summary.get("RetentionPeriodHours", 24)) * 3600
+        return KINESIS.call(retention_s, self._clients.kinesis, stream)
 
     async def _call(self, fn: Callable[[], Lease]) -> Lease:
         return await asyncio.to_thread(fn)
