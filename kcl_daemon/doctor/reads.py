@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kcl_daemon.aws import iam, probes
 from kcl_daemon.aws.clients import AwsClients, build_clients, client_settings_from
@@ -54,6 +54,7 @@ from kcl_daemon.metrics.runtime import cloudwatch_decision
 from kcl_daemon.retry import KINESIS
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 LEADER_KEY = "Leader"
 MIGRATION_KEY = "Migration3.0"
@@ -107,14 +108,17 @@ async def _doctor(settings: Settings, wait_s: float, clock: Clock) -> DoctorRepo
     clients = build_clients(client_settings)
     streams = [await asyncio.to_thread(_stream_facts, clients, name) for name in names.streams]
     table = await asyncio.to_thread(_table_description, clients, names.lease_table)
-    raw = await asyncio.to_thread(_raw_scan, clients, names.lease_table) if table.exists else []
-    legacy_exists = await asyncio.to_thread(
-        CoordinatorStore(clients.dynamodb, names.coordinator_table).exists
+    no_items: list[dict[str, Any]] = []
+    raw, raw_error = await _read(
+        lambda: _raw_scan(clients, names.lease_table) if table.exists else no_items, no_items
     )
-    legacy_items = (
-        await asyncio.to_thread(_items, clients, names.coordinator_table, COORDINATOR_KEY)
-        if legacy_exists
-        else {}
+    legacy_exists, legacy_error = await _read(
+        CoordinatorStore(clients.dynamodb, names.coordinator_table).exists, False
+    )
+    none_found: dict[str, Mapping[str, object]] = {}
+    legacy_items, items_error = await _read(
+        lambda: _items(clients, names.coordinator_table, COORDINATOR_KEY) if legacy_exists else none_found,
+        none_found,
     )
     lease_items = {
         str(item.get(LEASE_TABLE_KEY)): item for item in raw if item.get(LEASE_TABLE_KEY) in COORDINATOR_ITEMS
@@ -125,13 +129,10 @@ async def _doctor(settings: Settings, wait_s: float, clock: Clock) -> DoctorRepo
         stored is None and configured is ClientVersionConfig.V3X
     )
     legacy_layout = legacy_exists or not lease_items
-    metrics_exists = await asyncio.to_thread(
-        CoordinatorStore(clients.dynamodb, names.metrics_table, WORKER_ID).exists
-    )
-    metrics_raw = (
-        await asyncio.to_thread(CoordinatorStore(clients.dynamodb, names.metrics_table, WORKER_ID).scan)
-        if metrics_exists
-        else []
+    metrics_store = CoordinatorStore(clients.dynamodb, names.metrics_table, WORKER_ID)
+    metrics_exists, metrics_error = await _read(metrics_store.exists, False)
+    metrics_raw, scan_error = await _read(
+        lambda: metrics_store.scan() if metrics_exists else no_items, no_items
     )
     metrics_rows = tuple(
         [_metrics_row(item, names.metrics_table, WORKER_ID) for item in metrics_raw]
@@ -160,6 +161,7 @@ async def _doctor(settings: Settings, wait_s: float, clock: Clock) -> DoctorRepo
                 sum(1 for item in lease_raw if "entityType" not in item),
                 time.time(),
                 settings.worker_metrics_report_s,
+                raw_error or legacy_error or items_error,
             )
         )
     )
@@ -218,10 +220,20 @@ async def _doctor(settings: Settings, wait_s: float, clock: Clock) -> DoctorRepo
                 settings.worker_metrics_report_s,
                 leader_mode=leader_mode,
                 lease_owners=owners,
+                error=metrics_error or scan_error,
             )
         )
     )
     return DoctorReport(tuple(results))
+
+
+async def _read(read: Callable[[], T], default: T) -> tuple[T, str | None]:
+    """``read()`` on a thread; on a failure (access denied, say) the default and what went wrong, so one
+    unreadable table never hides what the other checks find."""
+    try:
+        return await asyncio.to_thread(read), None
+    except KclError as exc:
+        return default, str(exc)
 
 
 def _stream_facts(clients: AwsClients, name: str) -> StreamFacts:
@@ -490,6 +502,3 @@ def _first_arrival(kinesis: Kinesis, stream: str, shard_id: str, position: Itera
             return None
         iterator = page.next_iterator
     return None
-
-
-Reader = Callable[[], object]
