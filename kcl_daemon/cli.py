@@ -491,7 +491,10 @@ def _parse_timestamp(_ctx: click.Context, _param: click.Parameter, value: str | 
         raise click.BadParameter(
             f"{value!r}: ISO 8601 (2024-05-01T10:00:00Z) or epoch seconds: {exc}"
         ) from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    if moment > datetime.now(UTC):
+        raise click.BadParameter(f"{value!r} is in the future: Kinesis has no record there yet")
+    return moment
 
 
 @checkpoint.command("set")

@@ -49,21 +49,30 @@ def put_one(clients: AwsClients, stream: str, text: str) -> tuple[str, datetime]
 
 
 def test_at_timestamp_resolves_to_the_record_before_the_instant(
-    aws_clients: AwsClients, make_stream: Callable[[int], str]
+    aws_clients: AwsClients, backend: Backend, make_stream: Callable[[int], str]
 ) -> None:
     stream = make_stream(1)
     shard = aws_clients.kinesis.list_shards(StreamName=stream)["Shards"][0]["ShardId"]
     kinesis = Kinesis(aws_clients.kinesis)
-    empty = resolve_at_timestamp(kinesis, stream, shard, datetime.now(UTC), retention_s=30.0)
-    assert empty.checkpoint == TRIM_HORIZON and empty.first_sequence_number is None
+    # kinesalite never answers GetShardIterator AT_TIMESTAMP when no record is at or after the instant
+    # (actions/getShardIterator.js: the callback is in .head(), which an empty stream never calls), so
+    # the "nothing after it" cases run on moto only.
+    beyond_the_last = backend.name == "moto"
+    if beyond_the_last:
+        empty = resolve_at_timestamp(kinesis, stream, shard, datetime.now(UTC), retention_s=30.0)
+        assert empty.checkpoint == TRIM_HORIZON and empty.first_sequence_number is None
     first, _ = put_one(aws_clients, stream, "a")
     second, _ = put_one(aws_clients, stream, "b")
     time.sleep(1.1)  # arrival times have millisecond (moto: second-ish) resolution: a clear gap
     third, third_at = put_one(aws_clients, stream, "c")
-    put_one(aws_clients, stream, "d")
+    fourth, _ = put_one(aws_clients, stream, "d")
     resolved = resolve_at_timestamp(kinesis, stream, shard, third_at, retention_s=3600.0)
     assert resolved.first_sequence_number == third
     assert resolved.checkpoint == ExtendedSequenceNumber(second)
+    if beyond_the_last:
+        time.sleep(0.05)
+        after = resolve_at_timestamp(kinesis, stream, shard, datetime.now(UTC), retention_s=3600.0)
+        assert after.checkpoint == ExtendedSequenceNumber(fourth) and after.first_sequence_number is None
     oldest = resolve_at_timestamp(kinesis, stream, shard, datetime(2000, 1, 1, tzinfo=UTC), retention_s=30.0)
     assert oldest.checkpoint == TRIM_HORIZON and oldest.first_sequence_number == first
 
