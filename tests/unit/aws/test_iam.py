@@ -6,14 +6,13 @@ a new call without its policy fails here."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from kcl_daemon.aws import iam
 from tests.support.aws_calls import actions_in, operation_actions, sources_of
+from tests.support.paths import REPO
 
-REPO = Path(__file__).parents[3]
 AWS = REPO / "kcl_daemon" / "aws"
 POLICIES = REPO / "deploy" / "iam"
 REGENERATE = "python -c 'from kcl_daemon.aws.iam import write_policies; write_policies(\"deploy/iam\")'"

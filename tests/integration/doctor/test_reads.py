@@ -5,15 +5,11 @@ their leases and heartbeats their leader lock while doctor watches."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -292,36 +288,3 @@ def test_a_missing_stream_and_a_missing_table(app: App) -> None:
     assert "error: stream no-such-stream does not exist" in found, report.text()
     assert any("does not exist yet" in f for f in found), report.text()
     assert report.exit_status == 1
-
-
-def test_the_cli_prints_json_and_exits_non_zero_on_a_finding(app: App, tmp_path: Path) -> None:
-    properties = tmp_path / "app.properties"
-    properties.write_text(
-        f"applicationName = {app.name}\n"
-        "streamName = no-such-stream\n"
-        f"regionName = {REGION}\n"
-        f"kinesisEndpoint = {app.backend.kinesis_endpoint}\n"
-        f"dynamoDBEndpoint = {app.backend.dynamodb_endpoint}\n"
-        "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1\n"
-    )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kcl_daemon",
-            "doctor",
-            "--properties",
-            str(properties),
-            "--json",
-            "--wait",
-            "0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 1, done.stdout + done.stderr
-    body = json.loads(done.stdout)
-    assert body["ok"] is False and body["checks"][1]["status"] == "problem"
-    assert body["checks"][1]["findings"][0]["subject"] == "no-such-stream"

@@ -1,18 +1,15 @@
-"""`kcl-daemon checkpoint` on the emulators without a fleet: AT_TIMESTAMP resolved through the stream to the
-record before the instant, a dead owner's lease written and released, --dry-run writing nothing, a
-finished shard refused, multi-stream lease keys named by stream and shard, and `show --json`."""
+"""The checkpoint tool on the emulators, in-process (kcl_daemon.checkpoint_tool.command and .resolve):
+AT_TIMESTAMP resolved through the stream to the record before the instant, a dead owner's lease written
+and released, --dry-run writing nothing, a finished shard refused. The CLI and a running fleet:
+tests/e2e/test_checkpoint.py."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +17,6 @@ from kcl_daemon.aws.checkpoint_writes import AUDIT_ATTRIBUTE
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from kcl_daemon.aws.streams import describe_stream_identity
 from kcl_daemon.checkpoint_tool.command import CheckpointTool, Selection, SetOptions, Target
 from kcl_daemon.checkpoint_tool.plan import Action
 from kcl_daemon.checkpoint_tool.resolve import resolve_at_timestamp
@@ -120,49 +116,3 @@ def test_dead_owner_dry_run_finished_and_at_timestamp(
     assert after.lease_owner is None and after.lease_counter == lease.lease_counter + 1  # released
     assert after.extra[AUDIT_ATTRIBUTE]["M"]["how"] == {"S": "write and release"}  # type: ignore[index]
     assert second  # the next record the fleet processes
-
-
-def test_multi_stream_keys_and_show(
-    tmp_path: Path,
-    backend: Backend,
-    aws_clients: AwsClients,
-    lease_table: DynamoLeaseTable,
-    make_stream: Callable[[int], str],
-) -> None:
-    streams = [make_stream(1), make_stream(1)]
-    identity = describe_stream_identity(aws_clients.kinesis, streams[1])
-    assert identity is not None
-    shard = aws_clients.kinesis.list_shards(StreamName=streams[1])["Shards"][0]["ShardId"]
-    key = identity.lease_key(shard)
-    lease_table.create_lease(
-        Lease(key, TRIM_HORIZON, stream_identifier=identity.serialize(), stream_shard_id=shard)
-    )
-    sequence, _ = put_one(aws_clients, streams[1], "x")
-    properties = tmp_path / "app.properties"
-    properties.write_text(
-        f"applicationName = {lease_table.table_name}\n"
-        f"streamNames = {streams[0]}, {streams[1]}\n"
-        f"regionName = {REGION}\n"
-        f"kinesisEndpoint = {backend.kinesis_endpoint}\n"
-        f"dynamoDBEndpoint = {backend.dynamodb_endpoint}\n"
-    )
-
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "kcl_daemon", "checkpoint", *args, "--properties", str(properties)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    missing_stream = cli("set", "--shard", shard, "--to", sequence)
-    assert missing_stream.returncode == 2 and "--stream" in missing_stream.stderr
-    done = cli("set", "--stream", streams[1], "--shard", shard, "--to", sequence, "--by", "tester", "--json")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert json.loads(done.stdout)["leases"][0]["leaseKey"] == key
-    shown = cli("show", "--all", "--stream", streams[1], "--json")
-    assert shown.returncode == 0, shown.stderr
-    (row,) = json.loads(shown.stdout)
-    assert row["leaseKey"] == key and row["checkpoint"] == sequence
-    assert row["lastSet"]["by"] == "tester" and row["lastSet"]["from"] == "TRIM_HORIZON"
