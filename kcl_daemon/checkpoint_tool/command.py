@@ -206,7 +206,7 @@ class CheckpointTool:
 
     async def set(self, selection: Selection, target: Target, options: SetOptions) -> SetReport:
         first = await asyncio.to_thread(self.leases)
-        keys = self.lease_keys(selection, first)
+        keys = await asyncio.to_thread(self.lease_keys, selection, first)
         if not keys:
             raise ConfigError(["no lease selected: name shards with --shard, or use --all"])
         targets, problems = await asyncio.to_thread(self._targets, keys, first, target)
