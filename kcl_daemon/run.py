@@ -27,6 +27,7 @@ from typing import Any
 from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients, client_settings_from
 from kcl_daemon.aws.coordinator_state import LEASE_TABLE_KEY, CoordinatorStore
 from kcl_daemon.aws.fanout import Fanout
+from kcl_daemon.aws.instrument import TableContact, watch_table
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable, ScanResult
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
@@ -55,6 +56,7 @@ from kcl_daemon.leader.tables import Tables, TablesConfig
 from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig
 from kcl_daemon.leader.zone_lookup import zone_from_environment
 from kcl_daemon.leases.coordinator import CoordinatorConfig
+from kcl_daemon.metrics.prometheus import PrometheusEndpoint
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.metrics.runtime import MetricsOptions, MetricsRuntime, build_metrics
 from kcl_daemon.retrieval.efo_consumer import ConsumerResolver
@@ -66,6 +68,8 @@ from kcl_daemon.retry import KINESIS
 from kcl_daemon.shards.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer
 from kcl_daemon.shards.sync import ShardSyncConfig
 from kcl_daemon.stopping import StopSignals
+from kcl_daemon.supervise import EventLoopWatchdog
+from kcl_daemon.worker.health import HealthSettings, WorkerHealth
 from kcl_daemon.worker.scheduler import SYNC_THREADS, Scheduler, SchedulerConfig
 
 logger = logging.getLogger(__name__)
@@ -103,6 +107,8 @@ class WorkerPlan:
     table_layout: TableLayoutConfig = TableLayoutConfig.SINGLE_TABLE
     #: leaseTableScanTotalSegments (0: Java's automatic sizing)
     scan_segments: int = 0
+    #: shardStallMillis: a shard behind the tip whose child finished nothing this long fails /readyz
+    shard_stall_s: float = 300.0
 
 
 def plan_worker(
@@ -164,6 +170,7 @@ def plan_worker(
         former_streams_wait_s=settings.former_streams_leases_deletion_wait_s,
         table_layout=TableLayoutConfig(settings.lease_table_layout),
         scan_segments=settings.lease_table_scan_total_segments,
+        shard_stall_s=settings.shard_stall_s,
     )
 
 
@@ -355,6 +362,9 @@ async def run_worker(
     """Run until SIGTERM/SIGINT; returns the exit code."""
     clock = clock or SystemClock()
     scheduler = build_scheduler(plan, clients, clock=clock, metrics=metrics.metrics if metrics else None)
+    stop_health = None
+    if metrics is not None and metrics.prometheus is not None:
+        stop_health = attach_health(scheduler, plan, clients, metrics.prometheus)
     stop = asyncio.Event()
     main = asyncio.current_task()
     signals = StopSignals(on_first=stop.set, on_second=main.cancel if main is not None else stop.set)
@@ -364,8 +374,24 @@ async def run_worker(
                 plan, scheduler, stop, signals, on_status, status_every_s, metrics=metrics, clock=clock
             )
         finally:
+            if stop_health is not None:
+                stop_health()
             if metrics is not None:
                 await metrics.close()
+
+
+def attach_health(
+    scheduler: Scheduler, plan: WorkerPlan, clients: AwsClients, endpoint: PrometheusEndpoint
+) -> Callable[[], None]:
+    """Answer ``/healthz`` and ``/readyz`` on ``endpoint`` for ``scheduler`` (call on the event loop);
+    returns the function that stops the event-loop watchdog."""
+    contact = TableContact(plan.table_name)
+    watch_table(clients.dynamodb, contact)
+    watchdog = EventLoopWatchdog(asyncio.get_running_loop()).start()
+    endpoint.health = WorkerHealth(
+        scheduler, HealthSettings(stall_limit_s=plan.shard_stall_s), contact=contact, watchdog=watchdog
+    )
+    return watchdog.stop
 
 
 async def _run_until_stopped(
