@@ -41,6 +41,7 @@ from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.assignment.client_version import ClientVersionConfig
 from kcl_daemon.core.assignment.decider import DeciderConfig
 from kcl_daemon.core.assignment.layout import LayoutReport, describe_layout
+from kcl_daemon.core.assignment.passes import expiry_interval_for
 from kcl_daemon.core.assignment.table_migration import TableLayoutConfig, effective_complete_bake_s
 from kcl_daemon.core.assignment.zones import resolve_zone
 from kcl_daemon.core.keeping import attempt_timeout_for
@@ -175,7 +176,8 @@ def plan_worker(
 
 
 def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
-    """The KCL 3.x settings (contract §4.3 timings: assignment every 2 x failover, discovery at half that)."""
+    """The KCL 3.x settings (contract §4.3 timings: assignment every 2 x failover; discovery, as the leader's
+    expiry passes, every min(1 s, failover / 10))."""
     interval = settings.effective_lease_assignment_interval_s
     return LeaderModeConfig(
         worker_id=worker_id,
@@ -205,7 +207,9 @@ def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
             disabled=settings.disable_worker_metrics,
             zone=worker_zone(settings, worker_id),
         ),
-        discovery_s=max(interval / 2 - 0.025, 0.1),
+        # Java queries at half the assignment interval (10 s at the defaults); a KEYS_ONLY query of one key
+        # every min(1 s, failover / 10) lets a worker start a lease moved to it within about a second
+        discovery_s=min(max(interval / 2 - 0.025, 0.1), expiry_interval_for(settings.failover_s)),
         lock_duration_s=settings.effective_leader_lock_duration_s,
         lock_heartbeat_s=settings.effective_leader_lock_heartbeat_s,
         handoff_timeout_s=settings.graceful_lease_handoff_timeout_s,

@@ -22,10 +22,10 @@ interval (a KEYS_ONLY query of the owner index); the leader adopts its own assig
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from kcl_daemon.core.assignment.decider import LeaseView, Move, WorkerView
+from kcl_daemon.core.assignment.decider import LeaseView, Move, WorkerState, WorkerView
 from kcl_daemon.core.expiry import LeaseObservations
 from kcl_daemon.core.lease import Lease
 
@@ -130,3 +130,42 @@ def finished_lease_moves(views: Sequence[LeaseView], workers: Sequence[WorkerVie
             )
         )
     return moves
+
+
+def dead_workers(
+    views: Sequence[LeaseView],
+    workers: Sequence[WorkerView],
+    last_change: Mapping[str, float],
+    previous: Mapping[str, float],
+) -> dict[str, float]:
+    """Workers that get nothing, with the metrics time (epoch seconds) they were judged dead at.
+
+    A worker is dead when it owns an expired lease (not in a hand-off) and has published no worker
+    metrics since that lease's counter last changed (``last_change``: lease key -> epoch seconds): its
+    metrics item stays fresh for two reporting periods after it died, and without this rule the leader
+    gave a dead worker's expired lease back to it. A worker back from a restart publishes before it
+    adopts, so its own still-expired leases do not condemn it; a RESTARTING worker is never dead (its
+    grace decides). A dead worker stays dead, after its leases have gone elsewhere, until it publishes
+    newer metrics than it had when judged dead."""
+    by_id = {w.worker_id: w for w in workers}
+    out: dict[str, float] = {}
+    for w in workers:
+        stamp = _stamp(w)
+        judged = previous.get(w.worker_id)
+        if judged is not None and stamp <= judged:
+            out[w.worker_id] = judged
+    for view in views:
+        if not view.expired or view.owner is None or view.checkpoint_owner is not None:
+            continue
+        worker = by_id.get(view.owner)
+        if worker is None or worker.state is WorkerState.RESTARTING:
+            continue
+        changed = last_change.get(view.lease_key)
+        stamp = _stamp(worker)
+        if changed is None or stamp <= changed:
+            out[worker.worker_id] = max(out.get(worker.worker_id, stamp), stamp)
+    return out
+
+
+def _stamp(worker: WorkerView) -> float:
+    return worker.last_update if worker.last_update is not None else float("-inf")
