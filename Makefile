@@ -22,4 +22,4 @@ test: bootstrap
 	@bash scripts/test.sh
 
 test-fast: bootstrap
-	@bash scripts/test.sh -q tests/unit tests/component
+	@bash scripts/test.sh -q -n auto tests/unit tests/component
