@@ -423,8 +423,12 @@ async def _run_until_stopped(
             starting.cancel()
             with contextlib.suppress(asyncio.CancelledError, KclError):
                 await starting
-            logger.info("stopped during start-up: no lease was taken")
-            await scheduler.close()
+            if scheduler.may_hold_leases:  # a leader may have assigned us leases already: give them up
+                logger.info("stopped during start-up")
+                await scheduler.shutdown()
+            else:
+                logger.info("stopped during start-up: no lease was taken")
+                await scheduler.close()
             return ExitStatus.OK
         starting.result()
     except KclError as exc:

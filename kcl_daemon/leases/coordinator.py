@@ -64,7 +64,7 @@ T = TypeVar("T")
 class LeaseTableOps(Protocol):
     """The lease-table operations the coordinator needs (synchronous; run on thread pools)."""
 
-    def list_leases(self) -> ScanResultLike: ...
+    def list_leases(self, *, consistent: bool = False) -> ScanResultLike: ...
 
     def get_lease(self, lease_key: str, *, consistent: bool = False) -> Lease | None: ...
 
@@ -388,6 +388,47 @@ class LeaseCoordinator:
         logger.info("lease %s released", lease_key)
         self.observer.lease_handed_off()
         return True
+
+    async def release_named(self) -> int:
+        """Graceful stop, after the held leases are released: give up what the table still names us on.
+
+        A consistent scan finds the leases owned by this worker that it does not hold: assigned by a
+        leader but not adopted yet, or a take whose write landed as its loop was cancelled. Each is
+        released, fenced on the counter read; one handed off *to* us (``checkpointOwner`` set) is given
+        back to the worker that still serves it. Returns how many were given up; a failure is a warning
+        (those leases expire instead)."""
+        me = self.config.worker_id
+        try:
+            scan = await self._call(
+                self._io_pool, functools.partial(self._table.list_leases, consistent=True)
+            )
+        except KclError as exc:
+            logger.warning("cannot look for leases still naming this worker; they expire instead: %s", exc)
+            return 0
+        released = 0
+        for lease in scan.leases:
+            if lease.lease_owner != me or lease.lease_key in self.held:
+                continue
+            back_to = lease.checkpoint_owner if lease.checkpoint_owner not in (None, me) else None
+            assign = getattr(self._table, "assign", None)
+            if back_to is not None and assign is not None:
+                write = functools.partial(assign, lease, back_to)
+                done = (
+                    f"lease {lease.lease_key} handed back to {back_to} (a hand-off to this worker, not begun)"
+                )
+            else:
+                write = functools.partial(self._table.release, lease)
+                done = f"lease {lease.lease_key} released (assigned to this worker, not started)"
+            try:
+                await self._call(self._io_pool, write)
+            except LeaseConflict:
+                continue  # moved meanwhile: no longer ours
+            except KclError as exc:
+                logger.warning("lease %s not released; it expires instead: %s", lease.lease_key, exc)
+                continue
+            logger.info("%s", done)
+            released += 1
+        return released
 
     def drop(self, lease_key: str, why: str) -> None:
         """Forget a held lease without writing (it expires for the others); no listener fires."""

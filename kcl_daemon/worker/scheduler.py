@@ -14,7 +14,8 @@ the caller stops the worker and exits non-zero.
 Graceful shutdown (:meth:`Scheduler.shutdown`): stop taking leases, ask every child to shut down
 (``shutdownRequested``: the processor checkpoints), wait at most ``shutdown_grace_s``, stop what is
 still running, then release every held lease so the other workers take them at once, without waiting
-for the failover time.
+for the failover time, and every lease the table still names this worker on without its holding it
+(assigned by a leader and not adopted yet, a take that landed as the taker stopped), in both lease modes.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ T = TypeVar("T")
 IO_THREADS = 4
 #: ListShards for the periodic shard sync.
 SYNC_THREADS = 1
+#: between the two looks for leases still naming this worker at a graceful stop
+RELEASE_SWEEP_GAP_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +254,11 @@ class Scheduler:
         self.phase = Phase.RUNNING
 
     @property
+    def may_hold_leases(self) -> bool:
+        """Start-up got as far as renewing (and, in leader mode, perhaps being assigned) leases."""
+        return self._renewer is not None
+
+    @property
     def table_name(self) -> str:
         return str(getattr(self._table, "table_name", "the lease table"))
 
@@ -438,6 +446,13 @@ class Scheduler:
                 self.coordinator.drop(key, "kept for this worker's restart grace")
             else:
                 released += await self.coordinator.release(key)
+        if not self.keep_leases_on_stop:
+            # what the table names us on without our holding it: leases a leader assigned us that we had
+            # not adopted, a take that landed as its loop stopped; once more after a moment for a leader's
+            # assignment in flight when our metrics item was withdrawn
+            released += await self.coordinator.release_named()
+            await self._clock.sleep(RELEASE_SWEEP_GAP_S)
+            released += await self.coordinator.release_named()
         if self._renewer is not None:
             await _cancel([self._renewer])
         logger.info("shutdown complete: %d lease(s) released", released)

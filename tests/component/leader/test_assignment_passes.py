@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -214,6 +215,6 @@ async def test_passes_run_at_the_expiry_interval_and_balance_at_the_assignment_i
     assert balances[:3] == pytest.approx(
         [0.0, FAILOVER + 0.1, 3 * FAILOVER + 0.1]
     )  # first one at L after gaining
-    gaps = [b - a for (a, _), (b, _) in zip(kinds, kinds[1:], strict=False)]
+    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(kinds)]
     assert max(gaps) <= 1.0 + 1e-9
     assert not table.owned("dead")

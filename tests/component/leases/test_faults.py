@@ -287,7 +287,7 @@ class DeletedTable(FakeTable):
         self._gone()
         return super().renew(lease)
 
-    def list_leases(self) -> Scan:
+    def list_leases(self, *, consistent: bool = False) -> Scan:
         self._gone()
         return super().list_leases()
 
