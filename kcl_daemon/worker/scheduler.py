@@ -21,6 +21,7 @@ for the failover time, and every lease the table still names this worker on with
 from __future__ import annotations
 
 import asyncio
+import threading
 import contextlib
 import logging
 from collections.abc import Callable
@@ -409,7 +410,13 @@ class Scheduler:
     async def _report_status(self) -> None:
         while True:
             await self._clock.sleep(self.config.status_interval_s)
-            logger.info("worker %s: %s", self.config.coordinator.worker_id, self.status().line())
+            logger.info(
+                "worker %s: %s; %d asyncio task(s), %d thread(s)",
+                self.config.coordinator.worker_id,
+                self.status().line(),
+                len(asyncio.all_tasks()),
+                threading.active_count(),
+            )
 
     # -- stop ------------------------------------------------------------------------------------
 

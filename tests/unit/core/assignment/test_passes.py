@@ -8,10 +8,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kcl_daemon.core.assignment.assignor import CooperativeAssignor
-from kcl_daemon.core.assignment.decider import DeciderConfig, DeciderState, LeaseView, Move, WorkerView
+from kcl_daemon.core.assignment.decider import (
+    DeciderConfig,
+    DeciderState,
+    LeaseView,
+    Move,
+    WorkerState,
+    WorkerView,
+)
 from kcl_daemon.core.assignment.passes import (
     DUE_EPSILON_S,
     PassKind,
+    dead_workers,
     earliest_due,
     expiry_interval_for,
     expiry_moves,
@@ -136,3 +144,31 @@ def test_a_worker_owning_an_expired_lease_is_given_nothing(expired: list[bool], 
     decision = CooperativeAssignor().decide(views, workers, 100.0, DeciderState(), DeciderConfig())
     if any(expired):
         assert all(m.to_worker != "sick" for m in decision.moves)
+
+
+@pytest.mark.parametrize(
+    ("metrics_at", "changed_at", "state", "previous", "dead"),
+    [
+        (100.0, 150.0, WorkerState.ACTIVE, None, True),  # nothing published since its lease stopped changing
+        (160.0, 150.0, WorkerState.ACTIVE, None, False),  # published since: back from a restart, adopting
+        (100.0, 150.0, WorkerState.RESTARTING, None, False),  # its grace decides, not this rule
+        (100.0, None, WorkerState.ACTIVE, None, True),  # never seen to change
+    ],
+)
+def test_dead_workers(
+    metrics_at: float, changed_at: float | None, state: WorkerState, previous: float | None, dead: bool
+) -> None:
+    views = [LeaseView("s0", "w", 3, expired=True), LeaseView("s1", "ok", 3)]
+    workers = [WorkerView("w", state=state, last_update=metrics_at), WorkerView("ok", last_update=metrics_at)]
+    last_change = {} if changed_at is None else {"s0": changed_at}
+    assert ("w" in dead_workers(views, workers, last_change, {})) is dead
+
+
+def test_a_dead_worker_stays_dead_until_it_publishes_newer_metrics() -> None:
+    workers = [WorkerView("w", last_update=100.0)]
+    judged = dead_workers([LeaseView("s0", "w", 3, expired=True)], workers, {"s0": 150.0}, {})
+    assert judged == {"w": 100.0}
+    assert dead_workers([], workers, {}, judged) == judged  # its leases went elsewhere: still dead
+    assert dead_workers([], [WorkerView("w", last_update=130.0)], {}, judged) == {}  # it published again
+    handing = [LeaseView("s0", "w", 3, expired=True, checkpoint_owner="w")]
+    assert dead_workers(handing, workers, {"s0": 150.0}, {}) == {}  # a hand-off is the leader's own timer
