@@ -21,9 +21,9 @@ for the failover time, and every lease the table still names this worker on with
 from __future__ import annotations
 
 import asyncio
-import threading
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
