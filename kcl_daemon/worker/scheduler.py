@@ -270,6 +270,8 @@ class Scheduler:
     def stop_shard(self, lease_key: str) -> asyncio.Task[None] | None:
         """Hand-off: ask the shard's task to shut down and not to start again; returns its runner."""
         self._handing_off.add(lease_key)
+        if lease_key in self.parked:  # a parked shard has nothing to finish: hand it off now
+            self.parked[lease_key][1].set()
         task = self.tasks.get(lease_key)
         if task is not None:
             task.request_shutdown()
