@@ -142,6 +142,9 @@ class AssignmentLoop:
         self.observer: WorkerObserver = NULL_WORKER_OBSERVER
         #: awaited after each successful run while leading (the table migration's step)
         self.after_run: Callable[[RunReport], Awaitable[object]] | None = None
+        #: Given each lease the leader assigned to itself, as the write returned it, with the write's send
+        #: time (the coordinator's ``adopt_written``: the lease is held at once, validated by that write).
+        self.adopt_own: Callable[[Lease, float], object] | None = None
         #: Told the workers that received leases in a run (the leader wakes its own lease discovery).
         self.on_assigned: Callable[[set[str]], None] | None = None
         election.on_change.append(self._on_leadership)
@@ -347,7 +350,10 @@ class AssignmentLoop:
                 move.reason,
             )
         else:
-            await self._call(functools.partial(self._table.assign, lease, move.to_worker))
+            sent_at = self._clock.monotonic()
+            assigned = await self._call(functools.partial(self._table.assign, lease, move.to_worker))
+            if self.adopt_own is not None and move.to_worker == self._election.worker_id:
+                self.adopt_own(assigned, sent_at)  # its own: held and deliverable at once, no discovery
             logger.info(
                 "assigned %s: %s -> %s (%s)", lease.lease_key, lease.lease_owner, move.to_worker, move.reason
             )

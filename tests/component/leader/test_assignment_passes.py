@@ -79,6 +79,7 @@ class _Metrics:
 
 class _Election:
     def __init__(self) -> None:
+        self.worker_id = "a"
         self.on_change: list[Any] = []
         self.gained = asyncio.Event()
 
@@ -185,9 +186,13 @@ async def test_the_leader_is_told_of_the_leases_it_assigned_itself(pool: ThreadP
     table, clock = _Table([Lease("s0", TRIM_HORIZON, lease_counter=1)]), FakeClock()
     loop = _loop(table, _Metrics(["a"]), "COOPERATIVE", clock, pool)
     told: list[set[str]] = []
+    adopted: list[tuple[Lease, float]] = []
     loop.on_assigned = told.append
+    loop.adopt_own = lambda lease, sent_at: adopted.append((lease, sent_at))
+    clock.now = 7.0
     await loop.run_once(PassKind.EXPIRY)
     assert told == [{"a"}]
+    assert adopted == [(table.leases["s0"], 7.0)], "held at once, validated by the assign's send time"
 
 
 async def test_passes_run_at_the_expiry_interval_and_balance_at_the_assignment_interval(
