@@ -13,6 +13,9 @@ the pure decider for moves, and apply each move as one conditional write on what
 A pending hand-off is left alone until ``handoff timeout + failover`` has passed on the leader's clock
 since it was first seen; after that the lease counts as expired and is reassigned with a plain assign,
 which clears the stuck ``checkpointOwner`` (KCL#1718/#1729/#1743/#1765: a hand-off never stays stuck).
+The worker serving a hand-off renews the lease until it completes it, so a pending hand-off whose
+counter has not moved for the failover time is expired at once: its serving worker died (waiting the
+hand-off's time for it kept a killed worker's shard idle for half a minute in the chaos runs).
 
 Runs are of two kinds (:mod:`kcl_daemon.core.assignment.passes`): a *balance* pass every
 ``leaseAssignmentIntervalMillis`` (the decider's whole round, as Java), and in between an *expiry* pass
@@ -212,7 +215,9 @@ class AssignmentLoop:
             expired = self._observations.is_expired(lease.lease_key, now, self.config.failover_s)
             if lease.checkpoint_owner is not None and lease.lease_owner is not None:
                 first = self._handoff_seen.setdefault(lease.lease_key, now)
-                if now - first <= stuck_after:
+                if expired:
+                    pass  # the worker serving it stopped renewing: it is dead, do not wait for it
+                elif now - first <= stuck_after:
                     frozen.add(lease.lease_key)
                 else:
                     expired = True  # a stuck hand-off: reassign with a plain assign
