@@ -244,7 +244,7 @@ class _TablePoller(threading.Thread):
     def __init__(self, clients: AwsClients, table: str, period_s: float = 0.2) -> None:
         super().__init__(name="chaos-table-poller", daemon=True)
         self.clients, self.table, self.period_s = clients, table, period_s
-        self.timeline: dict[str, list[tuple[float, str | None]]] = defaultdict(list)
+        self.timeline: dict[str, list[tuple[float, str | None]]] = defaultdict(list)  # every poll
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -258,16 +258,19 @@ class _TablePoller(threading.Thread):
                 continue
             now = time.time()
             for item in items:
-                key = item["leaseKey"]["S"]
-                owner = item.get("leaseOwner", {}).get("S")
-                line = self.timeline[key]
-                if not line or line[-1][1] != owner:
-                    line.append((now, owner))
+                self.timeline[item["leaseKey"]["S"]].append((now, item.get("leaseOwner", {}).get("S")))
 
     def owner_at(self, key: str, when: float) -> str | None:
+        """The owner the last poll at or before ``when`` saw."""
         line = self.timeline.get(key, [])
         i = bisect.bisect_right([t for t, _ in line], when) - 1
         return line[i][1] if i >= 0 else None
+
+    def owner_after(self, key: str, when: float) -> str | None:
+        """The owner the first poll at or after ``when`` saw (a stalled poller never vouches for later)."""
+        line = self.timeline.get(key, [])
+        i = bisect.bisect_left([t for t, _ in line], when)
+        return line[i][1] if i < len(line) else None
 
 
 _LOST = re.compile(r"lease (\S+) lost: (.*)$")
@@ -283,7 +286,7 @@ def dropped_while_named(logs: dict[str, str], poller: _TablePoller) -> int:
             if lost is None or when is None:
                 continue
             key = lost[1]
-            if poller.owner_at(key, when) == name and poller.owner_at(key, when + 0.3) == name:
+            if poller.owner_at(key, when) == name and poller.owner_after(key, when + 0.3) == name:
                 count += 1
     return count
 
