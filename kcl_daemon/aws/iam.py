@@ -75,12 +75,13 @@ ACTIONS: Final[tuple[IamAction, ...]] = (
     _a("dynamodb:UpdateItem", COORD, [L, T], "heartbeat the Leader lock"),
     _a("dynamodb:DeleteItem", COORD, [L, T], "release the Leader lock; the table migration moves items out"),
     _a("dynamodb:ConditionCheckItem", COORD, [L, T], "the table migration's moves are fenced on the lock"),
-    # worker metrics (kcl-daemon writes them to the side table in every layout, contract §9.2.6)
-    _a("dynamodb:DescribeTable", METRICS, [M], "wait for <app>-WorkerMetricStats to be ACTIVE"),
-    _a("dynamodb:CreateTable", METRICS, [M], "create <app>-WorkerMetricStats"),
-    _a("dynamodb:UpdateItem", METRICS, [M], "publish this worker's metrics"),
-    _a("dynamodb:Scan", METRICS, [M], "the leader reads every worker's metrics"),
-    _a("dynamodb:DeleteItem", METRICS, [M], "withdraw on a graceful stop; the leader deletes stale ones"),
+    # worker metrics: in the side table in the KCL 3.0-3.4 layout, in the lease table (its rows above)
+    # in the single-table layout (contract §9.2.6)
+    _a("dynamodb:DescribeTable", METRICS, [M, T], "wait for <app>-WorkerMetricStats to be ACTIVE"),
+    _a("dynamodb:CreateTable", METRICS, [M, T], "create <app>-WorkerMetricStats"),
+    _a("dynamodb:UpdateItem", METRICS, [M, T], "publish this worker's metrics"),
+    _a("dynamodb:Scan", METRICS, [M, T], "the leader reads every worker's metrics"),
+    _a("dynamodb:DeleteItem", METRICS, [M, T], "withdraw on a graceful stop; the leader deletes stale ones"),
     # the stream
     _a("kinesis:ListShards", Resource.STREAM, [A], "shard sync; where a shard ends"),
     _a("kinesis:GetShardIterator", Resource.STREAM, [A], "start reading a shard"),
@@ -141,8 +142,8 @@ CASES: Final[tuple[Case, ...]] = (
     Case(
         "kcl-daemon-3x-single-table",
         frozenset({A, M, L, Need.CLOUDWATCH}),
-        "KCL 3.x on a KCL 3.5 single-table lease table (Leader and Migration3.0 in the lease table); "
-        "kcl-daemon still publishes worker metrics to <app>-WorkerMetricStats (contract §9.2.6)",
+        "KCL 3.x on a KCL 3.5 single-table lease table: Leader, Migration3.0 and the worker metrics in the "
+        "lease table (contract §9.2.6)",
     ),
     Case("kcl-daemon-fanout", frozenset({Need.FANOUT}), "add to any of the above for enhanced fan-out"),
     Case(

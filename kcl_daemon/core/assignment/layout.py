@@ -267,9 +267,13 @@ def describe_layout(facts: TableFacts) -> LayoutReport:
 
     warnings += hazards
     metrics_warnings = _metrics_warnings(facts, layout)
-    warnings += metrics_warnings
     if layout is TableLayout.SINGLE_TABLE:
         hazards += metrics_warnings
+    if layout is TableLayout.LEGACY and migration is None:
+        # nobody asked for the table migration: older workers are a fact about it, not a problem
+        note += "".join(f"; {text}" for text in metrics_warnings)
+    else:
+        warnings += metrics_warnings
     for key in facts.unmarked_non_leases:
         warnings.append(
             f"item {key!r} in the lease table has no entityType and is not a lease: a Java 3.5 leader would "
