@@ -177,8 +177,13 @@ def read_shard(
     while not done:
         if limits.max_calls is not None and result.calls >= limits.max_calls:
             break
+        if limits.max_records is not None and len(result.records) >= limits.max_records:
+            break  # the budget is full: another call would only fetch records past it
+        call_limit = limits.get_records_limit
+        if limits.max_records is not None:  # never fetch records past the budget (each is >= 1 row)
+            call_limit = max(1, min(call_limit, limits.max_records - len(result.records)))
         try:
-            page = cursor.fetch(limits.get_records_limit)
+            page = cursor.fetch(call_limit)
         except ShardNotFound:
             if stop_at is None or stop_at.is_shard_end:
                 result.end = AT_SHARD_END
@@ -224,7 +229,7 @@ def read_shard(
             if stop_esn is not None:
                 return lost(f"the shard's tip was reached before the planned end {stop_esn}")
             break
-        if caught_up and stop_at is None and len(page.records) < limits.get_records_limit:
+        if caught_up and stop_at is None and len(page.records) < call_limit:
             result.at_tip = True  # a short page at the tip: another call now would come back empty
             break
     if stop_at is not None and stop_at.is_shard_end and not result.end.is_shard_end:

@@ -146,4 +146,7 @@ def test_a_read_that_took_every_record_fetched_resumes_with_its_iterator() -> No
     assert [u.record.sequence_number for u in second.records] == ["4", "5"]
     assert len(kinesis.iterators) == gets  # no GetShardIterator: the iterator went on
     budgeted = read(kinesis, AT_TRIM_HORIZON, limits=ReadLimits(max_records=2, max_calls=50))
-    assert budgeted.resume is None  # stopped inside a page: the iterator is past the end
+    # the budget caps each call's Limit, so the read stops on a page boundary: the iterator is exact
+    assert budgeted.calls == 1 and budgeted.end == after("2") and budgeted.resume is not None
+    rest = read(kinesis, budgeted.end, resume=budgeted.resume)
+    assert [u.record.sequence_number for u in rest.records] == ["3", "4", "5"]
