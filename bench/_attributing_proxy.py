@@ -115,14 +115,15 @@ class AttributingProxy:
             def setup(self) -> None:
                 super().setup()
                 self.role, self.pid, self.jvm = "unknown", -1, None
-                inode = _inode_of(self.client_address[1], self.server.server_address[1])
+                server_port = int(self.server.server_address[1])  # type: ignore[index]
+                inode = _inode_of(int(self.client_address[1]), server_port)
                 pid = None if inode is None else _pid_holding(inode)
                 if pid is not None:
                     self.pid = pid
                     self.role, self.jvm = role_of(pid)
                 self.upstream = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port)
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
                 self.upstream.request("POST", self.path, body, headers)
@@ -141,12 +142,14 @@ class AttributingProxy:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: object) -> None:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="attributing-proxy", daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, name="attributing-proxy", daemon=True
+        )
 
     @property
     def endpoint(self) -> str:
@@ -165,6 +168,16 @@ class AttributingProxy:
     def report(self) -> dict[str, dict[str, object]]:
         with self.lock:
             return {role: tally.to_json() for role, tally in sorted(self.by_role.items())}
+
+    def calls(self, role: str, operation: str) -> int:
+        with self.lock:
+            tally = self.by_role.get(role)
+            return 0 if tally is None else tally.calls[operation]
+
+    def records(self) -> dict[str, int]:
+        """Records GetRecords returned, by role."""
+        with self.lock:
+            return {role: tally.records for role, tally in sorted(self.by_role.items())}
 
     def reset(self) -> None:
         with self.lock:
