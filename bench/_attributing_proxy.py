@@ -126,8 +126,16 @@ class AttributingProxy:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
-                self.upstream.request("POST", self.path, body, headers)
-                response = self.upstream.getresponse()
+                try:
+                    self.upstream.request("POST", self.path, body, headers)
+                    response = self.upstream.getresponse()
+                except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+                    # the emulator closed an idle keep-alive connection: once more on a new one
+                    # (only reads and control calls go through the proxy, so a resend is harmless)
+                    self.upstream.close()
+                    self.upstream = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port)
+                    self.upstream.request("POST", self.path, body, headers)
+                    response = self.upstream.getresponse()
                 payload = response.read()
                 target = self.headers.get("X-Amz-Target", "?").rsplit(".", 1)[-1]
                 records = 0

@@ -8,9 +8,12 @@ an AvailableNow query into a parquet file sink on ``--master`` (``local[2]`` or
 processes goes through ``_attributing_proxy`` and is attributed to the driver side or an executor by
 the calling process's ancestry. The output is checked: every record exactly once.
 
-``--kill-executor-after N``: SIGKILL the executor JVM that made the N-th executor GetRecords call of the
-measured query (use with ``--max-records-per-batch`` and a small ``--get-records-limit`` so a batch
-lasts long enough), then check the file sink again.
+``--kill-executor-after N``: SIGKILL the executor JVM (``--kill-target worker``: only the task's Python
+worker) that made the N-th executor GetRecords call of the measured query (use with
+``--max-records-per-batch`` and a small ``--get-records-limit`` so a batch lasts long enough), then
+check the file sink again. ``--sink noop`` skips the sink check; ``--format kinesis`` runs the shipped
+driver-probe source on the same data for comparison. Driver-side Python CPU (source runner, planners)
+is sampled from /proc while the query runs.
 
     flock /tmp/kcl-heavy.lock .venv/bin/python bench/spark_executor_read.py --master 'local-cluster[2,1,1024]'
 
@@ -87,6 +90,7 @@ def session(master: str) -> Any:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     from pyspark.sql import SparkSession
 
+    from kcl_daemon.spark import register as register_shipped
     from kcl_daemon.spark.executor_source import register
 
     builder = (
@@ -107,21 +111,27 @@ def session(master: str) -> Any:
                 raise TimeoutError("the executors did not register")
             time.sleep(0.1)
     register(spark)
+    register_shipped(spark)
     return spark
 
 
 def run_query(
-    spark: Any, options: dict[str, str], out: Path, chk: Path
+    spark: Any,
+    options: dict[str, str],
+    out: Path,
+    chk: Path,
+    sink: str = "parquet",
+    fmt: str = "kinesis-exec",
 ) -> tuple[float, list[dict[str, Any]]]:
-    frame = spark.readStream.format("kinesis-exec").options(**options).load()
+    if fmt == "kinesis":  # the shipped driver-probe source, for comparison: no publication store
+        drop = ("leaseTableName", "leaseTableEndpointUrl", "endStoreUpsert")
+        options = {k: v for k, v in options.items() if k not in drop}
+    frame = spark.readStream.format(fmt).options(**options).load()
     start = time.perf_counter()
-    query = (
-        frame.writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(chk))
-        .trigger(availableNow=True)
-        .start()
-    )
+    writer = frame.writeStream.format(sink)
+    if sink == "parquet":
+        writer = writer.option("path", str(out))
+    query = writer.option("checkpointLocation", str(chk)).trigger(availableNow=True).start()
     query.awaitTermination()
     wall = time.perf_counter() - start
     return wall, [dict(p) for p in query.recentProgress]
@@ -147,6 +157,52 @@ def check_sink(spark: Any, out: Path, records: int) -> dict[str, Any]:
     }
 
 
+class DriverCpu:
+    """CPU seconds of the driver side's Python processes started during the query (source runner,
+    planners), sampled from /proc every 0.1 s while they live (the runner exits with the query)."""
+
+    MARKERS = (b"python_streaming_source_runner", b"plan_data_source_read", b"create_data_source")
+
+    def __init__(self) -> None:
+        self.before = set(self._pids())
+        self.last: dict[int, float] = {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _pids(self) -> list[int]:
+        out = []
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    argv = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if any(marker in argv for marker in self.MARKERS):
+                    out.append(int(entry.name))
+        return out
+
+    def _loop(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        while not self.done.wait(0.1):
+            for pid in self._pids():
+                try:
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                self.last[pid] = (int(fields[11]) + int(fields[12])) / tick
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def seconds(self) -> float:
+        """CPU of processes that appeared after start() (a reused planner daemon counts whole)."""
+        return sum(cpu for pid, cpu in self.last.items() if pid not in self.before)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -158,6 +214,9 @@ def main() -> None:
     parser.add_argument("--max-records-per-batch", type=int, default=0)
     parser.add_argument("--get-records-limit", type=int, default=10000)
     parser.add_argument("--kill-executor-after", type=int, default=0)
+    parser.add_argument("--kill-target", choices=("jvm", "worker"), default="jvm")
+    parser.add_argument("--sink", choices=("parquet", "noop"), default="parquet")
+    parser.add_argument("--format", choices=("kinesis-exec", "kinesis"), default="kinesis-exec")
     args = parser.parse_args()
 
     with running_emulators() as emulators, AttributingProxy(emulators.kinesis_endpoint) as proxy:
@@ -198,7 +257,7 @@ def main() -> None:
 
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
-            run_query(spark, options("warmup"), root / "warm-out", root / "warm-chk")
+            run_query(spark, options("warmup"), root / "warm-out", root / "warm-chk", "noop", args.format)
             proxy.reset()
             killed: dict[str, Any] = {}
             if args.kill_executor_after:
@@ -209,7 +268,7 @@ def main() -> None:
                         if calls >= args.kill_executor_after and proxy.executor_jvms:
                             worker = max(proxy.executor_jvms, key=lambda pid: proxy.calls_by_pid[pid])
                             jvm = proxy.executor_jvms[worker]
-                            os.kill(jvm, signal.SIGKILL)
+                            os.kill(jvm if args.kill_target == "jvm" else worker, signal.SIGKILL)
                             killed.update(
                                 jvm=jvm, worker=worker, at_executor_calls=calls, t=time.perf_counter()
                             )
@@ -217,10 +276,16 @@ def main() -> None:
                         time.sleep(0.01)
 
                 threading.Thread(target=killer, daemon=True).start()
-            wall, progress = run_query(spark, options("measured"), root / "out", root / "chk")
+            sampler = DriverCpu()
+            sampler.start()
+            wall, progress = run_query(
+                spark, options("measured"), root / "out", root / "chk", args.sink, args.format
+            )
+            sampler.stop()
             report = proxy.report()
             fetched = proxy.records()
-            sink = check_sink(spark, root / "out", args.records)
+            executor_jvms = sorted(set(proxy.executor_jvms.values()))
+            sink = check_sink(spark, root / "out", args.records) if args.sink == "parquet" else {}
         spark.stop()
 
     delivered = sum(p["numInputRows"] for p in progress)
@@ -229,6 +294,8 @@ def main() -> None:
         json.dumps(
             {
                 "master": args.master,
+                "format": args.format,
+                "sink": args.sink,
                 "records": args.records,
                 "shards": args.shards,
                 "session_start_s": round(session_s, 1),
@@ -243,8 +310,12 @@ def main() -> None:
                 "raw_loop_s": round(raw, 2),
                 "raw_loop_rps": round(args.records / raw),
                 "ratio_vs_raw": round(raw / wall, 2),
-                "sink": sink,
-                "killed": killed,
+                "sink_check": sink,
+                "driver_side_python_cpu_s": round(sampler.seconds(), 3),
+                "driver_side_python_cpu_s_per_10k": round(sampler.seconds() / (args.records / 10_000), 4),
+                "durations_ms": [p["durationMs"] for p in progress],
+                "killed": {**killed, "target": args.kill_target} if killed else {},
+                "executor_jvms_that_fetched": executor_jvms,
             },
             indent=1,
         )
