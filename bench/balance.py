@@ -3,7 +3,8 @@
 Prints four tables (markdown with ``--markdown``):
 
 1. the comparison of the 2.x taker, Java's variance-based decider and this project's assignor over
-   every simulator scenario at seed 000's size (500 shards, 200 workers, 2 zones), the rolling restart
+   every simulator scenario at the size of the scale-out of contract §10.4 (500 shards, 200 workers,
+   2 zones), the rolling restart
    also with a restart grace, and the cold start at 10,000 shards x 1,000 workers over 3 zones;
 2. the time one decider call takes to place 10,000 unowned leases over 1,000 workers (median of
    ``--runs``), Java's decider as the baseline;
@@ -20,14 +21,14 @@ import statistics
 import time
 from dataclasses import replace
 
-from kcl_daemon.core.assignment import DeciderConfig, DeciderState, LeaseView, WorkerView
-from kcl_daemon.core.assignor import Assignor
-from kcl_daemon.core.variance_decider import VarianceDecider
+from kcl_daemon.core.assignment.assignor import CooperativeAssignor
+from kcl_daemon.core.assignment.decider import DeciderConfig, DeciderState, LeaseView, WorkerView
+from kcl_daemon.core.assignment.variance import VarianceDecider
 from kcl_daemon.sim.model import FleetConfig, Result
 from kcl_daemon.sim.report import compare, table
 from kcl_daemon.sim.scenarios import SCENARIOS, Size
 
-POLICIES = ("2.x", "variance", "ours")
+POLICIES = ("2.x", "variance", "cooperative")
 
 
 def comparison(size: Size, scale: Size, grace_s: float, seed: int) -> list[Result]:
@@ -35,7 +36,7 @@ def comparison(size: Size, scale: Size, grace_s: float, seed: int) -> list[Resul
     names = [n for n in SCENARIOS if n != "scale"]
     results = compare(names, POLICIES, size, fleet, seed)
     rolling_at = max(i for i, r in enumerate(results) if r.scenario == "rolling") + 1
-    graced = compare(["rolling"], ["ours"], size, replace(fleet, restart_grace_s=grace_s), seed)
+    graced = compare(["rolling"], ["cooperative"], size, replace(fleet, restart_grace_s=grace_s), seed)
     results[rolling_at:rolling_at] = graced
     results += compare(["scale"], POLICIES, scale, fleet, seed)
     return results
@@ -45,7 +46,7 @@ def decider_speed(shards: int, workers: int, runs: int) -> list[tuple[str, float
     leases = [LeaseView(f"shardId-{i:012d}", None, 0) for i in range(shards)]
     fleet = [WorkerView(f"z{i % 3}-w{i:04d}", zone=f"z{i % 3}") for i in range(workers)]
     out = []
-    for decider in (VarianceDecider(), Assignor()):
+    for decider in (VarianceDecider(), CooperativeAssignor()):
         times = []
         moves = 0
         for _ in range(runs):
@@ -60,8 +61,8 @@ def decider_speed(shards: int, workers: int, runs: int) -> list[tuple[str, float
 def ddb_by_size(sizes: list[Size], seed: int) -> list[tuple[Size, float, float, float]]:
     out = []
     for size in sizes:
-        results = {r.policy: r for r in compare(["crash"], ["2.x", "ours"], size, FleetConfig(), seed)}
-        base, ours = results["2.x"], results["ours"]
+        results = {r.policy: r for r in compare(["crash"], ["2.x", "cooperative"], size, FleetConfig(), seed)}
+        base, ours = results["2.x"], results["cooperative"]
         out.append(
             (
                 size,
@@ -79,7 +80,12 @@ def failover(size: Size, seed: int) -> list[tuple[str, Result]]:
     out.append(("2.x, failover 10 s", base))
     for interval in (20.0, 5.0, 2.0):
         fleet = FleetConfig(assignment_interval_s=interval)
-        out.append((f"ours, interval {interval:g} s", compare(["crash"], ["ours"], size, fleet, seed)[0]))
+        out.append(
+            (
+                f"cooperative, interval {interval:g} s",
+                compare(["crash"], ["cooperative"], size, fleet, seed)[0],
+            )
+        )
     return out
 
 
@@ -98,7 +104,7 @@ def main() -> None:
     started = time.perf_counter()
     results = comparison(size, scale, args.grace_ms / 1000, args.seed)
     where = f"{size.shards} shards, {size.workers} workers, 2 zones; scale: {scale.shards} x {scale.workers}"
-    print(f"## Policies at seed 000's size ({where})\n")
+    print(f"## Policies at the scale-out's size ({where})\n")
     print(table(results, markdown=args.markdown))
 
     print(

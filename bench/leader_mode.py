@@ -15,7 +15,6 @@ two kcl-daemon processes with the recording processor share a 4-shard stream whi
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
 import sys
@@ -25,17 +24,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
 
-from chaos import KINESALITE, NODE_MODULES, _emulator, _free_port  # noqa: E402
-
-from kcl_daemon.aws.clients import ClientSettings, build_clients  # noqa: E402
-from kcl_daemon.aws.lease_table import DynamoLeaseTable  # noqa: E402
-from tests.faults.proxy import FaultProxy  # noqa: E402
-from tests.integration.conftest import Backend  # noqa: E402
-from tests.integration.test_daemon_e2e import Fleet, owners, put  # noqa: E402
+from kcl_daemon.aws.clients import ClientSettings, build_clients
+from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from tests.support.emulators import Backend, EmulatorUnavailable, running_emulators
+from tests.support.fault_proxy import FaultProxy
+from tests.support.fleet import Fleet, owners
+from tests.support.streams import put, wait_for_stream
 
 MODES = {
     "2.x taker": "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1\n",
@@ -43,19 +39,6 @@ MODES = {
         "clientVersionConfig = CLIENT_VERSION_CONFIG_3X\nleaseAssignmentStrategy = LEASE_COUNT_BASED\n"
     ),
 }
-
-
-class BenchFleet(Fleet):
-    extra = ""
-    failover_s = 3.0
-
-    def properties(self, worker: str, executable: str) -> Path:
-        path = super().properties(worker, executable)
-        text = path.read_text().replace(
-            "failoverTimeMillis = 2000", f"failoverTimeMillis = {int(self.failover_s * 1000)}"
-        )
-        path.write_text(text + self.extra)
-        return path
 
 
 def _leader(clients: object, table: str) -> str | None:
@@ -78,18 +61,12 @@ def run_mode(
         table = DynamoLeaseTable(clients.dynamodb, table_name)
         stream = f"bench-{int(time.time() * 1000) % 10**9}"
         clients.kinesis.create_stream(StreamName=stream, ShardCount=4)
-        while (
-            clients.kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"][
-                "StreamStatus"
-            ]
-            != "ACTIVE"
-        ):
-            time.sleep(0.05)
+        wait_for_stream(clients, stream)
         run_dir = work / name.replace(" ", "-")
         run_dir.mkdir()
-        fleet = BenchFleet(run_dir, Backend("bench", kinesis, proxy.endpoint), table_name, stream)
-        fleet.extra = MODES[name]
-        fleet.failover_s = failover_s
+        backend = Backend("bench", kinesis, proxy.endpoint)
+        failover_ms = int(failover_s * 1000)
+        fleet = Fleet(run_dir, backend, table_name, stream, failover_ms=failover_ms, extra=MODES[name])
         stop = threading.Event()
 
         def produce() -> None:
@@ -178,34 +155,24 @@ def main() -> int:
     parser.add_argument("--failover-s", type=float, default=3.0)
     parser.add_argument("--steady-s", type=float, default=30.0, help="window for counting DynamoDB calls")
     args = parser.parse_args()
-    node = shutil.which("node")
-    if node is None or not (NODE_MODULES / "dynalite").is_dir():
-        print("node and the npm emulators are needed: run scripts/bootstrap.sh", file=sys.stderr)
-        return 2
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        os.environ.setdefault(key, "test")  # dummy credentials for the local emulators only
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     work = Path(tempfile.mkdtemp(prefix="kcl-leader-bench-"))
-    kin_port, ddb_port = _free_port(), _free_port()
-    kinesalite = [node, str(KINESALITE), "--host", "127.0.0.1", "--port", str(kin_port)]
-    kinesalite += ["--createStreamMs", "0", "--deleteStreamMs", "0", "--updateStreamMs", "0"]
-    dynalite = [
-        node,
-        str(NODE_MODULES / "dynalite" / "cli.js"),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(ddb_port),
-    ]
-    dynalite += ["--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"]
     results: dict[str, dict[str, str]] = {}
-    with (
-        _emulator(kinesalite, kin_port, work / "kinesalite.log", "kinesis") as kinesis,
-        _emulator(dynalite, ddb_port, work / "dynalite.log", "dynamodb") as dynamodb,
-    ):
-        for mode in MODES:
-            print(f"running {mode} ...", flush=True)
-            results[mode] = run_mode(mode, kinesis, dynamodb, work, args.failover_s, args.steady_s)
+    try:
+        with running_emulators(work) as backend:
+            for mode in MODES:
+                print(f"running {mode} ...", flush=True)
+                results[mode] = run_mode(
+                    mode,
+                    backend.kinesis_endpoint,
+                    backend.dynamodb_endpoint,
+                    work,
+                    args.failover_s,
+                    args.steady_s,
+                )
+    except EmulatorUnavailable as exc:
+        shutil.rmtree(work, ignore_errors=True)
+        print(f"the emulators are needed: {exc}", file=sys.stderr)
+        return 2
     names = list(MODES)
     print(f"\nfailoverTimeMillis = {int(args.failover_s * 1000)}; 2 daemons, 4 shards, records flowing")
     print(f"{'':34} " + " ".join(f"{n:>22}" for n in names))

@@ -18,12 +18,12 @@ import time
 
 from prometheus_client import generate_latest
 
-from kcl_daemon.consumer.ports import Batch
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings, ShardConsumer
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.metrics.observer import NULL_SHARD_OBSERVER, ShardObserver
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.process.child import ChildProcess
+from kcl_daemon.retrieval.source import Batch
 from kcl_protocol import Record
 
 NOOP_CHILD = r"""

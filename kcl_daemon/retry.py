@@ -136,7 +136,7 @@ SHARD_END: Final = RetryPolicy(
 KINESIS: Final = RetryPolicy(
     "kinesis", max_attempts=8, deadline_s=30.0, initial_backoff_s=0.2, max_backoff_s=5.0
 )
-# One shard's polling read (GetShardIterator + GetRecords), spec 7: throttling, network trouble, an
+# One shard's polling read (GetShardIterator + GetRecords), contract §7: throttling, network trouble, an
 # expired iterator (refreshed before the next attempt) or an inconsistent response. Reads are cheap to
 # repeat and a shard has nothing better to do, so this waits longer than KINESIS before the error
 # reaches the shard consumer (the reader also keeps 0.2 s between call starts on top of the backoff).

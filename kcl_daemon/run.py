@@ -34,33 +34,33 @@ from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.consumer.configure import consumer_settings
-from kcl_daemon.consumer.ports import ShardRecordSource
 from kcl_daemon.consumer.shard_consumer import make_child_launcher
-from kcl_daemon.core.assignment import DeciderConfig
-from kcl_daemon.core.client_version import ClientVersionConfig
-from kcl_daemon.core.multi_stream import StreamSpec, parse_stream_list, recreated_stream
-from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.assignment.client_version import ClientVersionConfig
+from kcl_daemon.core.assignment.decider import DeciderConfig
+from kcl_daemon.core.assignment.zones import resolve_zone
+from kcl_daemon.core.shards.graph import Shard
+from kcl_daemon.core.shards.multi_stream import StreamSpec, parse_stream_list, recreated_stream
 from kcl_daemon.core.stream_identity import parse_stream_identity, split_lease_key
-from kcl_daemon.core.zones import resolve_zone
-from kcl_daemon.errors import ConfigError, DependencyUnavailable, KclError
-from kcl_daemon.leases.assignment_loop import AssignmentConfig
+from kcl_daemon.errors import ConfigError, DependencyUnavailable, ExitStatus, KclError
+from kcl_daemon.inspection.stream_shards import configured_shard_lister
+from kcl_daemon.inspection.table import LeaseTableReport, inspect_lease_table
+from kcl_daemon.leader.assignment import AssignmentConfig
+from kcl_daemon.leader.mode import LeaderMode, LeaderModeConfig
+from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig
+from kcl_daemon.leader.zone_lookup import zone_from_environment
 from kcl_daemon.leases.coordinator import CoordinatorConfig
-from kcl_daemon.leases.inspect import LeaseTableReport, inspect_lease_table
-from kcl_daemon.leases.leader_mode import LeaderMode, LeaderModeConfig
-from kcl_daemon.leases.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer
-from kcl_daemon.leases.shard_sync import ShardSyncConfig
-from kcl_daemon.leases.stream_shards import configured_shard_lister
-from kcl_daemon.leases.worker_metrics import WorkerMetricsConfig
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.metrics.runtime import MetricsOptions, MetricsRuntime, build_metrics
-from kcl_daemon.retrieval.consumer import ConsumerResolver
+from kcl_daemon.retrieval.efo_consumer import ConsumerResolver
 from kcl_daemon.retrieval.fanout import FanoutRecordSource
 from kcl_daemon.retrieval.polling import PollingRecordSource
 from kcl_daemon.retrieval.settings import RetrievalSettings, resolve_mode
+from kcl_daemon.retrieval.source import ShardRecordSource
 from kcl_daemon.retry import KINESIS
-from kcl_daemon.stopping import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StopSignals
+from kcl_daemon.shards.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer
+from kcl_daemon.shards.sync import ShardSyncConfig
+from kcl_daemon.stopping import StopSignals
 from kcl_daemon.worker.scheduler import SYNC_THREADS, Scheduler, SchedulerConfig
-from kcl_daemon.zone_lookup import zone_from_environment
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ def plan_worker(
 
 
 def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
-    """The KCL 3.x settings (spec 4.3 timings: assignment every 2 x failover, discovery at half that)."""
+    """The KCL 3.x settings (contract §4.3 timings: assignment every 2 x failover, discovery at half that)."""
     interval = settings.effective_lease_assignment_interval_s
     return LeaderModeConfig(
         worker_id=worker_id,
@@ -266,7 +266,8 @@ def build_scheduler(
     def make_stream_source(from_lease: Shard, stream_identifier: str) -> ShardRecordSource:
         """Reads by stream name, so a lease of a former stream re-created under the same name must not be
         read: it would read the new stream's shard of the same id (its leases are deleted after the
-        former-stream wait). A deleted stream is read on: reading ends its shards (spec 6.6)."""
+        former-stream wait). A deleted stream is read on until a read finds it gone (contract §6.6:
+        kcl-daemon then tells the child leaseLost and leaves the lease as it is)."""
         identity = parse_stream_identity(stream_identifier)
         current = syncer.identities.get(identity.stream_name) if syncer is not None else None
         refused = recreated_stream(stream_identifier, current)
@@ -376,15 +377,15 @@ async def _run_until_stopped(
                 await starting
             logger.info("stopped during start-up: no lease was taken")
             await scheduler.close()
-            return EXIT_OK
+            return ExitStatus.OK
         starting.result()
     except KclError as exc:
         logger.error("cannot start the worker: %s", exc)  # noqa: TRY400 - the message is the whole story
         await scheduler.close()
-        return EXIT_FAILED
+        return ExitStatus.FAILED
     except asyncio.CancelledError:
         await scheduler.close()
-        return EXIT_INTERRUPTED if signals.immediate else EXIT_FAILED
+        return ExitStatus.INTERRUPTED if signals.immediate else ExitStatus.FAILED
     if metrics is not None:
         metrics.start(clock)
     reporter = asyncio.create_task(_report(scheduler, on_status, status_every_s)) if on_status else None
@@ -395,16 +396,16 @@ async def _run_until_stopped(
             logger.error("the worker cannot go on: %s; shutting down", scheduler.failure)
         await scheduler.shutdown()
         if failed:
-            return EXIT_FAILED
+            return ExitStatus.FAILED
     except asyncio.CancelledError:
         await scheduler.close()
-        return EXIT_INTERRUPTED if signals.immediate else EXIT_FAILED
+        return ExitStatus.INTERRUPTED if signals.immediate else ExitStatus.FAILED
     finally:
         if reporter is not None:
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reporter
-    return EXIT_OK
+    return ExitStatus.OK
 
 
 async def _first_of(stop: asyncio.Event, other: asyncio.Future[Any]) -> bool:

@@ -31,11 +31,6 @@ from kcl_daemon.process.child import kill_all_children
 
 logger = logging.getLogger(__name__)
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_CONFIG = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a process stopped by Ctrl-C
-
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 

@@ -1,17 +1,34 @@
-"""PutMetricData: plain data points in, boto3 calls out, in batches CloudWatch accepts."""
+"""PutMetricData: plain data points in, boto3 calls out, in batches CloudWatch accepts.
+
+The data point's shape (:class:`Datum`) is owned here, where it meets the API; the metrics package
+builds data points and hands them down.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from kcl_daemon.aws.clients import ClientSettings, botocore_config
 from kcl_daemon.aws.credentials import is_anonymous, session_for
 from kcl_daemon.aws.errors import map_aws_errors
-from kcl_daemon.metrics.cloudwatch_data import Datum
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
+
+
+@dataclass(frozen=True, slots=True)
+class Datum:
+    """One PutMetricData data point."""
+
+    name: str
+    unit: str
+    value: float
+    dimensions: tuple[tuple[str, str], ...]
+    timestamp: datetime
+
 
 #: Data points per PutMetricData call (CloudWatch accepts up to 1000 and 1 MB).
 BATCH: Final = 500

@@ -1,4 +1,4 @@
-"""KCL 3.x coordinator state: the ``Leader`` lock and ``Migration3.0`` items (spec 3.5-3.7).
+"""KCL 3.x coordinator state: the ``Leader`` lock and ``Migration3.0`` items (contract §3.5-3.7).
 
 KCL 3.0-3.4 keep both items in ``<applicationName>-CoordinatorState`` (partition key ``key``); KCL 3.5
 applications created without that table keep them in the lease table (partition key ``leaseKey``, with

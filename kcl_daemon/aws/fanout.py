@@ -1,4 +1,4 @@
-"""Enhanced fan-out calls (spec 2.6): find, register or deregister the stream consumer, and
+"""Enhanced fan-out calls (contract §2.6): find, register or deregister the stream consumer, and
 SubscribeToShard through botocore's event stream. Plain data out; errors in the project's tree.
 
 * :meth:`Fanout.ensure_consumer` reuses a consumer of that name (waiting while it is ``CREATING``) or
@@ -27,8 +27,8 @@ from kcl_daemon.aws.kinesis import (
     epoch_millis,
     record_from_response,
 )
-from kcl_daemon.core.shard_graph import ChildShard
-from kcl_daemon.core.shard_iterator import IteratorPosition
+from kcl_daemon.core.shards.graph import ChildShard
+from kcl_daemon.core.shards.iterator import IteratorPosition
 from kcl_daemon.errors import AwsError, DependencyUnavailable, ShardNotFound, TransientNetwork
 
 if TYPE_CHECKING:

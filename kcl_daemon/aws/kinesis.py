@@ -1,11 +1,11 @@
-"""Kinesis data-plane and control-plane calls the daemon needs: ListShards (spec 6.2, 6.3),
-GetShardIterator and GetRecords (spec 7). Results are plain frozen dataclasses; no boto3 shape leaks.
+"""Kinesis data-plane and control-plane calls the daemon needs: ListShards (contract §6.2, §6.3),
+GetShardIterator and GetRecords (contract §7). Results are plain frozen dataclasses; no boto3 shape leaks.
 
 For GetShardIterator and GetRecords, ``ResourceNotFoundException`` (shard or stream gone) raises
-:class:`ShardNotFound` - shard end without children (spec 6.6) - and ``ExpiredIteratorException``
+:class:`ShardNotFound` - shard end without children (contract §6.6) - and ``ExpiredIteratorException``
 raises :class:`IteratorExpired`. ``InvalidArgumentException`` from GetRecords also raises
 :class:`IteratorExpired`: the iterator is GetRecords' only argument besides ``Limit`` (which the caller
-keeps within 1..10000), so the Java KCL's answer - get a new iterator - is the right one (spec 7).
+keeps within 1..10000), so the Java KCL's answer - get a new iterator - is the right one (contract §7).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Final
 from kcl_daemon.aws import records_page
 from kcl_daemon.aws.errors import map_aws_errors
 from kcl_daemon.aws.records_page import EncodedRawRecord
-from kcl_daemon.core.shard_graph import ChildShard, Shard
-from kcl_daemon.core.shard_iterator import IteratorPosition
+from kcl_daemon.core.shards.graph import ChildShard, Shard
+from kcl_daemon.core.shards.iterator import IteratorPosition
 from kcl_daemon.errors import AwsError, IteratorExpired, ShardNotFound
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The DynamoDB lease table, with the Java KCL's conditional writes (spec 3.1, 3.2, 4.2).
+"""The DynamoDB lease table, with the Java KCL's conditional writes (contract §3.1, §3.2, §4.2).
 
 Every write is a single-item ``UpdateItem`` that SETs, REMOVEs or ADDs only the attributes the
 operation changes, so attributes written by other (newer) KCL versions survive untouched. Every
@@ -132,7 +132,7 @@ class _Expression:
 
 
 class DynamoLeaseTable:
-    """Lease-table operations of spec 4.2 on one table. Thread-safe (the boto3 client is)."""
+    """Lease-table operations of contract §4.2 on one table. Thread-safe (the boto3 client is)."""
 
     def __init__(
         self,
@@ -213,7 +213,7 @@ class DynamoLeaseTable:
     # -- reads -----------------------------------------------------------------------------------
 
     def list_leases(self, *, consistent: bool = False, page_size: int | None = None) -> ScanResult:
-        """Every lease in the table (paginated Scan). Non-lease items are skipped silently (spec 3.4);
+        """Every lease in the table (paginated Scan). Non-lease items are skipped silently (contract §3.4);
         corrupt lease items are skipped and their :class:`CorruptLeaseItem` messages returned."""
         return self._item_retry.call(self._list_leases, consistent, page_size)
 

@@ -1,4 +1,4 @@
-"""The lease table's KCL 3.x operations (spec 3.1, 4.2, 5.1, 5.3) on top of :class:`DynamoLeaseTable`.
+"""The lease table's KCL 3.x operations (contract §3.1, §4.2, §5.1, §5.3) on top of :class:`DynamoLeaseTable`.
 
 * :meth:`LeaseTable3x.lease_keys_owned_by`: query the ``LeaseOwnerToLeaseKeyIndex`` GSI (lease
   discovery: a worker never scans the table in 3.x mode);
@@ -101,7 +101,7 @@ class LeaseTable3x(DynamoLeaseTable):
         return self._update(lease.lease_key, expr, f"assign to {new_owner}")
 
     def initiate_handoff(self, lease: Lease, new_owner: str) -> Lease:
-        """Leader: start a graceful hand-off of an owned lease to ``new_owner`` (spec 5.3 step 1)."""
+        """Leader: start a graceful hand-off of an owned lease to ``new_owner`` (contract §5.3 step 1)."""
         if lease.lease_owner is None:
             raise ValueError(f"lease {lease.lease_key} has no owner to hand off from")
         expr = _Expression()

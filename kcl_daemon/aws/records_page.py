@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
-from kcl_daemon.core.shard_graph import ChildShard
+from kcl_daemon.core.shards.graph import ChildShard
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient

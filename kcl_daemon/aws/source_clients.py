@@ -1,4 +1,4 @@
-"""boto3 clients for the Spark source, from its options, cached per process.
+"""boto3 clients for the Spark source, cached per process and looked up by plain settings.
 
 The Spark source runs in several processes (the driver's source runner, planners, executor workers),
 and its reader objects are pickled between them: clients are never attributes, they are looked up
@@ -10,8 +10,7 @@ botocore's own retries stay off, as everywhere in the project: the named policie
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import boto3
 from botocore.exceptions import NoRegionError, ProfileNotFound
@@ -23,8 +22,16 @@ from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.config.providers import parse_providers
 from kcl_daemon.errors import ConfigError
 
-if TYPE_CHECKING:
-    from kcl_daemon.spark.options import Credentials, SourceOptions
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """Where a client's credentials come from; nothing set means boto3's default chain."""
+
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    profile: str | None = None
+    provider_chain: str | None = None  # the daemon's AWSCredentialsProvider syntax
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,20 +96,14 @@ def _client(key: _Key) -> object:
         return _clients[key]
 
 
-def kinesis_for(options: SourceOptions) -> Kinesis:
-    """The project's Kinesis adapter over this process's client for ``options``."""
-    key = _Key("kinesis", options.region, options.endpoint_url, options.credentials)
-    return Kinesis(_client(key))  # type: ignore[arg-type]
+def kinesis_for(region: str | None, endpoint: str | None, credentials: Credentials) -> Kinesis:
+    """The project's Kinesis adapter over this process's client for these settings."""
+    return Kinesis(_client(_Key("kinesis", region, endpoint, credentials)))  # type: ignore[arg-type]
 
 
-def lease_table_for(options: SourceOptions) -> DynamoLeaseTable:
-    """The project's lease-table adapter for ``leaseTableName`` (its own region/endpoint if set)."""
-    if options.lease_table_name is None:
-        raise ValueError("no leaseTableName")
-    key = _Key(
-        "dynamodb",
-        options.lease_table_region or options.region,
-        options.lease_table_endpoint_url or options.endpoint_url,
-        options.credentials,
-    )
-    return DynamoLeaseTable(_client(key), options.lease_table_name)  # type: ignore[arg-type]
+def lease_table_for(
+    table_name: str, region: str | None, endpoint: str | None, credentials: Credentials
+) -> DynamoLeaseTable:
+    """The project's lease-table adapter for ``table_name``."""
+    key = _Key("dynamodb", region, endpoint, credentials)
+    return DynamoLeaseTable(_client(key), table_name)  # type: ignore[arg-type]

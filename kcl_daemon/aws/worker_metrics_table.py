@@ -1,4 +1,4 @@
-"""The ``<applicationName>-WorkerMetricStats`` table of KCL 3.0-3.4 (key ``wid``; spec 3.9).
+"""The ``<applicationName>-WorkerMetricStats`` table of KCL 3.0-3.4 (key ``wid``; contract §3.9).
 
 Upsert of one worker's item without a condition (as Java), scan of all items, and deletes: this
 worker's own on a graceful stop, and stale ones (conditional on the ``lut`` the leader read).
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kcl_daemon.aws.coordinator_state import CoordinatorStore
-from kcl_daemon.core.worker_metrics import (
+from kcl_daemon.core.assignment.worker_metrics import (
     LAST_UPDATE,
     WORKER_ID,
     WorkerMetricsItemError,

@@ -770,7 +770,7 @@ IGNORED_KEYS: Final[tuple[IgnoredKey, ...]] = (
             "Tags",
         )
     ),
-    # KCL 1.x keys (spec 2.4): the Java 2.x/3.x daemon drops them silently; we say so.
+    # KCL 1.x keys (contract §2.4): the Java 2.x/3.x daemon drops them silently; we say so.
     IgnoredKey(
         "timestampAtInitialPositionInStream",
         "a KCL 1.x key; use initialPositionInStreamExtended (epoch seconds)",

@@ -1,6 +1,6 @@
 """The Java daemon's credentials-provider values, parsed into plain data (no boto3 here).
 
-Syntax (spec 2.5)::
+Syntax (contract §2.5)::
 
     value    := provider ("," provider)*      tried in order, the first that yields credentials wins
     provider := name ("|" arg)*               name: simple or fully qualified Java class name

@@ -16,7 +16,7 @@ from kcl_daemon.config.keys import IGNORED_BY_NAME, KEYS, Key, Kind
 from kcl_daemon.config.providers import describe, parse_providers
 from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.settings import Settings
-from kcl_daemon.core.multi_stream import parse_stream_list
+from kcl_daemon.core.shards.multi_stream import parse_stream_list
 
 _EXTERNAL_ID = re.compile(r"(externalId\s*=)[^|,]*")
 

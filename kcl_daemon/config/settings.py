@@ -46,7 +46,7 @@ _JAVA_INT_MAX = 2**31 - 1
 STREAM_ARN_PATTERN: Final = re.compile(
     r"arn:aws[^:]*:kinesis:(?P<region>[a-z0-9-]+):(?P<account>[0-9]{12}):stream/(?P<name>[a-zA-Z0-9_.-]+)"
 )
-#: keys whose presence makes retrievalMode=DEFAULT choose polling (spec 2.6)
+#: keys whose presence makes retrievalMode=DEFAULT choose polling (contract §2.6)
 POLLING_KEYS: Final = (
     "maxRecords",
     "idleTimeBetweenReadsInMillis",
@@ -73,7 +73,7 @@ class Settings:
     application_name: str | None = None
     stream_name: str | None = None
     stream_arn: str | None = None
-    stream_names: str | None = None  # raw list; kcl_daemon.core.multi_stream.parse_stream_list
+    stream_names: str | None = None  # raw list; kcl_daemon.core.shards.multi_stream.parse_stream_list
     former_streams_leases_deletion_wait_s: float = 3600.0
     worker_id: str | None = None  # None: generate one at run time
     table_name: str | None = None

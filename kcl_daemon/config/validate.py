@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
-from kcl_daemon.core.multi_stream import parse_stream_list
+from kcl_daemon.core.shards.multi_stream import parse_stream_list
 
 REGION_PATTERN: Final = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
 TABLE_NAME_PATTERN: Final = re.compile(r"[a-zA-Z0-9_.-]{3,255}")

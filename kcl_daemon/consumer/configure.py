@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings
-from kcl_daemon.core.restart_policy import RestartPolicy
+from kcl_daemon.core.lifecycle.restart_policy import RestartPolicy
 from kcl_daemon.process.child import StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts
 

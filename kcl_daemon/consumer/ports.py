@@ -1,42 +1,16 @@
-"""What a shard consumer needs from the outside world, as small protocols.
+"""What a shard consumer needs from the outside world besides its records, as small protocols.
 
-Polling Kinesis, a replay file and in-memory fakes all implement :class:`RecordSource`; the DynamoDB
-lease table and replay's in-memory store implement :class:`CheckpointStore`.
+The DynamoDB lease table and replay's in-memory store implement :class:`CheckpointStore`; records come
+from a :class:`kcl_daemon.retrieval.source.RecordSource`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.core.shard_graph import ChildShard
 from kcl_daemon.process.child import ChildProcess
-from kcl_protocol import AnyRecord
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    records: tuple[AnyRecord, ...]
-    millis_behind_latest: int | None = None
-
-
-class RecordSource(Protocol):
-    async def start(self, after: ExtendedSequenceNumber) -> None:
-        """(Re)position the source so the next batch starts right after ``after`` (a checkpoint)."""
-
-    async def next_batch(self) -> Batch | None:
-        """The next batch (possibly empty), or None once the shard has ended.
-
-        Records come in increasing (sequence number, sub-sequence number) order, as Kinesis returns them.
-        """
-
-
-class ShardRecordSource(RecordSource, Protocol):
-    """A RecordSource that knows the shard's children once it has ended (None until then)."""
-
-    child_shards: tuple[ChildShard, ...] | None
 
 
 class CheckpointStore(Protocol):

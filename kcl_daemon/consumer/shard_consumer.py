@@ -1,4 +1,4 @@
-"""Drives one shard through its lifecycle (``kcl_daemon.core.lifecycle``) with its own child process.
+"""Drives one shard through its lifecycle (``kcl_daemon.core.lifecycle.states``) with its own child process.
 
 The consumer is the imperative shell: the transition table decides the next state, the restart policy
 decides between a restart and parking, the checkpoint rules decide each checkpoint; this module only
@@ -19,31 +19,32 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from kcl_daemon.clock import Clock, SystemClock, sleep_unless_set
-from kcl_daemon.consumer.ports import Batch, CheckpointStore, ChildLauncher, RecordSource
-from kcl_daemon.core.checkpoint_rules import (
+from kcl_daemon.consumer.ports import CheckpointStore, ChildLauncher
+from kcl_daemon.core.lifecycle.checkpoint_rules import (
     AlreadyCheckpointed,
     CheckpointBounds,
     RefuseCheckpoint,
     WriteCheckpoint,
     decide_checkpoint,
 )
-from kcl_daemon.core.checkpoint_validity import unusable_checkpoint
-from kcl_daemon.core.lifecycle import (
+from kcl_daemon.core.lifecycle.checkpoint_validity import unusable_checkpoint
+from kcl_daemon.core.lifecycle.restart_policy import FailureHistory, Park, RestartPolicy, decide_restart
+from kcl_daemon.core.lifecycle.states import (
     CHECKPOINT_ALLOWED,
     ShardEvent,
     ShardState,
     ShutdownReason,
     next_state,
 )
-from kcl_daemon.core.multi_stream import stream_fields
-from kcl_daemon.core.restart_policy import FailureHistory, Park, RestartPolicy, decide_restart
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
+from kcl_daemon.core.shards.multi_stream import stream_fields
 from kcl_daemon.errors import CheckpointRefused, CheckpointUnusable, ChildFault, ChildProtocolViolation
 from kcl_daemon.log_context import shard_id_var
 from kcl_daemon.metrics.observer import NULL_SHARD_OBSERVER, ShardObserver
 from kcl_daemon.process.channel_sink import ChannelSink
 from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts, ChildSession
+from kcl_daemon.retrieval.source import Batch, RecordSource
 from kcl_protocol import (
     ActionMessage,
     AnyRecord,

@@ -2,7 +2,7 @@
 
 Nothing in the lease table says when a lease was last renewed. Every observer (taker and renewer)
 keeps its own record, on its own monotonic clock, of when it last saw ``leaseCounter`` change, and a
-lease is expired when that was more than the failover time ago (spec 4.3, "local expiry semantics"):
+lease is expired when that was more than the failover time ago (contract §4.3, "local expiry semantics"):
 
 * a lease seen for the first time *without* an owner counts as last changed at "time 0": immediately
   expired and "very old" (Java stores ``0L`` on a ``System.nanoTime`` clock; we store ``-inf`` so the
@@ -91,7 +91,7 @@ class LeaseObservations:
     def is_very_old(
         self, lease_key: str, now: float, failover_s: float, multiplier: int = VERY_OLD_MULTIPLIER
     ) -> bool:
-        """Unchanged for more than ``multiplier x failover_s``: taken with priority (spec 4.4 step 5)."""
+        """Unchanged for more than ``multiplier x failover_s``: taken with priority (contract §4.4 step 5)."""
         observed = self.entries.get(lease_key)
         if observed is None:
             return True

@@ -1,4 +1,4 @@
-"""The lease value type: one row of the lease table, as the Java KCL reads and writes it (spec 3.2).
+"""The lease value type: one row of the lease table, as the Java KCL reads and writes it (contract §3.2).
 
 Field names are the snake_case forms of the Java attribute names; the camelCase names and DynamoDB
 types live only in :mod:`kcl_daemon.core.lease_codec`. Attributes this daemon does not understand are
@@ -81,7 +81,7 @@ def lease_key_for(shard_id: str, stream_identifier: str | None = None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """One lease as stored in DynamoDB (spec 3.2). ``None`` / empty means "attribute absent"."""
+    """One lease as stored in DynamoDB (contract §3.2). ``None`` / empty means "attribute absent"."""
 
     lease_key: str
     checkpoint: ExtendedSequenceNumber
@@ -141,7 +141,7 @@ class Lease:
         return self.checkpoint.is_shard_end
 
     def taken_by(self, worker_id: str) -> Lease:
-        """The lease after a successful take/steal by ``worker_id`` (spec 4.2, 2.x/3.x take)."""
+        """The lease after a successful take/steal by ``worker_id`` (contract §4.2, 2.x/3.x take)."""
         switched = (self.lease_owner is not None and self.lease_owner != worker_id) or (
             self.checkpoint_owner == worker_id
         )

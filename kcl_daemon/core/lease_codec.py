@@ -3,7 +3,7 @@
 Items are in the DynamoDB low-level client's attribute-value shape, e.g.
 ``{"leaseKey": {"S": "shardId-000000000001"}, "leaseCounter": {"N": "3"}, "parentShardId": {"SS": [...]}}``.
 
-Rules (spec 3.2 and 3.4):
+Rules (contract §3.2, §3.4):
 
 * Every attribute name and DynamoDB type is the one the Java serializer uses; the names appear only here.
 * Attributes we do not know are kept in ``Lease.extra`` and written back untouched.
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
-from typing import Final
+from typing import Final, Protocol
 
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, InvalidSequenceNumber
@@ -36,7 +36,7 @@ LEASE_COUNTER: Final = "leaseCounter"
 CHECKPOINT: Final = "checkpoint"
 CHECKPOINT_SUB: Final = "checkpointSubSequenceNumber"
 OWNER_SWITCHES: Final = "ownerSwitchesSinceCheckpoint"
-PARENT_SHARD_ID: Final = "parentShardId"  # singular name, string set (spec 3.2)
+PARENT_SHARD_ID: Final = "parentShardId"  # singular name, string set (contract §3.2)
 PENDING_CHECKPOINT: Final = "pendingCheckpoint"
 PENDING_CHECKPOINT_SUB: Final = "pendingCheckpointSubSequenceNumber"
 PENDING_CHECKPOINT_STATE: Final = "pendingCheckpointState"
@@ -61,6 +61,16 @@ _KNOWN: Final = frozenset(
 )  # fmt: skip
 
 
+class ScanResultLike(Protocol):
+    """One decoded scan of a lease table: the leases, and the keys of items that could not be decoded."""
+
+    @property
+    def leases(self) -> Sequence[Lease]: ...
+
+    @property
+    def skipped(self) -> Sequence[str]: ...
+
+
 class CorruptLeaseItem(ValueError):
     """A lease-table item that cannot be read as a lease. The shell skips it with a warning."""
 
@@ -73,7 +83,7 @@ class CorruptLeaseItem(ValueError):
 
 
 def is_lease_item(item: Item) -> bool:
-    """Spec 3.4: skip every item whose ``entityType`` exists and is not ``LEASE``."""
+    """contract §3.4: skip every item whose ``entityType`` exists and is not ``LEASE``."""
     entity = item.get(ENTITY_TYPE)
     return entity is None or (isinstance(entity, Mapping) and dict(entity) == {"S": LEASE_ENTITY_TYPE})
 
@@ -282,7 +292,7 @@ def lease_to_item(lease: Lease) -> dict[str, dict[str, object]]:
 
 
 def new_lease_item(lease: Lease) -> dict[str, dict[str, object]]:
-    """The PutItem body of a freshly created lease, exactly the attributes spec 3.2 lists.
+    """The PutItem body of a freshly created lease, exactly the attributes contract §3.2 lists.
 
     ``leaseKey``, ``leaseCounter`` = 0, ``ownerSwitchesSinceCheckpoint`` = 0, ``checkpoint`` and its
     sub-sequence number, ``parentShardId`` (if any), the hash range (when known), ``entityType`` =

@@ -1,4 +1,4 @@
-"""Stream identities and multi-stream lease keys (spec 3.2, Java ``StreamIdentifier`` and
+"""Stream identities and multi-stream lease keys (contract §3.2, Java ``StreamIdentifier`` and
 ``MultiStreamLease``), as pure functions over strings.
 
 A stream in a multi-stream application is ``accountId:streamName:creationEpoch`` (the lease

@@ -1,6 +1,6 @@
-"""Renews the leases this worker holds and takes new ones, KCL 2.x style (spec section 4).
+"""Renews the leases this worker holds and takes new ones, KCL 2.x style (contract §4).
 
-The shell around :func:`kcl_daemon.core.taker.plan_takes`, :class:`LeaseObservations` and
+The shell around :func:`kcl_daemon.core.taking.taker.plan_takes`, :class:`LeaseObservations` and
 :func:`kcl_daemon.core.reconcile.reconcile`:
 
 * every held lease has its own renewal loop (``run_renewer`` keeps one per lease), so one slow call
@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from random import Random
@@ -40,10 +40,10 @@ from typing import Protocol, TypeVar
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.expiry import LeaseObservations, held_lease_deadline
 from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.lease_codec import CorruptLeaseItem
+from kcl_daemon.core.lease_codec import CorruptLeaseItem, ScanResultLike
 from kcl_daemon.core.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.core.taker import TakeKind, TakePlan, TakerConfig, plan_takes
+from kcl_daemon.core.taking.taker import TakeKind, TakePlan, TakerConfig, plan_takes
 from kcl_daemon.errors import (
     DependencyUnavailable,
     KclError,
@@ -60,14 +60,6 @@ logger = logging.getLogger(__name__)
 
 EPSILON_S = 0.025
 T = TypeVar("T")
-
-
-class ScanResultLike(Protocol):
-    @property
-    def leases(self) -> Sequence[Lease]: ...
-
-    @property
-    def skipped(self) -> Sequence[str]: ...
 
 
 class LeaseTableOps(Protocol):

@@ -2,6 +2,8 @@
 provisioned sample stream, and a sample producer. Needs the ``local`` extra (moto's server).
 
 :func:`local_stack` is the entry point; :class:`EmbeddedBackend` and :class:`Producer` are its parts.
+
+May import: ``inspection``, ``aws``, ``config``, ``core`` and the root utilities.
 """
 
 from kcl_daemon.local.embedded import EmbeddedBackend, LocalBackendUnavailable

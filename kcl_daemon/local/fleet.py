@@ -3,7 +3,7 @@
 The parent starts the embedded Kinesis + DynamoDB and the sample producer once, then N real daemons
 (``kcl-daemon run`` subprocesses, worker ids ``local-1`` ... ``local-N``) pointed at it, each with its
 log in a file. Instead of a wall of per-record lines it shows the live view of the lease table
-(:mod:`kcl_daemon.leases.watch`): the leases spread over the workers; after ``kill_after_s`` it SIGKILLs
+(:mod:`kcl_daemon.inspection.watch`): the leases spread over the workers; after ``kill_after_s`` it SIGKILLs
 one worker, and its leases expire and are taken over by the others. Ctrl-C stops every worker
 gracefully (SIGTERM) and exits 0.
 
@@ -29,8 +29,8 @@ from typing import TextIO
 from kcl_daemon.clock import SystemClock
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.errors import ConfigError, DependencyUnavailable
-from kcl_daemon.leases.plot import Frame, render_html
-from kcl_daemon.leases.watch import CLEAR, Snapshot, TableSampler, render_screen
+from kcl_daemon.inspection.plot import Frame, render_html
+from kcl_daemon.inspection.watch import CLEAR, Snapshot, TableSampler, render_screen
 
 #: Keys of the user's file the fleet replaces (endpoints and credentials are the embedded backend's).
 _REPLACED = re.compile(

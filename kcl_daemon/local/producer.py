@@ -28,7 +28,7 @@ from typing import Final, Protocol, Self
 import orjson
 
 from kcl_daemon.aws.provision import MAX_PUT_RECORDS_ENTRIES, PutEntry
-from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import KclError
 
 logger = logging.getLogger(__name__)

@@ -8,4 +8,6 @@
 
 The daemon reports through the small observer interfaces of :mod:`kcl_daemon.metrics.observer`, which
 cost nothing when metrics are off; the metric list itself is data (:mod:`kcl_daemon.metrics.catalog`).
+
+May import: ``supervise``, ``aws``, ``config``, ``core`` and the root utilities.
 """

@@ -15,9 +15,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
+from kcl_daemon.aws.cloudwatch import Datum
 from kcl_daemon.clock import Clock
 from kcl_daemon.errors import KclError
-from kcl_daemon.metrics.cloudwatch_data import CloudWatchPlan, Datum, SeriesKey, datums_from
+from kcl_daemon.metrics.cloudwatch_data import CloudWatchPlan, SeriesKey, datums_from
 from kcl_daemon.metrics.registry import DaemonMetrics
 
 logger = logging.getLogger(__name__)

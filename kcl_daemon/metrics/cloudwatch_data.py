@@ -18,21 +18,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from kcl_daemon.aws.cloudwatch import Datum
 from kcl_daemon.metrics.catalog import BY_NAME, CHILD_METRIC, DIMENSION_OF_LABEL, Kind, Level
 from kcl_daemon.metrics.registry import Sample
 
 ALL_DIMENSIONS = frozenset({"Operation", "ShardId", "WorkerIdentifier", "StreamId"})
 _SERVICE_NAMES = {"dynamodb": "DynamoDB", "kinesis": "Kinesis"}
 SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
-
-
-@dataclass(frozen=True, slots=True)
-class Datum:
-    name: str
-    unit: str
-    value: float
-    dimensions: tuple[tuple[str, str], ...]
-    timestamp: datetime
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summ
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.process_collector import ProcessCollector
 
-from kcl_daemon.core.distribution import cluster_of
-from kcl_daemon.core.fleet_figures import FleetFigures, fleet_figures
+from kcl_daemon.core.fleet.distribution import cluster_of
+from kcl_daemon.core.fleet.figures import FleetFigures, fleet_figures
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.metrics.catalog import CHILD_METRIC, METRICS, Kind
 

@@ -96,7 +96,7 @@ def build_metrics(
 ) -> MetricsRuntime:
     """The registry with every exporter the settings and options ask for (raises OSError for a busy
     port, ConfigError for a missing extra)."""
-    from kcl_daemon.core.distribution import cluster_of
+    from kcl_daemon.core.fleet.distribution import cluster_of
 
     separator = settings.lease_cluster_separator
     metrics = DaemonMetrics(zone_of=lambda worker: cluster_of(worker, separator))

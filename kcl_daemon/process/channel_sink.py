@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.child_channel import (
+from kcl_daemon.core.lifecycle.child_channel import (
     AcceptedLog,
     AcceptedMetric,
     ChannelLimits,

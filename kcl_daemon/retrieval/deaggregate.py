@@ -1,4 +1,4 @@
-"""KPL de-aggregation (spec 1.12) through ``aws_kinesis_agg``, with the library's silent failures shown.
+"""KPL de-aggregation (contract §1.12) through ``aws_kinesis_agg``, with the library's silent failures shown.
 
 The library (``iter_deaggregate_records``) splits aggregates; this wrapper adds what it lacks:
 

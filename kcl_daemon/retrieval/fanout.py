@@ -1,5 +1,5 @@
-"""Enhanced fan-out retrieval for one shard: a :class:`~kcl_daemon.consumer.ports.RecordSource` over
-SubscribeToShard (spec 2.6).
+"""Enhanced fan-out retrieval for one shard: a :class:`~kcl_daemon.retrieval.source.RecordSource` over
+SubscribeToShard (contract §2.6).
 
 A pump runs on its own thread of the ``fanout`` pool (a subscription blocks a thread for its whole
 life) and hands events to the event loop through a bounded queue:
@@ -30,10 +30,9 @@ from typing import Final, Protocol
 
 from kcl_daemon.aws.fanout import FanoutEvent, Subscription
 from kcl_daemon.clock import Clock, SystemClock
-from kcl_daemon.consumer.ports import Batch
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.core.shard_graph import ChildShard, Shard
-from kcl_daemon.core.shard_iterator import (
+from kcl_daemon.core.shards.graph import ChildShard, Shard
+from kcl_daemon.core.shards.iterator import (
     IteratorPosition,
     NothingToRead,
     iterator_position_for,
@@ -43,6 +42,7 @@ from kcl_daemon.core.shard_iterator import (
 from kcl_daemon.errors import InconsistentResponse, KclError, ShardNotFound
 from kcl_daemon.retrieval.deaggregate import Deaggregator
 from kcl_daemon.retrieval.settings import RetrievalSettings
+from kcl_daemon.retrieval.source import Batch
 
 logger = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
-"""Polling retrieval for one shard: a :class:`~kcl_daemon.consumer.ports.RecordSource` over GetRecords.
+"""Polling retrieval for one shard: a :class:`~kcl_daemon.retrieval.source.RecordSource` over GetRecords.
 
-The shell around the pure rules in :mod:`kcl_daemon.core.shard_iterator` (where to start),
-:mod:`kcl_daemon.core.read_pacing` (when to call) and :mod:`kcl_daemon.core.shard_end` (whether the
-shard ended). Blocking boto3 calls run on the executor passed in; time comes from a
-:class:`~kcl_daemon.clock.Clock`.
+The shell around the pure rules in :mod:`kcl_daemon.core.shards.iterator` (where to start),
+:mod:`kcl_daemon.core.shards.read_pacing` (when to call) and
+:mod:`kcl_daemon.core.shards.shard_end` (whether the shard ended). Blocking boto3 calls run on
+the executor passed in; time comes from a :class:`~kcl_daemon.clock.Clock`.
 
 * ``start(after)`` positions the reader at a checkpoint (lazily: the first ``next_batch`` gets the
   iterator). User records at or before ``after`` are dropped (resuming inside a KPL aggregate).
@@ -30,17 +30,26 @@ from typing import ParamSpec, Protocol, TypeVar
 
 from kcl_daemon.aws.kinesis import GetRecordsResult
 from kcl_daemon.clock import Clock, SystemClock
-from kcl_daemon.consumer.ports import Batch
-from kcl_daemon.core.read_pacing import MIN_IDLE_BETWEEN_READS_S, read_interval_s, seconds_until_next_read
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.core.shard_end import ReadOutcome, ReadVerdict, ResponseFacts, children_of, judge_response
-from kcl_daemon.core.shard_graph import ChildShard, Shard
-from kcl_daemon.core.shard_iterator import (
+from kcl_daemon.core.shards.graph import ChildShard, Shard
+from kcl_daemon.core.shards.iterator import (
     IteratorPosition,
     NothingToRead,
     iterator_position_for,
     records_after,
     refresh_position,
+)
+from kcl_daemon.core.shards.read_pacing import (
+    MIN_IDLE_BETWEEN_READS_S,
+    read_interval_s,
+    seconds_until_next_read,
+)
+from kcl_daemon.core.shards.shard_end import (
+    ReadOutcome,
+    ReadVerdict,
+    ResponseFacts,
+    children_of,
+    judge_response,
 )
 from kcl_daemon.errors import (
     DependencyUnavailable,
@@ -51,6 +60,7 @@ from kcl_daemon.errors import (
 )
 from kcl_daemon.retrieval.deaggregate import Deaggregator
 from kcl_daemon.retrieval.settings import RetrievalSettings
+from kcl_daemon.retrieval.source import Batch
 
 logger = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from kcl_daemon.consumer.ports import Batch, ShardRecordSource
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.core.shard_graph import ChildShard
+from kcl_daemon.core.shards.graph import ChildShard
+from kcl_daemon.retrieval.source import Batch, ShardRecordSource
 
 
 class PrefetchingSource:

@@ -1,4 +1,4 @@
-"""The polling reader's settings (spec 2.2 "Retrieval", spec 7), in seconds; Java names appear only here."""
+"""The polling reader's settings (contract §2.2 "Retrieval", §7), in seconds; Java names appear only here."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from kcl_daemon.core.read_pacing import effective_idle_s
+from kcl_daemon.core.shards.read_pacing import effective_idle_s
 from kcl_daemon.retry import GET_RECORDS, RetryPolicy
 
 MAX_RECORDS_LIMIT: Final = 10000

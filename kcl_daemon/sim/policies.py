@@ -10,9 +10,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from kcl_daemon.core.assignment import Decider
-from kcl_daemon.core.assignor import Assignor
-from kcl_daemon.core.variance_decider import VarianceDecider
+from kcl_daemon.core.assignment.assignor import CooperativeAssignor
+from kcl_daemon.core.assignment.decider import Decider
+from kcl_daemon.core.assignment.variance import VarianceDecider
 
 
 class Mode(enum.Enum):
@@ -47,18 +47,18 @@ def variance(seed: int = 0) -> Policy:
     )
 
 
-def ours() -> Policy:
+def cooperative() -> Policy:
     return Policy(
-        "ours",
+        "cooperative",
         Mode.LEADER,
         "kcl-daemon: the sticky, zone-aware, cooperative assignor; lock = failover time",
-        decider=Assignor(),
+        decider=CooperativeAssignor(),
         declares_grace=True,
         lock_follows_failover=True,
     )
 
 
-POLICY_NAMES = ("2.x", "variance", "ours")
+POLICY_NAMES = ("2.x", "variance", "cooperative")
 
 
 def by_name(name: str, seed: int = 0) -> Policy:
@@ -66,6 +66,6 @@ def by_name(name: str, seed: int = 0) -> Policy:
         return taker_2x()
     if name == "variance":
         return variance(seed)
-    if name == "ours":
-        return ours()
+    if name in ("cooperative", "ours"):  # "ours": its name before 0.3
+        return cooperative()
     raise ValueError(f"unknown policy {name!r}: choose from {', '.join(POLICY_NAMES)}")

@@ -30,8 +30,8 @@ def compare(
         scenario = build(name, (sizes or {}).get(name, size), fleet, seed)
         for policy in policies:
             result = simulate(scenario, by_name(policy, seed), fleet, seed)
-            if fleet.restart_grace_s > 0 and policy == "ours":
-                result.policy = f"ours (grace {fleet.restart_grace_s:g} s)"
+            if fleet.restart_grace_s > 0 and policy == "cooperative":
+                result.policy = f"cooperative (grace {fleet.restart_grace_s:g} s)"
             results.append(result)
     return results
 

@@ -1,7 +1,8 @@
 """The simulator's scenarios, each built from (shards, workers, zones, seed) at any scale.
 
-Worker ids follow seed 000's convention ``<zone>-w<n>``; zones are ``z1``, ``z2``, ... (``c1``, ``c2`` for
-the two clusters of the scale-out). Scenarios that start from a steady fleet give every shard an owner
+Worker ids follow the ``<cluster>-<host>`` convention (contract §10.1): ``<zone>-w<n>``; zones are
+``z1``, ``z2``, ... (``c1``, ``c2`` for the two clusters of the scale-out). Scenarios that start from
+a steady fleet give every shard an owner
 at t=0, spread evenly (round-robin over workers, so zones are even too).
 """
 
@@ -57,7 +58,8 @@ def cold(size: Size, fleet: FleetConfig, rng: random.Random) -> Scenario:
 
 
 def scale_out(size: Size, fleet: FleetConfig, rng: random.Random) -> Scenario:
-    """Seed 000: one cluster holds every shard, then a second cluster of the same size joins."""
+    """The scale-out of contract §10.4: one cluster holds every shard, then a second cluster of the same
+    size joins."""
     shards = shard_ids(size.shards)
     half = max(1, size.workers // 2)
     first = [(f"c1-w{i:04d}", "c1") for i in range(half)]
@@ -65,7 +67,7 @@ def scale_out(size: Size, fleet: FleetConfig, rng: random.Random) -> Scenario:
     events = _starts(first, 0.0, disruptive=False) + _starts(second, 10.0)
     return Scenario(
         "scale-out",
-        f"seed 000: {half} workers in c1 hold {size.shards} shards, {len(second)} more join in c2",
+        f"scale-out: {half} workers in c1 hold {size.shards} shards, {len(second)} more join in c2",
         shards,
         {},
         tuple(events),
@@ -184,7 +186,7 @@ SCENARIOS: dict[str, Builder] = {
     "scale": scale,
 }
 
-#: full-scale sizes for the benchmark (``scale-out`` is seed 000)
+#: full-scale sizes for the benchmark (``scale-out`` is contract §10.4)
 FULL_SIZES: dict[str, Size] = {
     "scale-out": Size(500, 200, 2),
     "scale": Size(10_000, 1_000, 3),

@@ -7,6 +7,9 @@
     df = spark.readStream.format("kinesis").option("streamName", "orders").load()
 
 Importing this package never imports pyspark; :func:`register` does, with a clear error if it is missing.
+
+May import: ``retrieval``, ``aws``, ``config``, ``core`` and the root utilities; pyspark only inside
+:func:`register` and the modules it loads.
 """
 
 from __future__ import annotations

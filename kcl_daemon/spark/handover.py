@@ -22,8 +22,8 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from kcl_daemon.aws.source_clients import kinesis_for, lease_table_for
 from kcl_daemon.retry import KINESIS
+from kcl_daemon.spark.clients import kinesis_for, lease_table_for
 from kcl_daemon.spark.lease_bridge import CheckpointReport, release_owned, write_checkpoints
 from kcl_daemon.spark.offsets import BadOffset, SourceOffset
 from kcl_daemon.spark.options import SourceOptions, parse_options

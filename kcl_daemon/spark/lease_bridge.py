@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.core.shard_graph import Shard, ShardEndAction, child_leases_at_shard_end
+from kcl_daemon.core.shards.graph import Shard, ShardEndAction, child_leases_at_shard_end
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.spark.lease_rules import (
     checkpoints_to_write,

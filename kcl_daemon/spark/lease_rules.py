@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, Sentinel
-from kcl_daemon.core.shard_graph import ChildShard, Shard
+from kcl_daemon.core.shards.graph import ChildShard, Shard
 from kcl_daemon.spark.offsets import ShardPos, SourceOffset
 
 

@@ -4,7 +4,7 @@ A shard's position has the meaning of a KCL checkpoint: every user record at or 
 It is an :class:`ExtendedSequenceNumber` (a sequence number with its KPL sub-sequence, or one of
 ``TRIM_HORIZON``, ``AT_TIMESTAMP`` (with its epoch-millisecond timestamp) and ``SHARD_END``), so it
 maps 1:1 onto the lease table's ``checkpoint`` + ``checkpointSubSequenceNumber``, and reading resumes by
-the daemon's own rule (:func:`kcl_daemon.core.shard_iterator.iterator_position_for` + ``records_after``).
+the daemon's own rule (:func:`kcl_daemon.core.shards.iterator.iterator_position_for` + ``records_after``).
 
 JSON shape (v1)::
 
@@ -30,7 +30,7 @@ from kcl_daemon.core.sequence import (
     InvalidSequenceNumber,
     Sentinel,
 )
-from kcl_daemon.core.shard_graph import Shard, shards_at_initial_position
+from kcl_daemon.core.shards.graph import Shard, shards_at_initial_position
 from kcl_daemon.spark.options import StartingPosition, StartKind
 
 VERSION: Final = 1

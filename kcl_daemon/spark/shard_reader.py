@@ -10,7 +10,7 @@ The same loop serves both sides, so they agree record for record:
 
 Reads start where the daemon would (:func:`iterator_position_for` + :func:`records_after`: at the
 checkpoint's sequence number, dropping user records at or before it), KPL aggregates are split by the
-daemon's :class:`Deaggregator`, calls are paced per shard (:mod:`kcl_daemon.core.read_pacing`) and
+daemon's :class:`Deaggregator`, calls are paced per shard (:mod:`kcl_daemon.core.shards.read_pacing`) and
 retried under the named ``GET_RECORDS`` policy, re-getting an expired iterator after the last record
 fetched. Never logs payloads.
 """
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from kcl_daemon.aws.kinesis import AnyRawRecord, GetRecordsResult, Kinesis
-from kcl_daemon.core.read_pacing import seconds_until_next_read
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.core.shard_iterator import IteratorPosition, iterator_position_for, refresh_position
+from kcl_daemon.core.shards.iterator import IteratorPosition, iterator_position_for, refresh_position
+from kcl_daemon.core.shards.read_pacing import seconds_until_next_read
 from kcl_daemon.errors import IteratorExpired, KclError, ShardNotFound
 from kcl_daemon.retrieval.deaggregate import Deaggregator
 from kcl_daemon.retry import GET_RECORDS

@@ -30,9 +30,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from kcl_daemon.aws.source_clients import kinesis_for, lease_table_for
-from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.retry import KINESIS
+from kcl_daemon.spark.clients import kinesis_for, lease_table_for
 from kcl_daemon.spark.handover import owner_of
 from kcl_daemon.spark.lease_bridge import LeaseBridge
 from kcl_daemon.spark.lease_rules import is_ahead

@@ -1,1 +1,6 @@
-"""The worker: one consumer per held lease, wired to the lease coordinator, shard sync and cleanup."""
+"""The worker: a scheduler that runs one shard consumer per held lease, plus the lease, shard-sync,
+cleanup and status loops, and the lease mode (2.x taker or KCL 3.x leader) it is given.
+
+May import: everything below it (``leader``, ``consumer``, ``shards``, ``leases``, ``process``,
+``retrieval``, ``metrics``, ``supervise``, ``aws``, ``config``, ``core``); nothing above.
+"""

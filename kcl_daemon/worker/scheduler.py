@@ -28,22 +28,23 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.consumer.ports import ChildLauncher, ShardRecordSource
+from kcl_daemon.consumer.ports import ChildLauncher
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings
+from kcl_daemon.consumer.shard_failures import TaskFailures, decide_after_failure, is_retriable
+from kcl_daemon.consumer.shard_task import ShardTask, ShardTaskContext
 from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.lifecycle import ShardState, ShutdownReason
+from kcl_daemon.core.lifecycle.restart_policy import Park
+from kcl_daemon.core.lifecycle.states import ShardState, ShutdownReason
 from kcl_daemon.core.loop_restart import WORKER_LOOP, LoopPolicy
-from kcl_daemon.core.restart_policy import Park
-from kcl_daemon.core.shard_graph import Shard
+from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import LeaseTableGone
-from kcl_daemon.leases.cleanup import ChildShardLookup, LeaseCleaner
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
-from kcl_daemon.leases.shard_sync import ShardSyncConfig, ShardSyncer
 from kcl_daemon.metrics.observer import no_shard_observer
 from kcl_daemon.metrics.registry import DaemonMetrics
+from kcl_daemon.retrieval.source import ShardRecordSource
+from kcl_daemon.shards.cleanup import ChildShardLookup, LeaseCleaner
+from kcl_daemon.shards.sync import ShardSyncConfig, ShardSyncer
 from kcl_daemon.supervise import LoopFactory, supervise
-from kcl_daemon.worker.shard_failures import TaskFailures, decide_after_failure, is_retriable
-from kcl_daemon.worker.shard_task import ShardTask, ShardTaskContext
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -311,7 +312,7 @@ class Scheduler:
 
     async def _back_off_or_park(self, lease: Lease, failures: TaskFailures, retriable: bool) -> bool:
         """After a failed task: wait the backoff and return True, or park the shard until its lease is
-        lost or the worker stops and return False (see ``kcl_daemon.worker.shard_failures``)."""
+        lost or the worker stops and return False (see ``kcl_daemon.consumer.shard_failures``)."""
         restart = self.config.consumer.restart
         policy = replace(restart, initial_backoff_s=self.config.task_backoff_s)
         decision = decide_after_failure(policy, failures, retriable)

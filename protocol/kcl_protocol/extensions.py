@@ -15,8 +15,8 @@ A child that saw the offer may write, at any time while an action is outstanding
     {"action":"metric","name":"orders","value":3,"unit":"Count","dimensions":{"region":"eu"}}
 
 These lines get no answer. Here only the JSON types are checked; what the daemon accepts (levels,
-name syntax, units, limits, rate) is its policy (``kcl_daemon.core.child_channel``). A malformed channel
-line is noise, like any other unusable line.
+name syntax, units, limits, rate) is its policy (``kcl_daemon.core.lifecycle.child_channel``). A
+malformed channel line is noise, like any other unusable line.
 """
 
 from __future__ import annotations

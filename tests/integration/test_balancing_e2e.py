@@ -24,8 +24,11 @@ from botocore.exceptions import ClientError
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.integration.conftest import FIGURES, Backend
-from tests.integration.test_daemon_e2e import Fleet, data_of, owners, put
+from tests.support.emulators import Backend
+from tests.support.figures import FIGURES
+from tests.support.fleet import Fleet, owners
+from tests.support.recorder import data_of
+from tests.support.streams import put
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

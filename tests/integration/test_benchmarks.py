@@ -65,6 +65,6 @@ def test_profile_retrieval_prints_cpu_per_10k_and_the_profile() -> None:
 
 def test_balance_prints_the_comparison_speed_cost_and_failover() -> None:
     out = run_bench("balance.py", "--quick", "--runs", "1")
-    assert "scale-out" in out and "ours (grace 120 s)" in out
+    assert "scale-out" in out and "cooperative (grace 120 s)" in out
     assert "unowned leases over" in out and "x variance" in out
     assert "ratio" in out and "Failover of a crashed worker" in out

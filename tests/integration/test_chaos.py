@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.harness import ChaosConfig, run_chaos
+from tests.support.chaos.harness import ChaosConfig, run_chaos
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 

@@ -1,4 +1,4 @@
-"""clientVersionConfig against the fleet's Migration3.0 item, on both emulators (spec 5.6): whatever each
+"""clientVersionConfig against the fleet's Migration3.0 item, on both emulators (contract §5.6): whatever each
 worker is configured with, one table runs one algorithm."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from botocore.exceptions import ClientError
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.coordinator_state import CoordinatorStore, locate
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from kcl_daemon.core.client_version import ClientVersion, ClientVersionConfig
-from kcl_daemon.leases.leader_mode import LeaderMode, LeaderModeConfig
-from tests.fake_clock import FakeClock
+from kcl_daemon.core.assignment.client_version import ClientVersion, ClientVersionConfig
+from kcl_daemon.leader.mode import LeaderMode, LeaderModeConfig
+from tests.support.clocks import FakeClock
 
 pytestmark = pytest.mark.integration
 

@@ -1,133 +1,32 @@
 """kcl-daemon as users run it: separate daemon processes sharing a stream, on both emulators.
 
-Each daemon is ``python -m kcl_daemon run --properties FILE`` with the endpoints in the properties file
-and dummy credentials in the environment. Processors are real child processes: our Python client's
-recording processor (every record into one JSON-lines file) and amazon_kclpy's unmodified sample.
+Each daemon is ``python -m kcl_daemon run --properties FILE`` (``tests.support.fleet``) with the endpoints
+in the properties file and dummy credentials in the environment. Processors are real child processes:
+our Python client's recording processor (every record into one JSON-lines file) and amazon_kclpy's
+unmodified sample.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.integration.conftest import FIGURES, Backend, wait_for_stream
+from tests.support.emulators import Backend
+from tests.support.figures import FIGURES
+from tests.support.fleet import FAILOVER_S, TAKE_EVERY_S, Fleet, owners
+from tests.support.paths import VENV_BIN
+from tests.support.recorder import data_of
+from tests.support.streams import put, wait_for_stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
-REPO = Path(__file__).parents[2]
-RECORDER = REPO / "tests" / "fixtures" / "children" / "recording_processor.py"
-KCLPY_SAMPLE = REPO / ".venv" / "bin" / "sample_kclpy_app.py"
-FAILOVER_S = 2.0
-TAKE_EVERY_S = 2 * (FAILOVER_S + 0.025)
-
-
-class Daemon:
-    def __init__(self, name: str, properties: Path, records: Path, log: Path) -> None:
-        self.name = name
-        self.log = log
-        env = {**os.environ, "KCL_TEST_RECORDS": str(records), "KCL_TEST_WORKER": name}
-        with log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "kcl_daemon", "run", "--properties", str(properties)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                cwd=properties.parent,
-            )
-
-    def stop(self, signum: int = signal.SIGTERM, timeout_s: float = 30.0) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signum)
-        try:
-            return self.process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise AssertionError(f"{self.name} did not stop within {timeout_s}s:\n{self.tail()}") from None
-
-    def tail(self, lines: int = 60) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-
-class Fleet:
-    """Daemons of one test; every one still running at the end is killed."""
-
-    def __init__(self, tmp_path: Path, backend: Backend, table: str, stream: str) -> None:
-        self.tmp_path = tmp_path
-        self.backend = backend
-        self.table = table
-        self.stream = stream
-        self.records = tmp_path / "records.jsonl"
-        self.daemons: dict[str, Daemon] = {}
-
-    def properties(self, worker: str, executable: str) -> Path:
-        path = self.tmp_path / f"{worker}.properties"
-        path.write_text(
-            f"executableName = {executable}\n"
-            f"applicationName = {self.table}\n"
-            f"streamName = {self.stream}\n"
-            "regionName = us-east-1\n"
-            f"kinesisEndpoint = {self.backend.kinesis_endpoint}\n"
-            f"dynamoDBEndpoint = {self.backend.dynamodb_endpoint}\n"
-            f"workerId = {worker}\n"
-            "initialPositionInStream = TRIM_HORIZON\n"
-            "idleTimeBetweenReadsInMillis = 200\n"
-            f"failoverTimeMillis = {int(FAILOVER_S * 1000)}\n"
-            "parentShardPollIntervalMillis = 500\n"
-            "shardSyncIntervalMillis = 5000\n"
-            "shutdownGraceMillis = 15000\n"
-            "childStopTimeoutMillis = 2000\n"
-            # KCL 3.x mode (the default) with the count-based decider: these tests expect 2/2 spreads
-            "leaseAssignmentStrategy = LEASE_COUNT_BASED\n"
-            "workerMetricsReporterFreqInMillis = 1000\n"
-        )
-        return path
-
-    def start(self, worker: str, executable: str | None = None) -> Daemon:
-        argv = executable or f"{sys.executable} {RECORDER}"
-        daemon = Daemon(worker, self.properties(worker, argv), self.records, self.tmp_path / f"{worker}.log")
-        self.daemons[worker] = daemon
-        return daemon
-
-    def recorded(self, event: str = "record") -> list[dict[str, Any]]:
-        if not self.records.exists():
-            return []
-        lines = [json.loads(line) for line in self.records.read_text().splitlines() if line]
-        return [line for line in lines if line["event"] == event]
-
-    def logs(self) -> str:
-        return "\n\n".join(f"--- {d.name} ---\n{d.tail()}" for d in self.daemons.values())
-
-    def wait(self, check: Callable[[], bool], limit_s: float, what: str) -> float:
-        start = time.monotonic()
-        while not check():
-            if time.monotonic() - start > limit_s:
-                raise AssertionError(f"{what}: not within {limit_s}s\n{self.logs()}")
-            for daemon in self.daemons.values():
-                if daemon.process.poll() not in (None, 0, -signal.SIGKILL):
-                    raise AssertionError(
-                        f"{daemon.name} exited with {daemon.process.returncode}\n{self.logs()}"
-                    )
-            time.sleep(0.1)
-        return time.monotonic() - start
-
-    def close(self) -> None:
-        for daemon in self.daemons.values():
-            if daemon.process.poll() is None:
-                daemon.process.kill()
-                daemon.process.wait()
+KCLPY_SAMPLE = VENV_BIN / "sample_kclpy_app.py"
 
 
 @pytest.fixture
@@ -138,32 +37,6 @@ def fleet(
     fleet = Fleet(tmp_path, backend, lease_table.table_name, make_stream(4))
     yield fleet
     fleet.close()
-
-
-def put(clients: AwsClients, stream: str, numbers: range) -> dict[str, str]:
-    """Put ``record-<n>`` for each n; returns the last sequence number per shard."""
-    last: dict[str, str] = {}
-    numbers_list = list(numbers)
-    for offset in range(0, len(numbers_list), 250):
-        chunk = numbers_list[offset : offset + 250]
-        entries = [{"Data": f"record-{n}".encode(), "PartitionKey": f"key-{n}"} for n in chunk]
-        response = clients.kinesis.put_records(StreamName=stream, Records=entries)  # type: ignore[arg-type]
-        assert response.get("FailedRecordCount", 0) == 0
-        for result in response["Records"]:
-            last[result["ShardId"]] = result["SequenceNumber"]
-    return last
-
-
-def owners(table: DynamoLeaseTable) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for lease in table.list_leases(consistent=True).leases:
-        if lease.lease_owner is not None:
-            counts[lease.lease_owner] = counts.get(lease.lease_owner, 0) + 1
-    return counts
-
-
-def data_of(rows: list[dict[str, Any]]) -> set[str]:
-    return {row["data"] for row in rows}
 
 
 def test_two_daemons_share_the_shards_and_sigterm_hands_over_without_loss(

@@ -10,24 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import (
-    EMULATORS,
-    NODE_MODULES,
-    _free_port,
-    _probe_dynamodb,
-    _probe_kinesis,
-    _require_node,
-)
-from tests.integration.emulators import Emulator
+from tests.support.emulators import RUNNING, Emulator, EmulatorUnavailable, probe_dynamodb, probe_kinesis
+from tests.support.requirements import missing
 
 pytestmark = pytest.mark.integration
 
 
 def test_a_killed_emulator_is_restarted_on_its_port(aws_env: None, tmp_path: Path) -> None:
-    node = _require_node()
-    port = _free_port()
-    argv = [node, str(NODE_MODULES / "dynalite" / "cli.js"), "--host", "127.0.0.1", "--port", str(port)]
-    emulator = Emulator("dynalite", argv, port, [_probe_dynamodb], tmp_path / "dynalite.log")
+    try:
+        emulator = Emulator.dynalite(tmp_path)
+    except EmulatorUnavailable as exc:
+        missing(str(exc))
+    port = emulator.port
     emulator.start()
     try:
         assert emulator.ensure_alive("healthy") is None
@@ -38,7 +32,7 @@ def test_a_killed_emulator_is_restarted_on_its_port(aws_env: None, tmp_path: Pat
         note = emulator.ensure_alive("after the test")
         assert note == f"dynalite exited with -9 (after the test); restarted on port {port}"
         assert emulator.problem() is None
-        _probe_dynamodb(emulator.endpoint)  # the same endpoint answers again
+        probe_dynamodb(emulator.endpoint)  # the same endpoint answers again
         assert emulator.restarts == [note]
         assert f"=== {note} ===" in (tmp_path / "dynalite.log").read_text()
     finally:
@@ -63,15 +57,15 @@ def _abort_mid_body(endpoint: str, target: str) -> None:
 @pytest.mark.parametrize(
     ("fixture", "target", "probe"),
     [
-        ("kinesalite_endpoint", "Kinesis_20131202.PutRecords", _probe_kinesis),
-        ("dynalite_endpoint", "DynamoDB_20120810.UpdateItem", _probe_dynamodb),
+        ("kinesalite_endpoint", "Kinesis_20131202.PutRecords", probe_kinesis),
+        ("dynalite_endpoint", "DynamoDB_20120810.UpdateItem", probe_dynamodb),
     ],
 )
 def test_a_request_aborted_mid_body_does_not_kill_the_emulator(
     request: pytest.FixtureRequest, fixture: str, target: str, probe: Callable[[str], None]
 ) -> None:
     endpoint = request.getfixturevalue(fixture)
-    [emulator] = [e for e in EMULATORS if e.endpoint == endpoint]
+    [emulator] = [e for e in RUNNING if e.endpoint == endpoint]
     process = emulator.process
     for _ in range(3):
         _abort_mid_body(endpoint, target)

@@ -1,14 +1,11 @@
-"""Enhanced fan-out against tests/integration/fanout_server.py (SubscribeToShard with real event-stream
+"""Enhanced fan-out against tests/support/fanout_server.py (SubscribeToShard with real event-stream
 framing in front of kinesalite; DynamoDB: dynalite): the record source alone, and the whole daemon with
 a recording processor (resubscribes, an injected stream error, a split mid-run, a slow child)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -18,71 +15,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 
 from kcl_daemon.aws.fanout import Fanout
 from kcl_daemon.aws.kinesis import Kinesis
-from kcl_daemon.consumer.ports import Batch
 from kcl_daemon.core.sequence import TRIM_HORIZON
 from kcl_daemon.retrieval.fanout import FanoutRecordSource
 from kcl_daemon.retrieval.settings import RetrievalSettings
-from tests.integration.fanout_server import FanoutServer
+from kcl_daemon.retrieval.source import Batch
+from tests.support.daemon import Daemon, run_cli
+from tests.support.fanout_server import FanoutServer
+from tests.support.paths import RECORDER
+from tests.support.recorder import read_records
+from tests.support.streams import kinesis_client, new_stream, put_texts, split_first
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
-RECORDER = REPO / "tests" / "fixtures" / "children" / "recording_processor.py"
-
-
-def kinesis_client(endpoint: str, read_timeout_s: float = 30) -> Any:
-    return boto3.session.Session(region_name="us-east-1").client(
-        "kinesis",
-        endpoint_url=endpoint,
-        config=Config(retries={"total_max_attempts": 1}, read_timeout=read_timeout_s),
-    )
-
-
-@pytest.fixture
-def kinesalite(kinesalite_endpoint: str) -> Any:
-    return kinesis_client(kinesalite_endpoint)
-
-
-def new_stream(client: Any, shards: int) -> str:
-    name = f"efo-{uuid.uuid4().hex[:8]}"
-    client.create_stream(StreamName=name, ShardCount=shards)
-    wait_active(client, name)
-    return name
-
-
-def wait_active(client: Any, name: str) -> None:
-    deadline = time.monotonic() + 10
-    while (
-        client.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"]
-        != "ACTIVE"
-    ):
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-
-
-def put(client: Any, stream: str, texts: list[str], size: int = 0, key: str | None = None) -> None:
-    for start in range(0, len(texts), 100):
-        entries = [
-            {"Data": (text.ljust(size, ".")).encode(), "PartitionKey": key or text}
-            for text in texts[start : start + 100]
-        ]
-        assert client.put_records(StreamName=stream, Records=entries)["FailedRecordCount"] == 0
-
-
-def split_first(client: Any, stream: str) -> str:
-    shard = client.list_shards(StreamName=stream)["Shards"][0]
-    low, high = int(shard["HashKeyRange"]["StartingHashKey"]), int(shard["HashKeyRange"]["EndingHashKey"])
-    client.split_shard(
-        StreamName=stream, ShardToSplit=shard["ShardId"], NewStartingHashKey=str((low + high) // 2)
-    )
-    wait_active(client, stream)
-    return str(shard["ShardId"])
 
 
 async def read_all(source: FanoutRecordSource, *, pause_s: float = 0.0) -> list[Batch]:
@@ -97,6 +44,11 @@ async def read_all(source: FanoutRecordSource, *, pause_s: float = 0.0) -> list[
 
 
 @pytest.fixture
+def kinesalite(kinesalite_endpoint: str) -> Any:
+    return kinesis_client(kinesalite_endpoint)
+
+
+@pytest.fixture
 def pool() -> Iterator[ThreadPoolExecutor]:
     with ThreadPoolExecutor(4, thread_name_prefix="fanout-test") as executor:
         yield executor
@@ -107,7 +59,7 @@ def test_source_resubscribes_after_errors_and_timeouts_and_ends_with_the_childre
 ) -> None:
     stream = new_stream(kinesalite, 1)
     texts = [f"r{i:04d}" for i in range(300)]
-    put(kinesalite, stream, texts)
+    put_texts(kinesalite, stream, texts)
     parent = split_first(kinesalite, stream)
     with FanoutServer(kinesalite_endpoint, subscription_s=0.3, fail_every_events=2, page_limit=40) as server:
         fanout = Fanout(kinesis_client(server.endpoint))
@@ -147,7 +99,7 @@ def test_an_idle_shard_outlasting_the_read_timeout_is_resubscribed_not_failed(
             try:
                 reading = asyncio.ensure_future(source.next_batch())
                 await asyncio.sleep(2.0)  # four read timeouts with nothing to read
-                put(kinesalite, stream, ["late"])
+                put_texts(kinesalite, stream, ["late"])
                 batch = await asyncio.wait_for(reading, timeout=30)
                 assert batch is not None
                 return [r.data.decode() for r in batch.records]
@@ -164,7 +116,7 @@ def test_a_slow_reader_holds_the_server_back(
 ) -> None:
     stream = new_stream(kinesalite, 1)
     texts = [f"big{i:04d}" for i in range(400)]
-    put(kinesalite, stream, texts, size=20_000)  # 8 MB: more than the socket buffers hold
+    put_texts(kinesalite, stream, texts, size=20_000)  # 8 MB: more than the socket buffers hold
     with FanoutServer(kinesalite_endpoint, page_limit=10) as server:
         fanout = Fanout(kinesis_client(server.endpoint))
         arn = fanout.ensure_consumer(fanout.stream_arn(stream), "efo-slow")
@@ -197,7 +149,7 @@ def test_daemon_with_fanout_delivers_every_record_once_across_resubscribes_a_spl
 ) -> None:
     stream = new_stream(kinesalite, 2)
     before = [f"a{i:04d}" for i in range(200)]
-    put(kinesalite, stream, before)
+    put_texts(kinesalite, stream, before)
     records = tmp_path / "records.jsonl"
     with FanoutServer(kinesalite_endpoint, subscription_s=1.0, fail_every_events=5, page_limit=30) as server:
         properties = tmp_path / "app.properties"
@@ -216,42 +168,30 @@ def test_daemon_with_fanout_delivers_every_record_once_across_resubscribes_a_spl
             "shardSyncIntervalMillis = 1000\n"
             "childStopTimeoutMillis = 2000\n"
         )
-        env = {**os.environ, "KCL_TEST_RECORDS": str(records), "KCL_TEST_SLEEP_S": "0.1"}
+        env = {"KCL_TEST_RECORDS": str(records), "KCL_TEST_SLEEP_S": "0.1"}
         log = tmp_path / "daemon.log"
-        with log.open("wb") as out:
-            daemon = subprocess.Popen(
-                [sys.executable, "-m", "kcl_daemon", "run", "--properties", str(properties)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                cwd=tmp_path,
-            )
+        daemon = Daemon("run", properties=properties, log=log, env=env, cwd=tmp_path)
         try:
 
             def rows(event: str = "record") -> list[dict[str, Any]]:
-                if not records.exists():
-                    return []
-                lines = [json.loads(line) for line in records.read_text().splitlines() if line]
-                return [line for line in lines if line["event"] == event]
+                return read_records(records, event)
 
             def wait(check: Any, what: str, limit_s: float = 60.0) -> None:
                 deadline = time.monotonic() + limit_s
                 while not check():
-                    assert daemon.poll() is None, f"daemon exited:\n{log.read_text()[-4000:]}"
+                    assert daemon.exit_status is None, f"daemon exited:\n{log.read_text()[-4000:]}"
                     assert time.monotonic() < deadline, f"{what}:\n{log.read_text()[-4000:]}"
                     time.sleep(0.1)
 
             wait(lambda: len(rows()) >= 50, "first records")
             parent = split_first(kinesalite, stream)
             after = [f"b{i:04d}" for i in range(200)]
-            put(kinesalite, stream, after)
+            put_texts(kinesalite, stream, after)
             wanted = set(before) | set(after)
             wait(lambda: {r["data"] for r in rows()} >= wanted, "every record")
             wait(lambda: any(r["shard"] == parent for r in rows("shard_ended")), "the parent's shard end")
         finally:
-            daemon.send_signal(signal.SIGTERM)
-            code = daemon.wait(timeout=30)
+            code = daemon.stop(signal.SIGTERM, timeout_s=30)
         counts = Counter(r["data"] for r in rows())
         assert set(counts) == wanted
         assert max(counts.values()) == 1, [d for d, n in counts.items() if n > 1][:5]
@@ -265,13 +205,7 @@ def test_daemon_with_fanout_delivers_every_record_once_across_resubscribes_a_spl
         )["Consumers"]
         assert [c["ConsumerName"] for c in consumers] == [app]  # registered once, never deregistered
         for expected in ("deregistered stream consumer", "no stream consumer"):
-            done = subprocess.run(
-                [sys.executable, "-m", "kcl_daemon", "deregister-consumer", "--properties", str(properties)],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
+            done = run_cli("deregister-consumer", properties=properties)
             assert done.returncode == 0, done.stderr
             assert done.stdout.startswith(expected), done.stdout
         assert not server.consumers

@@ -14,17 +14,17 @@ import pytest
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
-from kcl_daemon.core.assignment import DeciderConfig
-from kcl_daemon.core.count_decider import LeaseCountDecider
+from kcl_daemon.core.assignment.decider import DeciderConfig
+from kcl_daemon.core.assignment.lease_count import LeaseCountDecider
+from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, Sentinel
-from kcl_daemon.core.worker_metrics import WorkerMetricStats
 from kcl_daemon.errors import LeaseConflict
-from kcl_daemon.leases.assignment_loop import AssignmentConfig, AssignmentLoop
+from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
+from kcl_daemon.leader.discovery import LeaseDiscovery
+from kcl_daemon.leader.handoff import HandoffWatcher
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
-from kcl_daemon.leases.discovery import LeaseDiscovery
-from kcl_daemon.leases.handoff import HandoffWatcher
-from tests.fake_clock import FakeClock
+from tests.support.clocks import FakeClock
 
 pytestmark = pytest.mark.integration
 FAILOVER_S = 10.0
@@ -191,7 +191,7 @@ class _MoveEverything:
     name = "move-everything"
 
     def decide(self, leases: Any, workers: Any, now: float, state: Any, config: Any) -> Any:
-        from kcl_daemon.core.assignment import Decision, Move
+        from kcl_daemon.core.assignment.decider import Decision, Move
 
         return Decision(tuple(Move(v.lease_key, v.lease_counter, v.owner, "b", False) for v in leases), state)
 

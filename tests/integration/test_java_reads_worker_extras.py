@@ -18,10 +18,10 @@ import pytest
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
-from kcl_daemon.core.assignment import WorkerState
-from kcl_daemon.core.worker_metrics import WorkerMetricStats
-from kcl_daemon.core.zones import WorkerExtras, extras_to_attribute
-from tests.integration.conftest import Backend
+from kcl_daemon.core.assignment.decider import WorkerState
+from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.assignment.zones import WorkerExtras, extras_to_attribute
+from tests.support.emulators import Backend
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """Several lease coordinators, shard syncers and cleaners sharing one real lease table.
 
 Every test runs against moto_server and against dynalite + kinesalite. DynamoDB and Kinesis are real
-(emulated) services; only time is simulated (``tests.fleet_sim``), so failover scenarios take
+(emulated) services; only time is simulated (``tests.support.lease_fleet``), so failover scenarios take
 milliseconds. ``test_real_time_failover_with_short_intervals`` runs the coordinators' own loops on the
 system clock instead.
 """
@@ -28,13 +28,16 @@ from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.clock import SystemClock
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber, Sentinel
-from kcl_daemon.core.taker import TakeKind
+from kcl_daemon.core.taking.taker import TakeKind
 from kcl_daemon.errors import LeaseConflict
-from kcl_daemon.leases.cleanup import LeaseCleaner
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
-from kcl_daemon.leases.shard_sync import ShardSyncConfig, ShardSyncer
-from tests.fleet_sim import Fleet, SteppedClock
-from tests.integration.conftest import FIGURES, Backend, wait_for_stream
+from kcl_daemon.shards.cleanup import LeaseCleaner
+from kcl_daemon.shards.sync import ShardSyncConfig, ShardSyncer
+from tests.support.clocks import SteppedClock
+from tests.support.emulators import Backend
+from tests.support.figures import FIGURES
+from tests.support.lease_fleet import CoordinatorFleet
+from tests.support.streams import wait_for_stream
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +45,7 @@ JAVA_TABLE = Path(__file__).parents[1] / "fixtures" / "java_kcl2_lease_table.jso
 FAILOVER_S = 10.0
 
 
-def counts(fleet: Fleet) -> list[int]:
+def counts(fleet: CoordinatorFleet) -> list[int]:
     return sorted(fleet.owners().values())
 
 
@@ -66,7 +69,7 @@ async def test_cold_start_three_workers_converge_and_two_take_over_when_one_stop
     assert len(all_created) == 12 and len(set(all_created)) == 12, "each lease is created exactly once"
     assert all(lease.checkpoint == TRIM_HORIZON for lease in lease_table.list_leases().leases)
 
-    fleet = Fleet(lease_table, ["w-a", "w-b", "w-c"], FAILOVER_S)
+    fleet = CoordinatorFleet(lease_table, ["w-a", "w-b", "w-c"], FAILOVER_S)
     converged = await fleet.run_until(lambda: counts(fleet) == [4, 4, 4], limit_s=600)
 
     fleet.stopped.add("w-c")  # stops renewing and taking, as if killed
@@ -85,7 +88,7 @@ async def test_a_worker_that_joins_late_gets_its_share_by_stealing(
 ) -> None:
     for index in range(8):
         assert lease_table.create_lease(Lease(f"shardId-{index:012d}", TRIM_HORIZON))
-    fleet = Fleet(lease_table, ["w-a", "w-b", "w-new"], FAILOVER_S)
+    fleet = CoordinatorFleet(lease_table, ["w-a", "w-b", "w-new"], FAILOVER_S)
     fleet.stopped.add("w-new")
     await fleet.run_until(lambda: counts(fleet) == [4, 4], limit_s=300)
 
@@ -198,7 +201,7 @@ async def test_a_java_kcl2_table_is_taken_over_and_continued_without_losing_attr
     lease_table: DynamoLeaseTable, aws_clients: AwsClients
 ) -> None:
     items = load_java_table(lease_table, aws_clients)
-    fleet = Fleet(lease_table, ["py-a", "py-b"], FAILOVER_S)  # the Java workers have stopped
+    fleet = CoordinatorFleet(lease_table, ["py-a", "py-b"], FAILOVER_S)  # the Java workers have stopped
     took = await fleet.run_until(lambda: set(fleet.owners()) == {"py-a", "py-b"}, limit_s=120)
     assert took <= FAILOVER_S + 2 * fleet.take_every
     assert counts(fleet) == [2, 2]

@@ -16,9 +16,9 @@ from kcl_daemon.aws.kinesis import Kinesis, ShardFilter, ShardFilterType
 from kcl_daemon.aws.lease_table import LEASE_OWNER_INDEX, DynamoLeaseTable
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
-from kcl_daemon.core.shard_graph import hash_range_is_complete
+from kcl_daemon.core.shards.graph import hash_range_is_complete
 from kcl_daemon.errors import DependencyUnavailable, LeaseConflict, TransientNetwork
-from tests.integration.conftest import wait_for_stream
+from tests.support.streams import wait_for_stream
 
 pytestmark = pytest.mark.integration
 

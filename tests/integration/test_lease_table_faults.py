@@ -1,6 +1,6 @@
 """The lease table and the worker behind a fault-injecting proxy, on dynalite and moto_server.
 
-The proxy (tests/faults/proxy.py) answers chosen DynamoDB calls with a throttle, a 500 or a dropped
+The proxy (tests/support/fault_proxy.py) answers chosen DynamoDB calls with a throttle, a 500 or a dropped
 connection, before forwarding them or *after* the emulator applied them. Writes whose reply is lost must
 be reconciled, start-up must ride out transient errors, and a lease table deleted while the worker runs
 must stop it with exit code 1.
@@ -24,11 +24,14 @@ from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.clock import SystemClock
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
+from kcl_daemon.errors import ExitStatus
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
-from kcl_daemon.run import EXIT_FAILED, plan_worker, run_worker
-from tests.faults.proxy import Fault, FaultProxy, Phase, rule
-from tests.integration.conftest import REGION, Backend
-from tests.integration.test_worker import put, recorded, settings_for, wait_until
+from kcl_daemon.run import plan_worker, run_worker
+from tests.support.emulators import REGION, Backend
+from tests.support.fault_proxy import Fault, FaultProxy, Phase, rule
+from tests.support.recorder import read_records
+from tests.support.streams import put
+from tests.support.worker import settings_for, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -204,23 +207,23 @@ async def test_a_lease_table_deleted_while_running_stops_the_worker_with_exit_co
     records = tmp_path / "records.jsonl"
     monkeypatch.setenv("KCL_TEST_RECORDS", str(records))
     stream = make_stream(2)
-    put(aws_clients, stream, 20)
+    put(aws_clients, stream, range(20))
     table_name = f"leases-{uuid.uuid4().hex[:12]}"
     plan = plan_worker(settings_for(stream, table_name), worker_id="w-1")
     worker = asyncio.create_task(run_worker(plan, aws_clients))
     await wait_until(
-        lambda: sum(r["event"] == "record" for r in recorded(records)) >= 20, 30, "records delivered"
+        lambda: sum(r["event"] == "record" for r in read_records(records)) >= 20, 30, "records delivered"
     )
     aws_clients.dynamodb.delete_table(TableName=table_name)
     deleted_at = time.monotonic()
     with caplog.at_level(logging.INFO):
         code = await asyncio.wait_for(worker, 30)
-    assert code == EXIT_FAILED
+    assert code == ExitStatus.FAILED
     elapsed = time.monotonic() - deleted_at
     # documented: the worker stops once the table has been missing for the failover time (2 s here)
     assert 2.0 <= elapsed < 2.0 + 10.0, f"stopped {elapsed:.1f}s after the table was deleted"
     assert "the lease table has been missing" in caplog.text and "the worker cannot go on" in caplog.text
-    assert {r["shard"] for r in recorded(records) if r["event"] == "lease_lost"} == {
+    assert {r["shard"] for r in read_records(records) if r["event"] == "lease_lost"} == {
         "shardId-000000000000",
         "shardId-000000000001",
     }, "every child heard leaseLost before the worker stopped"

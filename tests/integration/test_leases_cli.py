@@ -1,10 +1,10 @@
-"""`kcl-daemon leases` against a lease table Java KCL 2.x wrote, on both emulators."""
+"""`kcl-daemon leases` against a lease table Java KCL 2.x wrote (and one with a counter beyond 64 bits),
+on both emulators."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +12,11 @@ import pytest
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.integration.conftest import Backend
+from tests.support.daemon import run_cli
+from tests.support.emulators import Backend
+from tests.support.paths import JAVA_KCL2_TABLE
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
-
-JAVA_TABLE = Path(__file__).parents[1] / "fixtures" / "java_kcl2_lease_table.json"
 
 
 def leases_cli(
@@ -31,17 +31,11 @@ def leases_cli(
         + f"dynamoDBEndpoint = {backend.dynamodb_endpoint}\n"
         + "failoverTimeMillis = 1000\n"
     )
-    return subprocess.run(
-        [sys.executable, "-m", "kcl_daemon", "leases", "--properties", str(properties), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_cli("leases", *args, properties=properties)
 
 
 def load_java_items(table: DynamoLeaseTable, clients: AwsClients) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = json.loads(JAVA_TABLE.read_text())["items"]
+    items: list[dict[str, Any]] = json.loads(JAVA_KCL2_TABLE.read_text())["items"]
     for item in items:
         clients.dynamodb.put_item(TableName=table.table_name, Item=item)
     return items
@@ -97,3 +91,24 @@ def test_a_missing_table_is_a_clear_error(tmp_path: Path, backend: Backend) -> N
     result = leases_cli(tmp_path, backend, "no-such-table")
     assert result.returncode == 1
     assert "cannot read lease table no-such-table" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_leases_json_shows_a_counter_beyond_64_bits_exactly(
+    tmp_path: Path, backend: Backend, lease_table: DynamoLeaseTable, aws_clients: AwsClients
+) -> None:
+    huge = 2**64 + 7
+    aws_clients.dynamodb.put_item(
+        TableName=lease_table.table_name,
+        Item={
+            "leaseKey": {"S": "shardId-000000000000"},
+            "leaseCounter": {"N": str(huge)},
+            "leaseOwner": {"S": "w-1"},
+            "checkpoint": {"S": "TRIM_HORIZON"},
+            "ownerSwitchesSinceCheckpoint": {"N": "0"},
+        },
+    )
+    result = leases_cli(tmp_path, backend, lease_table.table_name, "--json")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    rows = [row for row in json.loads(result.stdout)["leases"] if row["leaseKey"] == "shardId-000000000000"]
+    assert rows and rows[0]["leaseCounter"] == huge

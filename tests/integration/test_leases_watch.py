@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +9,8 @@ import pytest
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from tests.integration.conftest import Backend
+from tests.support.daemon import run_cli
+from tests.support.emulators import Backend
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 UNUSED = Backend("none", "http://127.0.0.1:9", "http://127.0.0.1:9")  # --metrics-url reads no table
@@ -37,12 +36,11 @@ def test_watch_redraws_the_spread_and_keeps_a_plot(
         if owner is not None:
             lease_table.take(lease, owner)
     plot = tmp_path / "leases.html"
-    done = subprocess.run(
-        [sys.executable, "-m", "kcl_daemon", "leases", "--properties",
-         str(properties(tmp_path, backend, lease_table.table_name)),
-         "--watch", "--interval", "0.3", "--refreshes", "3", "--html", str(plot)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    done = run_cli(
+        "leases",
+        *("--watch", "--interval", "0.3", "--refreshes", "3", "--html", str(plot)),
+        properties=properties(tmp_path, backend, lease_table.table_name),
+    )
     assert done.returncode == 0, done.stderr
     screens = done.stdout.split(f"lease table {lease_table.table_name} at ")
     assert len(screens) == 4  # three redraws
@@ -64,12 +62,11 @@ def test_watch_reads_a_daemons_metrics_endpoint(tmp_path: Path) -> None:
     metrics.update_fleet(leases, frozenset())
     endpoint = serve(metrics, 0)
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "kcl_daemon", "leases", "--properties",
-             str(properties(tmp_path, UNUSED, "unused")), "--watch", "--refreshes", "1",
-             "--metrics-url", endpoint.url],
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+        done = run_cli(
+            "leases",
+            *("--watch", "--refreshes", "1", "--metrics-url", endpoint.url),
+            properties=properties(tmp_path, UNUSED, "unused"),
+        )
     finally:
         endpoint.close()
     assert done.returncode == 0, done.stderr

@@ -8,10 +8,7 @@ our recording processor; CloudWatch's endpoint is moto_server's for both backend
 from __future__ import annotations
 
 import http.server
-import os
-import socket
-import subprocess
-import sys
+import signal
 import threading
 import time
 import urllib.request
@@ -24,16 +21,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.integration.conftest import Backend
-from tests.integration.test_daemon_e2e import Fleet, put
+from tests.support.emulators import Backend, free_port
+from tests.support.fleet import Fleet
+from tests.support.streams import put
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Collector:
@@ -116,29 +108,17 @@ def test_prometheus_cloudwatch_and_otlp_of_a_running_daemon(
 ) -> None:
     payload_bytes = sum(len(f"record-{n}") for n in range(300))
     put(aws_clients, fleet.stream, range(300))
-    port = _free_port()
+    port = free_port()
     worker = "zone-a-worker1"
-    properties = fleet.properties(
-        worker, f"{sys.executable} {Path(__file__).parents[1]}/fixtures/children/recording_processor.py"
-    )
-    with properties.open("a") as out:
-        out.write(f"cloudWatchEndpoint = {moto_endpoint}\nmetricsBufferTimeMillis = 1000\n")
-    log = fleet.tmp_path / "daemon.log"
-    env = {"KCL_TEST_RECORDS": str(fleet.records), "KCL_TEST_WORKER": worker}
-
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "kcl_daemon", "run", "--properties", str(properties),
-             "--metrics-port", str(port), "--otlp-endpoint", collector.url],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, **env}, cwd=properties.parent,
-        )  # fmt: skip
+    fleet.extra = f"cloudWatchEndpoint = {moto_endpoint}\nmetricsBufferTimeMillis = 1000\n"
+    daemon = fleet.start(worker, None, "--metrics-port", str(port), "--otlp-endpoint", collector.url)
+    log = daemon.log
     url = f"http://127.0.0.1:{port}/metrics"
     found: dict[str, list[tuple[dict[str, str], float]]] = {}
 
     def delivered() -> bool:
         nonlocal found
-        if process.poll() is not None:
+        if daemon.exit_status is not None:
             raise AssertionError(log.read_text())
         try:
             found = scrape(url)
@@ -221,5 +201,4 @@ def test_prometheus_cloudwatch_and_otlp_of_a_running_daemon(
         assert "aws.kinesis.shard.id" in collector.seen["consumer.lag.duration"]
         assert collector.values.get("aws.kinesis.client.records.processed", 0) >= 1
     finally:
-        process.terminate()
-        assert process.wait(timeout=30) == 0, log.read_text()[-3000:]
+        assert daemon.stop(signal.SIGTERM, timeout_s=30) == 0, log.read_text()[-3000:]

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -25,9 +23,11 @@ import pytest
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.core.stream_identity import split_lease_key
-from tests.integration.conftest import Backend, wait_for_stream
-from tests.integration.fanout_server import FanoutServer
-from tests.integration.test_daemon_e2e import RECORDER, Daemon, Fleet
+from tests.support.daemon import run_cli
+from tests.support.emulators import Backend
+from tests.support.fanout_server import FanoutServer
+from tests.support.fleet import Fleet
+from tests.support.streams import wait_for_stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -41,10 +41,9 @@ class MultiStreamFleet(Fleet):
     def __init__(
         self, tmp_path: Path, backend: Backend, table: str, streams: list[str], mode: str, extra: str = ""
     ) -> None:
-        super().__init__(tmp_path, backend, table, streams[0])
+        super().__init__(tmp_path, backend, table, streams[0], extra=extra)
         self.streams = streams
         self.mode = mode
-        self.extra = extra
 
     def properties(self, worker: str, executable: str) -> Path:
         path = self.tmp_path / f"{worker}.properties"
@@ -69,12 +68,6 @@ class MultiStreamFleet(Fleet):
             "workerMetricsReporterFreqInMillis = 1000\n" + self.extra
         )
         return path
-
-    def start(self, worker: str, executable: str | None = None) -> Daemon:
-        argv = executable or f"{sys.executable} {RECORDER}"
-        daemon = Daemon(worker, self.properties(worker, argv), self.records, self.tmp_path / f"{worker}.log")
-        self.daemons[worker] = daemon
-        return daemon
 
 
 def payloads(clients: AwsClients, stream: str, numbers: range) -> None:
@@ -183,21 +176,7 @@ def test_two_streams_two_daemons_a_split_a_new_and_a_deleted_stream(
             assert max(order[(first, shard["ShardId"])]) < min(order[(first, child)]), "child before parent"
 
         # `kcl-daemon leases` compares every configured stream's shards with the lease keys
-        report = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "kcl_daemon",
-                "leases",
-                "--json",
-                "--properties",
-                str(fleet.properties("cli", "x")),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        report = run_cli("leases", "--json", properties=fleet.properties("cli", "x"))
         assert report.returncode == 0, report.stderr
         missing = json.loads(report.stdout)["shardsWithoutLease"]
         # (the split parent's lease may already be cleaned up: it is the only one allowed to be missing)

@@ -22,8 +22,8 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
-from kcl_daemon.core.shard_graph import Shard
-from kcl_daemon.core.shard_iterator import IteratorPosition, IteratorType
+from kcl_daemon.core.shards.graph import Shard
+from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
 from kcl_daemon.retrieval.polling import PollingRecordSource
 from kcl_daemon.retrieval.settings import RetrievalSettings
 from kcl_protocol import Record

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -17,9 +16,7 @@ from kcl_daemon.clock import SystemClock
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.run import build_scheduler, plan_worker
-from tests.integration.conftest import Backend
-from tests.integration.test_leases_cli import leases_cli
-from tests.integration.test_worker import records_file, settings_for, wait_until  # noqa: F401
+from tests.support.worker import settings_for, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +35,7 @@ async def test_a_shard_that_keeps_failing_is_parked_with_its_reason(
     aws_clients: AwsClients,
     lease_table: DynamoLeaseTable,
     make_stream: Callable[[int], str],
-    records_file: Path,  # noqa: F811
+    records_file: Path,
     checkpoint: ExtendedSequenceNumber,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -66,7 +63,7 @@ async def test_a_lease_for_a_shard_not_in_the_stream_is_left_as_it_is(
     aws_clients: AwsClients,
     lease_table: DynamoLeaseTable,
     make_stream: Callable[[int], str],
-    records_file: Path,  # noqa: F811
+    records_file: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     stream = make_stream(1)
@@ -94,24 +91,3 @@ async def test_a_lease_for_a_shard_not_in_the_stream_is_left_as_it_is(
         await scheduler.shutdown()
     lease = lease_table.get_lease(stranger, consistent=True)
     assert lease is not None and lease.checkpoint == ExtendedSequenceNumber("TRIM_HORIZON")
-
-
-def test_leases_json_shows_a_counter_beyond_64_bits_exactly(
-    tmp_path: Path, backend: Backend, lease_table: DynamoLeaseTable, aws_clients: AwsClients
-) -> None:
-    huge = 2**64 + 7
-    aws_clients.dynamodb.put_item(
-        TableName=lease_table.table_name,
-        Item={
-            "leaseKey": {"S": SHARD},
-            "leaseCounter": {"N": str(huge)},
-            "leaseOwner": {"S": "w-1"},
-            "checkpoint": {"S": "TRIM_HORIZON"},
-            "ownerSwitchesSinceCheckpoint": {"N": "0"},
-        },
-    )
-    result = leases_cli(tmp_path, backend, lease_table.table_name, "--json")
-    assert result.returncode == 0, result.stderr
-    assert "Traceback" not in result.stderr
-    rows = [row for row in json.loads(result.stdout)["leases"] if row["leaseKey"] == SHARD]
-    assert rows and rows[0]["leaseCounter"] == huge

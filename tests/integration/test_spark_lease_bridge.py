@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -21,18 +19,20 @@ from typing import Any
 import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 
-from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients
+from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.spark.handover import sync_lease_table
 from kcl_daemon.spark.listener import KinesisLeaseSyncListener
 from kcl_daemon.spark.offsets import SourceOffset
-from tests.integration.conftest import Backend, wait_for_stream
-from tests.integration.spark_helpers import REGION, put, rows, run_query
-from tests.integration.test_daemon_e2e import Fleet
+from tests.support.daemon import run_cli
+from tests.support.emulators import REGION, Backend
+from tests.support.fleet import Fleet
+from tests.support.spark import rows, run_query
+from tests.support.streams import put, wait_for_stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.e2e]
 
-FAILOVER_MS = 2000  # the fleet's failoverTimeMillis (test_daemon_e2e.Fleet)
+FAILOVER_MS = 2000  # the fleet's failoverTimeMillis (tests.support.fleet.Fleet)
 
 
 @pytest.fixture
@@ -42,11 +42,7 @@ def moto(moto_endpoint: str) -> Backend:
 
 @pytest.fixture
 def clients(moto: Backend) -> AwsClients:
-    return build_clients(
-        ClientSettings(
-            region=REGION, kinesis_endpoint=moto.kinesis_endpoint, dynamodb_endpoint=moto.dynamodb_endpoint
-        )
-    )
+    return moto.clients()
 
 
 @pytest.fixture
@@ -112,9 +108,8 @@ def test_daemons_then_spark_then_daemons_process_every_record_exactly_once(
     for lease in table.list_leases(consistent=True).leases:
         assert lease.checkpoint >= committed.shards[lease.shard_id].checkpoint, lease
     # the last batch, which commit() never reports: the CLI's spark-sync writes it and releases
-    argv = [sys.executable, "-m", "kcl_daemon", "spark-sync", "--checkpoint", str(chk)]
-    argv += [arg for key, value in options.items() for arg in ("--option", f"{key}={value}")]
-    synced = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    option_args = [arg for key, value in options.items() for arg in ("--option", f"{key}={value}")]
+    synced = run_cli("spark-sync", "--checkpoint", str(chk), *option_args)
     assert synced.returncode == 0, synced.stdout + synced.stderr
     assert "lease(s) released" in synced.stdout and "not written" not in synced.stdout
     assert sync_lease_table(chk, options).written == {}  # idempotent: nothing left to move
@@ -162,7 +157,7 @@ def test_with_a_daemon_running_spark_refuses_to_start_or_waits_as_configured(
         run_query(spark_session, options, tmp_path / "out-2", tmp_path / "chk-2")
     finally:
         stopper.join()
-    assert daemon.process.returncode == 0
+    assert daemon.exit_status == 0
     put_after = texts(rows(tmp_path / "out-2"))
     daemon_saw = {row["data"] for row in fleet.recorded()}
     assert not set(put_after) & daemon_saw  # Spark started exactly where the daemon stopped

@@ -16,8 +16,9 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 
 from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients
 from kcl_daemon.errors import ConfigError
-from tests.integration.conftest import wait_for_stream
-from tests.integration.spark_helpers import REGION, put, rows, run_query, source_options
+from tests.support.emulators import REGION
+from tests.support.spark import rows, run_query, source_options
+from tests.support.streams import put, wait_for_stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

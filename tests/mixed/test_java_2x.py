@@ -18,9 +18,9 @@ import pytest
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.integration.conftest import FIGURES, Backend
-from tests.integration.java_daemon import missing
-from tests.mixed.fleet import MixedFleet
+from tests.support.emulators import Backend
+from tests.support.figures import FIGURES
+from tests.support.java import MixedFleet, unavailable
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.java]
 
@@ -37,7 +37,7 @@ def mixed(
 ) -> Iterator[MixedFleet]:
     if backend.name == "moto":
         pytest.skip("one backend is enough: the Java daemons' start-up dominates the wall time")
-    why = missing(2)
+    why = unavailable(2)
     if why is not None:
         pytest.skip(why)
     fleet = MixedFleet(

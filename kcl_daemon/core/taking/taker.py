@@ -1,0 +1,284 @@
+"""The KCL 2.x lease taker as a pure function: which leases should this worker take or steal now?
+
+One call per taker run (contract §4.4), after the shell has scanned the table and folded the scan into a
+:class:`~kcl_daemon.core.expiry.LeaseObservations` at the same ``now``:
+
+1. available = unowned, or expired by local observation;
+2. count the non-available leases per owner, with this worker present at 0; ``W`` = number of owners
+   in that map, ``N`` = number of leases;
+3. target = 1 if ``W >= N`` else ``ceil(N / W)``, capped at ``max_leases_for_worker``;
+4. priority assignment (default on): if any lease is "very old" (no counter change for more than
+   ``3 x failover``, which includes never-owned leases), take a random
+   ``max_leases_for_worker - mine`` of them, ignoring the target, and stop;
+5. otherwise take a random ``target - mine`` of the available leases;
+6. if none is available: find the most loaded worker; if it holds at least ``target``, steal
+   ``min(needed, its_count - target)`` of its leases, but 1 when that is 0 and ``needed > 1``, and
+   never more than ``max_leases_to_steal_at_one_time``.
+
+Every take is a conditional write on the counter seen in the scan, so plans of concurrent workers
+may overlap: the table decides. Randomness comes from the injected ``random.Random``; the leases are
+sorted by key before shuffling so a seeded run is reproducible. Ties for "most loaded" (an arbitrary
+HashMap order in Java) are broken with the same generator. Durations are float seconds.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final
+
+from kcl_daemon.core.expiry import NEVER_CHANGED, VERY_OLD_MULTIPLIER, LeaseObservations
+from kcl_daemon.core.lease import Lease
+
+if TYPE_CHECKING:
+    from random import Random
+
+JAVA_INT_MAX: Final = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class TakerConfig:
+    """The lease-management settings the taker uses (Java defaults)."""
+
+    failover_s: float = 10.0
+    max_leases_for_worker: int = JAVA_INT_MAX
+    max_leases_to_steal_at_one_time: int = 1
+    enable_priority_lease_assignment: bool = True
+    very_old_multiplier: int = VERY_OLD_MULTIPLIER
+
+    def __post_init__(self) -> None:
+        if not self.failover_s > 0:
+            raise ValueError(f"failover_s must be positive, not {self.failover_s}")
+        if self.max_leases_for_worker < 1:
+            raise ValueError("max_leases_for_worker must be >= 1")
+        if self.max_leases_to_steal_at_one_time < 1:
+            raise ValueError("max_leases_to_steal_at_one_time must be >= 1")
+        if self.very_old_multiplier < 1:
+            raise ValueError("very_old_multiplier must be >= 1")
+
+
+class TakeKind(enum.StrEnum):
+    PRIORITY = "priority"  # very old lease, taken ignoring the target
+    AVAILABLE = "available"  # unowned or expired lease, taken up to the target
+    STEAL = "steal"  # live lease of the most loaded worker
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedTake:
+    """One conditional take: ``lease`` is the scanned state, so its counter is the expected value."""
+
+    lease: Lease
+    kind: TakeKind
+    reason: str
+
+    @property
+    def lease_key(self) -> str:
+        return self.lease.lease_key
+
+    @property
+    def expected_counter(self) -> int:
+        return self.lease.lease_counter
+
+
+@dataclass(frozen=True, slots=True)
+class TakePlan:
+    """What one taker run decided, with the numbers behind it (for logs and the ``leases`` CLI)."""
+
+    worker_id: str
+    takes: tuple[PlannedTake, ...]
+    steals: tuple[PlannedTake, ...]
+    lease_count: int
+    worker_count: int
+    target: int
+    my_count: int
+    available_count: int
+    very_old_count: int
+    lease_counts: Mapping[str, int] = field(hash=False)
+    summary: str
+
+    @property
+    def all(self) -> tuple[PlannedTake, ...]:
+        return self.takes + self.steals
+
+    @property
+    def is_priority(self) -> bool:
+        return any(t.kind is TakeKind.PRIORITY for t in self.takes)
+
+
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    """The numbers of one taker run (contract §4.4 steps 1-4), shared by every branch of the decision."""
+
+    worker_id: str
+    ordered: list[Lease]
+    available: list[Lease]
+    very_old: list[Lease]
+    counts: dict[str, int]
+    target: int
+
+    @property
+    def my_count(self) -> int:
+        return self.counts[self.worker_id]
+
+    @property
+    def needed(self) -> int:
+        return self.target - self.my_count
+
+    def plan(
+        self, outcome: str, takes: Iterable[PlannedTake] = (), steals: Iterable[PlannedTake] = ()
+    ) -> TakePlan:
+        n_leases, n_workers = len(self.ordered), len(self.counts)
+        summary = (
+            f"worker {self.worker_id} saw {n_leases} leases, {len(self.available)} available, "
+            f"{n_workers} workers; target {self.target}, has {self.my_count}: {outcome}"
+        )
+        return TakePlan(
+            worker_id=self.worker_id,
+            takes=tuple(takes),
+            steals=tuple(steals),
+            lease_count=n_leases,
+            worker_count=n_workers,
+            target=self.target,
+            my_count=self.my_count,
+            available_count=len(self.available),
+            very_old_count=len(self.very_old),
+            lease_counts=MappingProxyType(dict(sorted(self.counts.items()))),
+            summary=summary,
+        )
+
+
+def _scan(
+    leases: Iterable[Lease], observations: LeaseObservations, worker_id: str, now: float, config: TakerConfig
+) -> _Scan:
+    ordered = sorted({lease.lease_key: lease for lease in leases}.values(), key=lambda lease: lease.lease_key)
+    failover = config.failover_s
+    available = [
+        lease
+        for lease in ordered
+        if lease.lease_owner is None or observations.is_expired(lease.lease_key, now, failover)
+    ]
+    available_keys = {lease.lease_key for lease in available}
+    counts: dict[str, int] = {}
+    for lease in ordered:
+        if lease.lease_key not in available_keys and lease.lease_owner is not None:
+            counts[lease.lease_owner] = counts.get(lease.lease_owner, 0) + 1
+    counts.setdefault(worker_id, 0)
+    n_leases, n_workers = len(ordered), len(counts)
+    target = 1 if n_workers >= n_leases else math.ceil(n_leases / n_workers)
+    very_old = [
+        lease
+        for lease in ordered
+        if observations.is_very_old(lease.lease_key, now, failover, config.very_old_multiplier)
+    ]
+    return _Scan(
+        worker_id=worker_id,
+        ordered=ordered,
+        available=available,
+        very_old=very_old,
+        counts=counts,
+        target=min(target, config.max_leases_for_worker),
+    )
+
+
+def plan_takes(
+    leases: Iterable[Lease],
+    observations: LeaseObservations,
+    worker_id: str,
+    now: float,
+    config: TakerConfig,
+    rng: Random,
+) -> TakePlan:
+    """Decide this run's takes and steals (contract §4.4). ``observations`` must already include the scan."""
+    scan = _scan(leases, observations, worker_id, now, config)
+    if not scan.ordered:
+        return scan.plan("no leases, nothing to take")
+
+    if config.enable_priority_lease_assignment and scan.very_old:
+        very_old = list(scan.very_old)
+        rng.shuffle(very_old)
+        room = max(0, min(config.max_leases_for_worker - scan.my_count, len(very_old)))
+        threshold = config.very_old_multiplier * config.failover_s
+        takes = [
+            PlannedTake(lease, TakeKind.PRIORITY, _very_old_reason(lease, observations, now, threshold))
+            for lease in very_old[:room]
+        ]
+        return scan.plan(
+            f"{len(very_old)} very old leases, taking {len(takes)} with priority "
+            f"(ignoring the target, at most max_leases_for_worker={config.max_leases_for_worker})",
+            takes,
+        )
+
+    if scan.needed <= 0:
+        return scan.plan("at or above target, nothing to take")
+
+    if scan.available:
+        available = list(scan.available)
+        rng.shuffle(available)
+        takes = [
+            PlannedTake(
+                lease,
+                TakeKind.AVAILABLE,
+                _available_reason(lease, observations, now, config.failover_s, scan.needed),
+            )
+            for lease in available[: scan.needed]
+        ]
+        return scan.plan(f"taking {len(takes)} of {len(available)} available leases", takes)
+
+    return _plan_steals(scan, config, rng)
+
+
+def _plan_steals(scan: _Scan, config: TakerConfig, rng: Random) -> TakePlan:
+    """contract §4.4 step 7 (Java ``chooseLeasesToSteal``); only reached when nothing is available."""
+    others = {worker: count for worker, count in scan.counts.items() if worker != scan.worker_id}
+    if not others:
+        return scan.plan("nothing available and no other worker to steal from")
+    most = max(others.values())
+    tied = sorted(worker for worker, count in others.items() if count == most)
+    victim = tied[0] if len(tied) == 1 else rng.choice(tied)
+
+    target, needed = scan.target, scan.needed
+    to_steal = 0
+    if most >= target:
+        to_steal = min(needed, most - target)
+        if needed > 1 and to_steal == 0:
+            to_steal = 1
+        to_steal = min(to_steal, config.max_leases_to_steal_at_one_time)
+    if to_steal <= 0:
+        return scan.plan(
+            f"nothing available; not stealing from most loaded worker {victim} "
+            f"(has {most}, target {target}, need {needed})"
+        )
+
+    candidates = [lease for lease in scan.ordered if lease.lease_owner == victim]
+    rng.shuffle(candidates)
+    reason = (
+        f"no lease available and need {needed} to reach target {target}: "
+        f"stealing from most loaded worker {victim} ({most} leases)"
+    )
+    steals = [PlannedTake(lease, TakeKind.STEAL, reason) for lease in candidates[:to_steal]]
+    return scan.plan(f"stealing {len(steals)} from {victim} ({most} leases)", steals=steals)
+
+
+def _very_old_reason(lease: Lease, observations: LeaseObservations, now: float, threshold: float) -> str:
+    observed = observations.get(lease.lease_key)
+    if observed is None or observed.changed_at == NEVER_CHANGED:
+        return "very old: first seen unowned, never seen renewed"
+    return (
+        f"very old: counter {observed.lease_counter} unchanged for "
+        f"{now - observed.changed_at:.1f}s (> {threshold:.1f}s)"
+    )
+
+
+def _available_reason(
+    lease: Lease, observations: LeaseObservations, now: float, failover: float, needed: int
+) -> str:
+    if lease.lease_owner is None:
+        why = "unowned"
+    else:
+        age = observations.age(lease.lease_key, now)
+        silent = "never seen renewed" if math.isinf(age) else f"not renewed for {age:.1f}s"
+        why = f"expired: owner {lease.lease_owner} {silent} (> {failover:.1f}s)"
+    return f"{why}; need {needed} to reach target"

@@ -1,0 +1,293 @@
+"""The leader's lease assignment loop (Java's ``LeaseAssignmentManager``, contract §5.1).
+
+Runs on every worker, works only on the leader. One run: scan the lease table and the worker metrics,
+update the leader-local counter observations (a lease is expired when its counter has not changed for
+the failover time on *our* clock), fold everything into :class:`LeaseView` / :class:`WorkerView`, ask
+the pure decider for moves, and apply each move as one conditional write on what was read:
+
+* an owned, live lease without a pending hand-off and a graceful move -> *initiate hand-off*
+  (conditional on its owner and no ``checkpointOwner``);
+* anything else -> *assign*, conditional on owner, ``checkpointOwner`` and the counter read, so two
+  leaders deciding at once can never both move one lease: the table decides.
+
+A pending hand-off is left alone until ``handoff timeout + failover`` has passed on the leader's clock
+since it was first seen; after that the lease counts as expired and is reassigned with a plain assign,
+which clears the stuck ``checkpointOwner`` (KCL#1718/#1729/#1743/#1765: a hand-off never stays stuck).
+
+After three consecutive failed runs the leader releases its lock (Java's rule). A new leader runs at
+once, and again one failover later (when the leases of a dead leader can first count as expired).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from kcl_daemon.clock import Clock, sleep_unless_set
+from kcl_daemon.core.assignment.decider import (
+    Decider,
+    DeciderConfig,
+    DeciderState,
+    LeaseView,
+    Move,
+    WorkerState,
+    WorkerView,
+)
+from kcl_daemon.core.assignment.worker_metrics import CPU, WorkerMetricStats, assignable
+from kcl_daemon.core.assignment.zones import WorkerExtras, WorkerExtrasError, extras_from_attribute
+from kcl_daemon.core.expiry import LeaseObservations
+from kcl_daemon.core.lease import Lease
+from kcl_daemon.errors import KclError, LeaseConflict
+from kcl_daemon.leader.election import LeaderElection
+from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+MAX_FAILED_RUNS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentConfig:
+    interval_s: float
+    failover_s: float
+    handoff_timeout_s: float = 30.0
+    graceful_handoff: bool = True
+    reporter_period_s: float = 30.0
+    stale_metrics_s: float = 86400.0
+    decider: DeciderConfig = field(default_factory=DeciderConfig)
+
+
+@dataclass(slots=True)
+class RunReport:
+    leases: int = 0
+    workers: int = 0
+    moves: list[Move] = field(default_factory=list)
+    applied: int = 0
+    conflicts: int = 0
+
+
+class AssignmentLoop:
+    def __init__(
+        self,
+        table: Any,  # LeaseTable3x: list_leases, assign, initiate_handoff
+        metrics: Any,  # WorkerMetricsTable: scan, delete_stale
+        election: LeaderElection,
+        decider: Decider,
+        config: AssignmentConfig,
+        clock: Clock,
+        pool: Executor,
+        *,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.decider = decider
+        self.last: RunReport | None = None
+        self._table = table
+        self._metrics = metrics
+        self._election = election
+        self._clock = clock
+        self._pool = pool
+        self._wall = wall
+        self._observations = LeaseObservations()
+        self._handoff_seen: dict[str, float] = {}
+        self._state = DeciderState()
+        self._failures = 0
+        self._leader_since: float | None = None
+        #: Told each scan (the fleet figures of kcl_daemon.metrics come from the leader in 3.x mode).
+        self.observer: WorkerObserver = NULL_WORKER_OBSERVER
+        election.on_change.append(self._on_leadership)
+
+    def _on_leadership(self, leading: bool) -> None:
+        # Java: forget the previous run's state when leadership is (re)gained.
+        self._observations = LeaseObservations()
+        self._handoff_seen.clear()
+        self._state = DeciderState()
+        self._failures = 0
+        self._leader_since = self._clock.monotonic() if leading else None
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    def _workers(
+        self, entries: Sequence[WorkerMetricStats], now_mono: float | None = None
+    ) -> list[WorkerView]:
+        """Assignable workers, plus those restarting within their grace (kcl-daemon's extra attribute).
+
+        A grace is published in epoch seconds; the decider gets it on the monotonic clock of ``now_mono``.
+        """
+        now = self._wall()
+        mono = self._clock.monotonic() if now_mono is None else now_mono
+        views = []
+        for stats in entries:
+            try:
+                extras = extras_from_attribute(stats.worker_id, stats.extra)
+            except WorkerExtrasError as exc:
+                logger.warning("assignment: %s; treating it as a plain worker", exc)
+                extras = WorkerExtras()
+            grace = extras.grace_until_epoch_s
+            restarting = extras.state is WorkerState.RESTARTING and grace is not None and grace > now
+            if not restarting and not assignable(stats, now, self.config.reporter_period_s):
+                continue
+            views.append(
+                WorkerView(
+                    stats.worker_id,
+                    zone=extras.zone,
+                    cpu_percent=stats.value(CPU),
+                    capacity=extras.capacity,
+                    state=extras.state
+                    if restarting or extras.state is WorkerState.LEAVING
+                    else WorkerState.ACTIVE,
+                    grace_until=mono + (grace - now) if restarting and grace is not None else None,
+                    last_update=stats.last_update_s,
+                )
+            )
+        return views
+
+    def _views(self, leases: Sequence[Lease], now: float) -> tuple[list[LeaseView], set[str]]:
+        """Lease views, and the keys whose pending hand-off must not be touched yet."""
+        views = []
+        frozen: set[str] = set()
+        pending = {lease.lease_key for lease in leases if lease.checkpoint_owner is not None}
+        for key in list(self._handoff_seen):
+            if key not in pending:
+                del self._handoff_seen[key]
+        stuck_after = self.config.handoff_timeout_s + self.config.failover_s
+        for lease in leases:
+            expired = self._observations.is_expired(lease.lease_key, now, self.config.failover_s)
+            if lease.checkpoint_owner is not None and lease.lease_owner is not None:
+                first = self._handoff_seen.setdefault(lease.lease_key, now)
+                if now - first <= stuck_after:
+                    frozen.add(lease.lease_key)
+                else:
+                    expired = True  # a stuck hand-off: reassign with a plain assign
+            elif lease.checkpoint_owner is not None:
+                expired = True  # a hand-off mark without an owner (not written by KCL): clear it
+            views.append(
+                LeaseView(
+                    lease.lease_key,
+                    lease.lease_owner,
+                    lease.lease_counter,
+                    expired=expired,
+                    throughput_kbps=lease.throughput_kbps,
+                    checkpoint_owner=lease.checkpoint_owner,
+                    finished=lease.is_shard_end,
+                    parent_keys=tuple(sorted(lease.parent_shard_ids)),
+                )
+            )
+        return views, frozen
+
+    async def run_once(self) -> RunReport:
+        scan = await self._call(self._table.list_leases)
+        entries, problems = await self._call(self._metrics.scan)
+        for problem in [*scan.skipped, *problems]:
+            logger.warning("assignment: skipping item: %s", problem)
+        now = self._clock.monotonic()
+        self._observations = self._observations.observe(scan.leases, now)
+        workers = self._workers(entries, now)
+        views, frozen = self._views(scan.leases, now)
+        decision = self.decider.decide(views, workers, now, self._state, self.config.decider)
+        self._state = decision.state
+        by_key = {lease.lease_key: lease for lease in scan.leases}
+        expired = {view.lease_key for view in views if view.expired or view.owner is None}
+        self.observer.scanned(
+            scan.leases, frozenset(v.lease_key for v in views if v.expired and v.owner is not None)
+        )
+        report = RunReport(len(views), len(workers))
+        # The loop's own safety net, whatever the decider: a pending hand-off within its time, a lease
+        # that vanished, and a finished (SHARD_END) lease are never moved.
+        moves = [
+            m
+            for m in decision.moves
+            if m.lease_key not in frozen and m.lease_key in by_key and not by_key[m.lease_key].is_shard_end
+        ]
+        report.moves = moves
+        results = await asyncio.gather(
+            *(self._apply(by_key[m.lease_key], m, m.lease_key in expired) for m in moves),
+            return_exceptions=True,
+        )
+        for move, result in zip(moves, results, strict=True):
+            if isinstance(result, LeaseConflict):
+                report.conflicts += 1
+                logger.info("move of %s to %s not applied: %s", move.lease_key, move.to_worker, result)
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                report.applied += 1
+        await self._clean_stale(entries)
+        self.last = report
+        if moves:
+            logger.info(
+                "assignment: %d lease(s), %d worker(s): %d move(s) applied, %d conflict(s)",
+                report.leases,
+                report.workers,
+                report.applied,
+                report.conflicts,
+            )
+        return report
+
+    async def _apply(self, lease: Lease, move: Move, expired: bool) -> None:
+        if lease.lease_counter != move.lease_counter:
+            raise LeaseConflict(f"decided on counter {move.lease_counter}, read {lease.lease_counter}")
+        graceful = (
+            move.graceful
+            and self.config.graceful_handoff
+            and not expired
+            and lease.lease_owner is not None
+            and lease.checkpoint_owner is None
+            and not lease.is_shard_end
+        )
+        if graceful:
+            await self._call(functools.partial(self._table.initiate_handoff, lease, move.to_worker))
+            logger.info(
+                "hand-off of %s: %s -> %s (%s)",
+                lease.lease_key,
+                lease.lease_owner,
+                move.to_worker,
+                move.reason,
+            )
+        else:
+            await self._call(functools.partial(self._table.assign, lease, move.to_worker))
+            logger.info(
+                "assigned %s: %s -> %s (%s)", lease.lease_key, lease.lease_owner, move.to_worker, move.reason
+            )
+
+    async def _clean_stale(self, entries: Sequence[WorkerMetricStats]) -> None:
+        now = self._wall()
+        for stats in entries:
+            if stats.last_update_s is not None and now - stats.last_update_s > self.config.stale_metrics_s:
+                try:
+                    await self._call(
+                        functools.partial(self._metrics.delete_stale, stats.worker_id, stats.last_update_s)
+                    )
+                except KclError as exc:
+                    logger.debug("stale worker metrics of %s not deleted: %s", stats.worker_id, exc)
+
+    def _next_sleep(self) -> float:
+        interval = self.config.interval_s
+        since = self._leader_since
+        if since is not None:
+            first_expiry = since + self.config.failover_s + 0.1
+            now = self._clock.monotonic()
+            if now < first_expiry:
+                return min(interval, first_expiry - now)
+        return interval
+
+    async def run(self) -> None:
+        while True:
+            self._election.gained.clear()
+            if self._election.is_leader():
+                try:
+                    await self.run_once()
+                    self._failures = 0
+                except KclError as exc:
+                    self._failures += 1
+                    logger.warning("assignment run failed (%d in a row): %s", self._failures, exc)
+                    if self._failures >= MAX_FAILED_RUNS:
+                        await self._election.release(f"{MAX_FAILED_RUNS} assignment runs failed in a row")
+            await sleep_unless_set(self._clock, self._next_sleep(), self._election.gained)

@@ -1,0 +1,74 @@
+"""Lease discovery (contract §5.1): each worker finds the leases the leader assigned to it through the GSI.
+
+Every ``interval_s`` the ``LeaseOwnerToLeaseKeyIndex`` is queried for ``leaseOwner = me``; each key not
+held yet is read (consistently: the GSI lags) and adopted only if the item really names this worker as
+owner and carries no ``checkpointOwner`` (a hand-off to us is still in progress: the old owner must
+checkpoint first; a worker restarting with leases stuck that way leaves them to the leader, KCL#1729).
+No scan: in 3.x mode a worker reads only its own leases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from concurrent.futures import Executor
+from typing import Any
+
+from kcl_daemon.clock import Clock, sleep_unless_set
+from kcl_daemon.core.lease_codec import CorruptLeaseItem
+from kcl_daemon.errors import KclError
+from kcl_daemon.leases.coordinator import LeaseCoordinator
+
+logger = logging.getLogger(__name__)
+
+
+class LeaseDiscovery:
+    def __init__(
+        self,
+        table: Any,  # LeaseTable3x: lease_keys_owned_by, get_lease
+        coordinator: LeaseCoordinator,
+        clock: Clock,
+        pool: Executor,
+        *,
+        interval_s: float,
+    ) -> None:
+        self.interval_s = interval_s
+        self._table = table
+        self._coordinator = coordinator
+        self._clock = clock
+        self._pool = pool
+        self.wake = asyncio.Event()
+
+    async def discover_once(self) -> list[str]:
+        """Adopt what the leader assigned to us; returns the adopted keys."""
+        me = self._coordinator.config.worker_id
+        loop = asyncio.get_running_loop()
+        keys = await loop.run_in_executor(self._pool, self._table.lease_keys_owned_by, me)
+        adopted = []
+        for key in keys:
+            if key in self._coordinator.held:
+                continue
+            read = functools.partial(self._table.get_lease, key, consistent=True)
+            try:
+                lease = await loop.run_in_executor(self._pool, read)
+            except CorruptLeaseItem as exc:
+                logger.warning("not adopting lease %s: %s", key, exc)
+                continue
+            if lease is None or lease.lease_owner != me:
+                continue  # the GSI lagged behind a move
+            if lease.checkpoint_owner is not None:
+                logger.debug("lease %s: hand-off from %s still pending", key, lease.checkpoint_owner)
+                continue
+            if self._coordinator.adopt(lease):
+                adopted.append(key)
+        return adopted
+
+    async def run(self) -> None:
+        while True:
+            self.wake.clear()
+            try:
+                await self.discover_once()
+            except KclError as exc:
+                logger.warning("lease discovery failed, will retry: %s", exc)
+            await sleep_unless_set(self._clock, self.interval_s, self.wake)

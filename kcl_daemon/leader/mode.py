@@ -1,0 +1,353 @@
+"""Chooses and runs the lease algorithm the fleet runs: the 2.x taker or KCL 3.x leader-based assignment.
+
+At start-up (and every ``migration_poll_s`` after) the ``Migration3.0`` item is read and resolved
+against ``clientVersionConfig`` (:mod:`kcl_daemon.core.assignment.client_version`): a fleet never runs both
+algorithms on one table. In 3.x mode the worker runs, each as a supervised loop:
+
+* ``worker-metrics``: publishes its WorkerMetricStats item (without it a leader assigns it nothing);
+* ``leader-election``: the ``Leader`` lock (Java's format);
+* ``lease-assignment``: the leader's scan -> decider -> conditional moves;
+* ``lease-discovery``: adopts the leases assigned to it (GSI query);
+* ``lease-handoff``: completes graceful hand-offs of its own leases.
+
+In 2.x mode it runs the taker (plus the metrics reporter in ``UPGRADE_FROM_2X``, so that the fleet can
+flip). In ``UPGRADE_FROM_2X`` every worker also runs Java's readiness monitor: once the GSI is ACTIVE and
+every lease owner has published current metrics for 10 minutes, it flips ``Migration3.0`` to
+``3X_WITH_ROLLBACK`` (conditionally: the first worker wins). When the stored version changes the worker
+switches algorithm in place. On a graceful stop the
+worker deletes its metrics item (the leader stops assigning to it at once) and releases the lock; with
+``restartGraceMillis`` it instead publishes RESTARTING and keeps its leases for its return.
+
+:func:`make_decider` maps ``leaseAssignmentStrategy`` to a decider; add a strategy there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from kcl_daemon.clock import Clock
+from kcl_daemon.core.assignment.assignor import CooperativeAssignor
+from kcl_daemon.core.assignment.client_version import (
+    MIGRATION_KEY,
+    READY_STABLE_S,
+    Algorithm,
+    ClientVersion,
+    ClientVersionConfig,
+    HistoryEntry,
+    fleet_ready_for_3x,
+    migration_attributes,
+    parse_client_version,
+    publishes_worker_metrics,
+    resolve,
+)
+from kcl_daemon.core.assignment.decider import Decider
+from kcl_daemon.core.assignment.lease_count import LeaseCountDecider
+from kcl_daemon.core.assignment.variance import VarianceDecider
+from kcl_daemon.errors import DependencyUnavailable, KclError, LeaseConflict
+from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
+from kcl_daemon.leader.cpu import CpuSampler, default_reading
+from kcl_daemon.leader.discovery import LeaseDiscovery
+from kcl_daemon.leader.election import LeaderElection
+from kcl_daemon.leader.handoff import HandoffWatcher
+from kcl_daemon.leader.hooks import WorkerHooks
+from kcl_daemon.leader.throughput import ThroughputTracker
+from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig, WorkerMetricsPublisher
+
+logger = logging.getLogger(__name__)
+
+STRATEGIES = ("COOPERATIVE", "VARIANCE", "LEASE_COUNT_BASED")
+MIGRATION_ENTITY_TYPE = "CLIENT_VERSION_MIGRATION"
+
+
+def make_decider(strategy: str, balancing_frequency: int = 3) -> Decider:
+    """The decider of a ``leaseAssignmentStrategy`` value (one line per strategy)."""
+    deciders: dict[str, Callable[[], Decider]] = {
+        "COOPERATIVE": CooperativeAssignor,
+        # cast: the frozen dataclass's read-only ``name`` satisfies the protocol at run time
+        "VARIANCE": lambda: cast(Decider, VarianceDecider(balancing_frequency=balancing_frequency)),
+        "LEASE_COUNT_BASED": LeaseCountDecider,
+    }
+    if strategy not in deciders:
+        raise ValueError(f"unknown leaseAssignmentStrategy {strategy!r}; one of {', '.join(deciders)}")
+    return deciders[strategy]()
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderModeConfig:
+    worker_id: str
+    client_version: ClientVersionConfig = ClientVersionConfig.V3X
+    strategy: str = "COOPERATIVE"
+    assignment: AssignmentConfig = field(default_factory=lambda: AssignmentConfig(20.0, 10.0))
+    metrics: WorkerMetricsConfig = field(default_factory=lambda: WorkerMetricsConfig("?"))
+    discovery_s: float = 9.975
+    lock_duration_s: float = 10.0
+    handoff_timeout_s: float = 30.0
+    migration_poll_s: float = 60.0
+    balancing_frequency: int = 3
+    #: on a graceful stop, keep this worker's leases for it this long (0: withdraw, let them go)
+    restart_grace_s: float = 0.0
+
+
+class LeaderMode:
+    def __init__(
+        self,
+        config: LeaderModeConfig,
+        table: Any,  # LeaseTable3x
+        locate_store: Callable[[], Any],  # -> CoordinatorStore (where Migration3.0 and Leader live)
+        metrics_table: Any,  # WorkerMetricsTable
+        clock: Clock,
+        *,
+        wall: Callable[[], float] = time.time,
+        cpu: CpuSampler | None = None,
+    ) -> None:
+        self.config = config
+        self.table = table
+        self.metrics_table = metrics_table
+        self.version: ClientVersion | None = None
+        self.algorithm: Algorithm | None = None
+        self.election: LeaderElection | None = None
+        self.assignment: AssignmentLoop | None = None
+        self.discovery: LeaseDiscovery | None = None
+        self.handoff: HandoffWatcher | None = None
+        self.publisher: WorkerMetricsPublisher | None = None
+        self._locate_store = locate_store
+        self._store: Any = None
+        self._clock = clock
+        self._wall = wall
+        self._cpu = cpu or CpuSampler(default_reading, clock.monotonic)
+        self._pool = ThreadPoolExecutor(2, thread_name_prefix="lease-3x")
+        self._worker: WorkerHooks | None = None
+        self._algorithm_loops: list[asyncio.Task[None]] = []
+        self._metrics_loop: asyncio.Task[None] | None = None
+
+    async def _call(self, fn: Callable[[], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    # -- client version ------------------------------------------------------------------------
+
+    async def _read_version(self) -> tuple[ClientVersion | None, dict[str, Any] | None]:
+        if self._store is None:
+            self._store = await self._call(self._locate_store)
+        try:
+            item = await self._call(functools.partial(self._store.get, MIGRATION_KEY))
+        except DependencyUnavailable:
+            return None, None  # no coordinator table yet: no fleet state
+        return parse_client_version(None if item is None else item.get("cv")), item
+
+    async def resolve_version(self) -> ClientVersion:
+        """Read ``Migration3.0``, resolve it against the config, write what Java would write."""
+        for _ in range(3):
+            stored, item = await self._read_version()
+            resolution = resolve(self.config.client_version, stored)
+            if resolution.write is None:
+                logger.info("client version %s: %s", resolution.version.value, resolution.reason)
+                return resolution.version
+            history = [
+                HistoryEntry(str(h.get("cv")), str(h.get("mb")), int(h.get("mts", 0)))
+                for h in (item or {}).get("h", [])
+                if isinstance(h, dict)
+            ]
+            if item is not None:
+                history.insert(
+                    0, HistoryEntry(str(item.get("cv")), str(item.get("mb")), int(item.get("mts", 0)))
+                )
+            attrs = migration_attributes(
+                resolution.write, self.config.worker_id, int(self._wall() * 1000), history
+            )
+            if not self._store.in_lease_table:
+                await self._call(self._store.create_table_if_missing)
+            try:
+                if resolution.expected is None:
+                    put = functools.partial(
+                        self._store.put,
+                        MIGRATION_KEY,
+                        attrs,
+                        require_absent=True,
+                        entity_type=MIGRATION_ENTITY_TYPE,
+                    )
+                else:
+                    put = functools.partial(
+                        self._store.put,
+                        MIGRATION_KEY,
+                        attrs,
+                        require_equal={"cv": resolution.expected.value},
+                        entity_type=MIGRATION_ENTITY_TYPE,
+                    )
+                await self._call(put)
+            except LeaseConflict:
+                continue  # another worker wrote first: read again
+            logger.info("client version %s written: %s", resolution.write.value, resolution.reason)
+            return resolution.write
+        raise KclError("Migration3.0 kept changing while this worker resolved its client version")
+
+    # -- start / stop --------------------------------------------------------------------------
+
+    async def start(self, worker: WorkerHooks) -> None:
+        self._worker = worker
+        self._throughput = ThroughputTracker(worker.bytes_delivered, self._clock.monotonic)
+        version = await self.resolve_version()
+        await self._switch(version)
+        if self.config.client_version is not ClientVersionConfig.COMPATIBLE_WITH_2X_PHASE1 or self._store:
+            worker.add_loop("client-version", self._watch_version)
+            worker.add_loop("migration-readiness", self._watch_readiness)
+
+    async def _switch(self, version: ClientVersion) -> None:
+        worker = self._worker
+        assert worker is not None
+        self.version = version
+        algorithm = (
+            Algorithm.LEADER
+            if version in (ClientVersion.V3X, ClientVersion.V3X_WITH_ROLLBACK)
+            else Algorithm.TAKER
+        )
+        # throughputKBps with renewals and the metrics item: 3.x and the 2.x-compatible upgrade only
+        self.table.throughput_source = (
+            self._throughput.on_renew if publishes_worker_metrics(version) else None
+        )
+        if publishes_worker_metrics(version) and self._metrics_loop is None:
+            await self._call(self.metrics_table.create_table_if_missing)
+            self.publisher = WorkerMetricsPublisher(
+                self.metrics_table, self.config.metrics, self._clock, self._cpu, self._pool, wall=self._wall
+            )
+            self._metrics_loop = worker.add_loop("worker-metrics", self.publisher.run)
+        if algorithm is self.algorithm:
+            return
+        for task in self._algorithm_loops:
+            task.cancel()
+        self._algorithm_loops.clear()
+        if self.election is not None:
+            await self.election.release("switching to the 2.x taker")
+        self.algorithm = algorithm
+        logger.info("worker %s runs the %s (%s)", self.config.worker_id, algorithm.value, version.value)
+        if algorithm is Algorithm.TAKER:
+            self._algorithm_loops.append(worker.add_loop("lease-taker", worker.coordinator.run_taker))
+            return
+        cfg = self.config
+        self.election = LeaderElection(
+            self._store, cfg.worker_id, self._clock, self._pool, duration_s=cfg.lock_duration_s
+        )
+        self.assignment = AssignmentLoop(
+            self.table,
+            self.metrics_table,
+            self.election,
+            make_decider(cfg.strategy, cfg.balancing_frequency),
+            cfg.assignment,
+            self._clock,
+            self._pool,
+            wall=self._wall,
+        )
+        self.assignment.observer = worker.coordinator.observer
+        self.discovery = LeaseDiscovery(
+            self.table, worker.coordinator, self._clock, self._pool, interval_s=cfg.discovery_s
+        )
+        self.handoff = HandoffWatcher(
+            self.table,
+            worker.coordinator,
+            worker.stop_shard,
+            self._clock,
+            self._pool,
+            timeout_s=cfg.handoff_timeout_s,
+        )
+        self._algorithm_loops += [
+            worker.add_loop("leader-election", self.election.run),
+            worker.add_loop("lease-assignment", self.assignment.run),
+            worker.add_loop("lease-discovery", self.discovery.run),
+            worker.add_loop("lease-handoff", self.handoff.run),
+        ]
+
+    async def _watch_version(self) -> None:
+        while True:
+            await self._clock.sleep(self.config.migration_poll_s)
+            try:
+                stored, _ = await self._read_version()
+            except (KclError, ValueError) as exc:
+                logger.warning("reading Migration3.0 failed: %s", exc)
+                continue
+            if stored is not None and stored is not self.version:
+                resolved = resolve(self.config.client_version, stored)
+                logger.warning("Migration3.0 changed to %s: switching", stored.value)
+                await self._switch(resolved.version if resolved.write is None else stored)
+
+    async def _watch_readiness(self) -> None:
+        """While ``UPGRADE_FROM_2X``: flip the fleet to ``3X_WITH_ROLLBACK`` once it has looked ready for
+        10 minutes (Java's readiness monitor); the write is conditional, so the first worker wins."""
+        ready_since: float | None = None
+        while True:
+            await self._clock.sleep(self.config.migration_poll_s)
+            if self.version is not ClientVersion.UPGRADE_FROM_2X:
+                ready_since = None
+                continue
+            try:
+                ready, why = await self._call(self._fleet_ready)
+            except (KclError, ValueError) as exc:
+                logger.warning("migration readiness check failed: %s", exc)
+                ready_since = None
+                continue
+            now = self._clock.monotonic()
+            if not ready:
+                if ready_since is not None:
+                    logger.info("fleet no longer ready for 3.x: %s", why)
+                ready_since = None
+                continue
+            ready_since = now if ready_since is None else ready_since
+            if now - ready_since >= READY_STABLE_S:
+                await self._flip_to_3x(why)
+
+    async def _flip_to_3x(self, why: str) -> None:
+        stored, item = await self._read_version()
+        if stored is ClientVersion.UPGRADE_FROM_2X and item is not None:
+            previous = HistoryEntry(str(item.get("cv")), str(item.get("mb")), int(item.get("mts", 0)))
+            attrs = migration_attributes(
+                ClientVersion.V3X_WITH_ROLLBACK, self.config.worker_id, int(self._wall() * 1000), [previous]
+            )
+            put = functools.partial(
+                self._store.put,
+                MIGRATION_KEY,
+                attrs,
+                require_equal={"cv": ClientVersion.UPGRADE_FROM_2X.value},
+                entity_type=MIGRATION_ENTITY_TYPE,
+            )
+            try:
+                await self._call(put)
+                logger.info(
+                    "fleet ready for 3.x (%s): Migration3.0 is now CLIENT_VERSION_3X_WITH_ROLLBACK", why
+                )
+            except LeaseConflict:
+                logger.info("Migration3.0 was changed by another worker meanwhile")
+        stored, _ = await self._read_version()
+        if stored is not None and stored is not self.version:
+            await self._switch(stored)
+
+    def _fleet_ready(self) -> tuple[bool, str]:
+        owners = [lease.lease_owner for lease in self.table.list_leases().leases]
+        entries, _ = self.metrics_table.scan()
+        updated = {e.worker_id: e.last_update_s for e in entries if e.last_update_s is not None}
+        return fleet_ready_for_3x(
+            self.table.gsi_active(), owners, updated, self._wall(), self.config.metrics.report_s
+        )
+
+    async def stop(self) -> None:
+        """Graceful stop: delete our metrics (no more assignments to us), give up the leader lock.
+
+        With a restart grace (3.x mode): publish RESTARTING instead, and tell the scheduler to keep the
+        leases (checkpointed, not released), so a restart within the grace moves nothing."""
+        for task in self._algorithm_loops:
+            task.cancel()
+        if self.publisher is not None:
+            grace = self.config.restart_grace_s
+            kept = False
+            if grace > 0 and self.algorithm is Algorithm.LEADER:
+                kept = await self.publisher.declare_restart(grace)
+            if kept and self._worker is not None:
+                self._worker.keep_leases_on_stop = True
+            if not kept:
+                await self.publisher.withdraw()
+        if self.election is not None:
+            await self.election.release("worker shutting down")

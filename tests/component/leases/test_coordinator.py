@@ -1,0 +1,133 @@
+"""LeaseCoordinator over an in-memory, counter-fenced lease table and a fake clock (no real waiting).
+
+The integration tests run the same scenarios against moto_server and dynalite; these check the shell's
+timing logic exactly, in simulated seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from random import Random
+
+import pytest
+
+from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.sequence import ExtendedSequenceNumber
+from kcl_daemon.errors import LeaseConflict
+from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
+from tests.support.clocks import SteppedClock
+from tests.support.fakes import FakeTable, Scan, owned_by, shards
+from tests.support.lease_fleet import CoordinatorFleet
+
+
+async def test_three_workers_converge_and_two_take_over_when_one_stops() -> None:
+    fleet = CoordinatorFleet(FakeTable(shards(12)), ["w-a", "w-b", "w-c"])
+    await fleet.run_until(lambda: sorted(fleet.owners().values()) == [4, 4, 4], limit_s=600)
+
+    fleet.stopped.add("w-c")  # stops renewing and taking, as if killed
+    took = await fleet.run_until(lambda: sorted(fleet.owners().values()) == [6, 6], limit_s=120)
+    bound = 10.0 + 2 * fleet.take_every
+    assert took <= bound, f"takeover took {took:.1f}s simulated, bound {bound:.1f}s"
+    # the old owner's view: its leases are lost by its own clock once it cannot renew
+    held = fleet.held()
+    assert sum(len(h) for h in held.values()) == 12 and not held["w-a"] & held["w-b"]
+
+
+async def test_a_lease_whose_counter_moved_is_lost_on_the_next_renewal() -> None:
+    table = FakeTable(shards(1))
+    clock = SteppedClock()
+    lost: list[str] = []
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), clock, rng=Random(1))
+    coordinator.listeners.lost.append(lost.append)
+    await coordinator.take_once()
+    assert set(coordinator.held) == {"shardId-000000000000"}
+    stolen = table.items["shardId-000000000000"].taken_by("thief")
+    table.items[stolen.lease_key] = stolen
+    await coordinator.renew_once()
+    assert lost == ["shardId-000000000000"] and not coordinator.held
+
+
+@pytest.mark.parametrize("silence_s", [10.5, 30.0])
+async def test_a_lease_not_renewed_for_the_failover_time_is_lost_locally(silence_s: float) -> None:
+    table = FakeTable(shards(2))
+    clock = SteppedClock()
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), clock, rng=Random(1))
+    await coordinator.take_once()
+    clock.now += silence_s  # e.g. the renew pool was starved; DynamoDB may already show a new owner
+    await coordinator.renew_once()
+    assert not coordinator.held
+
+
+class SlowScanTable(FakeTable):
+    """The scan returns the state at its start; while it ran, the owners renewed (or a lease moved)."""
+
+    def __init__(self, leases: list[Lease], during_scan: dict[str, str | None]) -> None:
+        super().__init__(leases)
+        self.during_scan = during_scan  # lease key -> new owner (None: the same owner just renewed)
+
+    def list_leases(self) -> Scan:
+        snapshot = super().list_leases()
+        for key, new_owner in self.during_scan.items():
+            lease = self.items[key]
+            self.items[key] = lease.renewed() if new_owner is None else lease.taken_by(new_owner)
+        return snapshot
+
+
+async def test_a_steal_after_a_slow_scan_uses_the_fresh_counter() -> None:
+    leases = owned_by("victim", 4)
+    table = SlowScanTable(leases, dict.fromkeys((lease.lease_key for lease in leases), None))
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), SteppedClock(), rng=Random(3))
+    plan = await coordinator.take_once()
+    assert len(plan.steals) == 1
+    assert set(coordinator.held) == {plan.steals[0].lease_key}, (
+        "the fenced take used the scan's stale counter"
+    )
+
+
+async def test_a_lease_that_changed_hands_during_the_scan_is_not_stolen() -> None:
+    leases = owned_by("victim", 4)
+    table = SlowScanTable(leases, dict.fromkeys((lease.lease_key for lease in leases), "someone-else"))
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), SteppedClock(), rng=Random(3))
+    plan = await coordinator.take_once()
+    assert len(plan.steals) == 1 and not coordinator.held
+    assert all(lease.lease_owner == "someone-else" for lease in table.items.values())
+
+
+async def test_checkpoints_and_renewals_of_one_lease_never_fence_each_other_out() -> None:
+    table = FakeTable(shards(1))
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), SteppedClock())
+    await coordinator.take_once()
+    key = "shardId-000000000000"
+    for n in range(1, 6):
+        await asyncio.gather(
+            coordinator.renew_once(), coordinator.checkpoint(key, ExtendedSequenceNumber(str(n)))
+        )
+    assert key in coordinator.held and table.items[key].checkpoint == ExtendedSequenceNumber("5")
+    assert table.items[key].lease_counter == 1 + 2 * 5
+
+
+async def test_a_checkpoint_on_a_lost_lease_is_refused_and_reported_lost() -> None:
+    table = FakeTable(shards(1))
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), SteppedClock())
+    lost: list[str] = []
+    coordinator.listeners.lost.append(lost.append)
+    await coordinator.take_once()
+    key = "shardId-000000000000"
+    table.items[key] = table.items[key].taken_by("thief")
+    with pytest.raises(LeaseConflict):
+        await coordinator.checkpoint(key, ExtendedSequenceNumber("9"))
+    assert lost == [key] and not coordinator.held
+    with pytest.raises(LeaseConflict, match="not held"):
+        await coordinator.checkpoint(key, ExtendedSequenceNumber("10"))
+
+
+async def test_release_gives_the_lease_back_without_a_lost_event() -> None:
+    table = FakeTable(shards(2))
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), SteppedClock())
+    lost: list[str] = []
+    coordinator.listeners.lost.append(lost.append)
+    await coordinator.take_once()
+    assert await coordinator.release("shardId-000000000001")
+    assert not await coordinator.release("shardId-000000000001")
+    assert table.items["shardId-000000000001"].lease_owner is None and not lost
+    assert set(coordinator.held) == {"shardId-000000000000"}

@@ -1,0 +1,18 @@
+#!/usr/bin/env node
+// kinesalite's own cli.js has no --host flag and binds ALL interfaces; never start it that way.
+// This wrapper takes cli.js's flags plus --host (default 127.0.0.1) and binds loopback only.
+// Usage: node kinesalite_loopback.js --port 4567 --createStreamMs 0 --deleteStreamMs 0 ...
+// Modules come from $KINESALITE_DIR, by default <repo>/.cache/node/node_modules.
+'use strict';
+const path = require('path');
+const modDir = process.env.KINESALITE_DIR || path.join(__dirname, '..', '..', '..', '.cache', 'node', 'node_modules');
+const argv = require(path.join(modDir, 'minimist'))(process.argv.slice(2));
+const kinesalite = require(path.join(modDir, 'kinesalite'));
+const host = argv.host || '127.0.0.1';
+const port = argv.port || 4567;
+const server = kinesalite(argv).listen(port, host, function () {
+  const address = server.address();
+  console.log('Listening at http://%s:%s', address.address, address.port);
+});
+process.on('SIGTERM', () => process.exit(0));
+process.on('SIGINT', () => process.exit(0));

@@ -1,0 +1,75 @@
+"""Step a fleet of LeaseCoordinators through simulated time (shared by component and integration tests).
+
+Each live coordinator renews every failover/3 - epsilon and runs its taker every 2 x (failover +
+epsilon) of the fake clock, takers staggered 3 s apart as real workers' are. The table may be an
+in-memory fake or the real DynamoDB adapter against an emulator: only the clock is simulated.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from random import Random
+
+from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator, LeaseTableOps
+from tests.support.clocks import SteppedClock
+
+
+class CoordinatorFleet:
+    def __init__(
+        self,
+        table: LeaseTableOps,
+        workers: list[str],
+        failover_s: float = 10.0,
+        *,
+        max_leases_to_steal_at_one_time: int = 1,
+    ) -> None:
+        self.table = table
+        self.clock = SteppedClock()
+        self.coordinators = {
+            w: LeaseCoordinator(
+                table,
+                CoordinatorConfig(
+                    worker_id=w,
+                    failover_s=failover_s,
+                    max_leases_to_steal_at_one_time=max_leases_to_steal_at_one_time,
+                ),
+                self.clock,
+                rng=Random(i),
+            )
+            for i, w in enumerate(workers)
+        }
+        config = next(iter(self.coordinators.values())).config
+        self.renew_every, self.take_every = config.renew_interval_s, config.take_interval_s
+        self.next_renew = dict.fromkeys(workers, self.clock.now)
+        self.next_take = {w: self.clock.now + i * 3.0 for i, w in enumerate(workers)}
+        self.stopped: set[str] = set()
+
+    def owners(self) -> Counter[str]:
+        """Leases per owner as the table says (not as the coordinators believe)."""
+        return Counter(lease.lease_owner for lease in self.table.list_leases().leases if lease.lease_owner)
+
+    def held(self) -> dict[str, set[str]]:
+        """Leases per live worker as the coordinators believe."""
+        return {w: set(c.held) for w, c in self.coordinators.items() if w not in self.stopped}
+
+    async def run_until(self, done: Callable[[], bool], limit_s: float, step_s: float = 0.1) -> float:
+        """Advance until ``done()``; returns the simulated seconds it took."""
+        start = self.clock.now
+        while self.clock.now - start <= limit_s:
+            acted = False
+            for worker, coordinator in self.coordinators.items():
+                if worker in self.stopped:
+                    continue
+                if self.clock.now >= self.next_renew[worker]:
+                    await coordinator.renew_once()
+                    self.next_renew[worker] += self.renew_every
+                    acted = True
+                if self.clock.now >= self.next_take[worker]:
+                    await coordinator.take_once()
+                    self.next_take[worker] = self.clock.now + self.take_every
+                    acted = True
+            if acted and done():
+                return self.clock.now - start
+            self.clock.now += step_s
+        raise AssertionError(f"not done within {limit_s}s simulated; owners {self.owners()}")
