@@ -1,14 +1,13 @@
-"""The PySpark data source: ``spark.readStream.format("kinesis")`` (pyspark >= 4.2, pyarrow).
+"""``readMode=driver``: the driver reads every record while planning (offsets v1).
 
-Processes (see the module docs of pyspark's Python data sources): the *driver's source runner* keeps
-one :class:`KinesisStreamReader` per query and calls initialOffset / latestOffset / partitions / commit
-/ stop on it; executor workers call :meth:`KinesisStreamReader.read` on *another* instance, so every
-fact a read needs travels in the pickled :class:`KinesisPartition`. Clients are looked up per process
-(:mod:`kcl_daemon.aws.source_clients`), never pickled.
-
-End offsets come from a driver-side probe of each readable shard (:mod:`kcl_daemon.spark.shard_reader`);
-the executors read the same records again up to that end, so a batch is a pure function of its two
-offsets: a restarted query replays its last batch byte for byte, and speculative tasks are harmless.
+The driver's source runner plans each micro-batch by reading every readable shard from the batch's start
+(the *probe*: up to the batch's share of the row limit, the shard's tip, its end, or the AvailableNow
+cut-off) and hands those rows to the executors inside the tasks (up to ``shipRecordsMax``); a batch
+replayed after a restart is read again by the executors from its start up to its planned end, so a
+batch is a pure function of its two offsets. No DynamoDB is needed (without ``leaseTableName``); one
+process fetches the whole stream, so this mode is for small streams and local work. The default,
+executor reads, is :mod:`kcl_daemon.spark.planner`; it also replays the last v1 batch of a checkpoint
+this mode wrote, through :func:`read_ranges`.
 """
 
 from __future__ import annotations
@@ -21,22 +20,18 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import StructType
 
 from kcl_daemon.core.shards.graph import Shard
-from kcl_daemon.retry import KINESIS
-from kcl_daemon.spark.clients import kinesis_for, lease_table_for
-from kcl_daemon.spark.handover import owner_of
-from kcl_daemon.spark.lease_bridge import LeaseBridge
-from kcl_daemon.spark.lease_rules import is_ahead
-from kcl_daemon.spark.offsets import (
+from kcl_daemon.core.spark.leases import is_ahead
+from kcl_daemon.core.spark.offsets import (
+    BadOffset,
     ShardPos,
     ShardRange,
     SourceOffset,
@@ -47,27 +42,16 @@ from kcl_daemon.spark.offsets import (
     split_budget,
     track_new_shards,
 )
-from kcl_daemon.spark.options import SourceOptions, parse_options
-from kcl_daemon.spark.shard_reader import ReadLimits, Resume, ShardRead, UserRecord, read_shard
+from kcl_daemon.retry import KINESIS
+from kcl_daemon.spark.clients import kinesis_for, lease_table_for
+from kcl_daemon.spark.handover import owner_of
+from kcl_daemon.spark.lease_bridge import LeaseBridge
+from kcl_daemon.spark.options import SourceOptions
+from kcl_daemon.spark.rows import to_arrow, to_ipc
+from kcl_daemon.spark.shard_reader import ReadLimits, Resume, ShardRead, read_shard
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_DDL: Final = (
-    "stream string, shardId string, sequenceNumber string, subSequenceNumber long, partitionKey string, "
-    "explicitHashKey string, approximateArrivalTimestamp timestamp, data binary"
-)
-ARROW_SCHEMA: Final = pa.schema(
-    [
-        ("stream", pa.string()),
-        ("shardId", pa.string()),
-        ("sequenceNumber", pa.string()),
-        ("subSequenceNumber", pa.int64()),
-        ("partitionKey", pa.string()),
-        ("explicitHashKey", pa.string()),
-        ("approximateArrivalTimestamp", pa.timestamp("us", tz="UTC")),
-        ("data", pa.binary()),
-    ]
-)
 PROBE_THREADS: Final = 16
 
 
@@ -85,37 +69,7 @@ class KinesisPartition(InputPartition):
     shipped: tuple[bytes | None, ...] = field(default=(), repr=False)  # never megabytes in a message
 
 
-def to_arrow(stream: str, shard_id: str, records: Sequence[UserRecord]) -> pa.RecordBatch:
-    """Rows of the source's schema, as one Arrow batch (the fastest way out of a Python source)."""
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([stream] * len(records), pa.string()),
-            pa.array([shard_id] * len(records), pa.string()),
-            pa.array([u.record.sequence_number for u in records], pa.string()),
-            pa.array([u.record.sub_sequence_number for u in records], pa.int64()),
-            pa.array([u.record.partition_key for u in records], pa.string()),
-            pa.array(
-                [None if u.explicit_hash_key is None else str(u.explicit_hash_key) for u in records],
-                pa.string(),
-            ),
-            pa.array(
-                [u.record.approximate_arrival_timestamp * 1000 for u in records],
-                pa.timestamp("us", tz="UTC"),
-            ),
-            pa.array([u.record.data for u in records], pa.binary()),
-        ],
-        schema=ARROW_SCHEMA,
-    )
-
-
-def to_ipc(batch: pa.RecordBatch) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
-        writer.write_batch(batch)
-    return bytes(sink.getvalue().to_pybytes())
-
-
-def read_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
+def read_ranges(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
     """Executor side: every planned range, records after its start up to and including its end."""
     options = partition.options
     kinesis = kinesis_for(options)
@@ -142,12 +96,22 @@ def read_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
             yield to_arrow(options.stream_name, shard_range.shard_id, read.records)
 
 
+def _v1(data: dict[str, Any]) -> SourceOffset:
+    if data.get("v") == 2:
+        raise BadOffset(
+            "this checkpoint was written by readMode=executor: keep readMode=executor, or start the "
+            "query with a new checkpointLocation"
+        )
+    return SourceOffset.from_json(data)
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Driver-side planning (one instance per query in the source runner) and the executors' read."""
+class DriverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``readMode=driver``: planning by reading (one instance per query in the source runner), and the
+    executors' read of shipped or replayed ranges."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
@@ -237,7 +201,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         self._join()
-        start_offset = SourceOffset.from_json(start)
+        start_offset = _v1(start)
         self._check_restart(start_offset)
         listing = self._shards()
         tracked = track_new_shards(start_offset, listing)
@@ -317,7 +281,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[KinesisPartition]:
         self._join()
-        start_offset, end_offset = SourceOffset.from_json(start), SourceOffset.from_json(end)
+        start_offset, end_offset = _v1(start), _v1(end)
         by_id = {s.shard_id: s for s in self._shards()}
         ranges = shard_ranges(start_offset, end_offset, by_id)
         probed, self._probed = self._probed, {}
@@ -331,27 +295,12 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, KinesisPartition):
             raise TypeError(f"not a partition of this source: {partition!r}")
-        return read_partition(partition)
+        return read_ranges(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         if self._bridge is not None:
-            self._bridge.checkpoint(SourceOffset.from_json(end), self._shards())
+            self._bridge.checkpoint(_v1(end), self._shards())
 
     def stop(self) -> None:
         if self._bridge is not None:
             self._bridge.release()
-
-
-class KinesisDataSource(DataSource):
-    """``format("kinesis")``: options are checked when the stream is loaded and when the query starts."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "kinesis"
-
-    def schema(self) -> str:
-        parse_options(self.options)  # fail at load() with every bad option named
-        return SCHEMA_DDL
-
-    def streamReader(self, schema: StructType) -> KinesisStreamReader:
-        return KinesisStreamReader(parse_options(self.options))

@@ -21,9 +21,9 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from kcl_daemon.core.spark.offsets import SourceOffset
 from kcl_daemon.spark.handover import sync_lease_table
 from kcl_daemon.spark.listener import KinesisLeaseSyncListener
-from kcl_daemon.spark.offsets import SourceOffset
 from tests.support.daemon import run_cli
 from tests.support.emulators import REGION, Backend
 from tests.support.fleet import Fleet
