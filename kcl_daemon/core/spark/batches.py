@@ -24,8 +24,9 @@ Planning batch n + 1 from the end offset of batch n (:func:`frontier`, then :fun
    (:func:`positions_after`; a read shard without a publication is :class:`EndMissing`).
 2. New child shards are tracked at TRIM_HORIZON; a child is readable once its parents are at SHARD_END.
 3. Per readable shard (:func:`decide`): read it without asking when its last read stopped on its
-   budget or it was never read; ask Kinesis (one record after its end) when the last read reached the
-   tip, or the cut-off of an earlier AvailableNow run; leave it when it stopped at this run's cut-off.
+   budget, it was never read, or it is closed; ask Kinesis (one record after its end) when the last
+   read reached the tip, or the cut-off of an earlier AvailableNow run; leave it when it stopped at
+   this run's cut-off.
 4. Nothing to read: no batch. Otherwise the row limit is split over the shards to read.
 """
 
@@ -252,16 +253,21 @@ def committed_offset(offset: BatchOffset, ends: Mapping[str, PublishedEnd]) -> S
     return SourceOffset(offset.stream, {s: pos for s, (pos, _) in positions_after(offset, ends).items()})
 
 
-def decide(last: Stop | None, previous_until_ms: int | None, until_ms: int | None) -> Decision:
+def decide(
+    last: Stop | None, previous_until_ms: int | None, until_ms: int | None, *, closed: bool = False
+) -> Decision:
     """What to do with a readable shard whose last read stopped for ``last``.
 
-    ``previous_until_ms`` is the cut-off the last batch ran under, ``until_ms`` the current one.
+    ``previous_until_ms`` is the cut-off the last batch ran under, ``until_ms`` the current one. A
+    ``closed`` shard (ListShards gives it an ending sequence number) that is not at SHARD_END yet is
+    read without asking: GetRecords can answer a closed shard with empty pages before the one that
+    ends it, so only a read walks it to its end.
     """
     if last is None or last is Stop.BUDGET:
         return Decision.READ
     if last is Stop.CUTOFF and until_ms is not None and previous_until_ms == until_ms:
         return Decision.WAIT  # the next record arrived after this very cut-off
-    return Decision.PROBE
+    return Decision.READ if closed else Decision.PROBE
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,8 +295,9 @@ def frontier(
     after = SourceOffset(previous.stream, {shard: pos for shard, (pos, _) in settled.items()})
     tracked = track_new_shards(after, shards)
     last = {shard: settled[shard][1] if shard in settled else None for shard in tracked.shards}
+    closed = {shard.shard_id for shard in shards if not shard.is_open}
     decisions = {
-        shard: decide(last[shard], previous.until_ms, until_ms)
+        shard: decide(last[shard], previous.until_ms, until_ms, closed=shard in closed)
         for shard in readable_shards(after, tracked, shards)
     }
     return Frontier(previous, dict(tracked.shards), last, decisions)

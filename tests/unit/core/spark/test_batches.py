@@ -49,23 +49,25 @@ from kcl_daemon.core.spark.offsets import (
 
 
 @pytest.mark.parametrize(
-    ("last", "previous_until", "until", "expected"),
+    ("last", "previous_until", "until", "closed", "expected"),
     [
-        (None, None, None, Decision.READ),  # never read: read without asking
-        (Stop.BUDGET, None, None, Decision.READ),  # more may follow at once
-        (Stop.BUDGET, 5, 5, Decision.READ),
-        (Stop.TIP, None, None, Decision.PROBE),
-        (Stop.TIP, 5, 5, Decision.PROBE),  # something may have arrived before the cut-off since
-        (Stop.CUTOFF, 5, 5, Decision.WAIT),  # the next record is after this very cut-off
-        (Stop.CUTOFF, 5, 9, Decision.PROBE),  # a later AvailableNow run
-        (Stop.CUTOFF, 5, None, Decision.PROBE),  # a continuous trigger after an AvailableNow run
-        (Stop.END, None, None, Decision.PROBE),  # unreachable in practice: SHARD_END is never readable
+        (None, None, None, False, Decision.READ),  # never read: read without asking
+        (Stop.BUDGET, None, None, False, Decision.READ),  # more may follow at once
+        (Stop.BUDGET, 5, 5, False, Decision.READ),
+        (Stop.TIP, None, None, False, Decision.PROBE),
+        (Stop.TIP, 5, 5, False, Decision.PROBE),  # something may have arrived before the cut-off since
+        (Stop.TIP, None, None, True, Decision.READ),  # closed since: only a read walks it to its end
+        (Stop.CUTOFF, 5, 5, False, Decision.WAIT),  # the next record is after this very cut-off
+        (Stop.CUTOFF, 5, 5, True, Decision.WAIT),
+        (Stop.CUTOFF, 5, 9, False, Decision.PROBE),  # a later AvailableNow run
+        (Stop.CUTOFF, 5, None, False, Decision.PROBE),  # a continuous trigger after an AvailableNow run
+        (Stop.END, None, None, False, Decision.PROBE),  # unreachable: SHARD_END is never readable
     ],
 )
 def test_what_the_planner_does_with_a_shard(
-    last: Stop | None, previous_until: int | None, until: int | None, expected: Decision
+    last: Stop | None, previous_until: int | None, until: int | None, closed: bool, expected: Decision
 ) -> None:
-    assert decide(last, previous_until, until) is expected
+    assert decide(last, previous_until, until, closed=closed) is expected
 
 
 @pytest.mark.parametrize(
@@ -310,6 +312,7 @@ def test_every_record_is_delivered_once_parents_first_and_available_now_ends(
             front = frontier(current, ends, listing, until)
             for shard_id in front.to_probe:
                 assert front.last[shard_id] in (Stop.TIP, Stop.CUTOFF)
+                assert sims[shard_id].shard.is_open  # closed shards are read, never asked
             news = {s: probe(sims[s], front.positions[s], until) for s in front.to_probe}
             plan = plan_next(front, news, max_rows=max_rows, per_shard_cap=cap, until_ms=until)
             if plan is None:
