@@ -47,7 +47,7 @@ from kcl_daemon.spark.clients import kinesis_for, lease_table_for
 from kcl_daemon.spark.handover import owner_of
 from kcl_daemon.spark.lease_bridge import LeaseBridge
 from kcl_daemon.spark.options import SourceOptions
-from kcl_daemon.spark.rows import to_arrow, to_ipc
+from kcl_daemon.spark.rows import to_ipc
 from kcl_daemon.spark.shard_reader import ReadLimits, Resume, ShardRead, read_shard
 
 logger = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def read_ranges(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
             fail_on_data_loss=options.fail_on_data_loss,
         )
         if read.records:
-            yield to_arrow(options.stream_name, shard_range.shard_id, read.records)
+            yield read.records.to_arrow(options.stream_name, shard_range.shard_id)
 
 
 def _v1(data: dict[str, Any]) -> SourceOffset:
@@ -222,7 +222,7 @@ class DriverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._resume.pop(shard_id, None)
             if read.records and shipped + len(read.records) <= self.options.ship_records_max:
                 shipped += len(read.records)
-                batch = to_arrow(tracked.stream, shard_id, read.records)
+                batch = read.records.to_arrow(tracked.stream, shard_id)
                 self._probed[(shard_id, tracked.position(shard_id), read.end)] = to_ipc(batch)
         behind = {s: r.millis_behind_latest for s, r in results.items() if r.millis_behind_latest is not None}
         self._report = {

@@ -27,7 +27,8 @@ from kcl_daemon.errors import KclError, ShardNotFound
 from kcl_daemon.retrieval.deaggregate import Deaggregator
 from kcl_daemon.retrieval.fanout import next_position
 from kcl_daemon.retry import FANOUT_SUBSCRIBE, RetryPolicy
-from kcl_daemon.spark.shard_reader import DataLoss, ShardRead, split_records, timestamp_of
+from kcl_daemon.spark.rows import user_rows
+from kcl_daemon.spark.shard_reader import DataLoss, ShardRead, timestamp_of
 
 logger = logging.getLogger(__name__)
 
@@ -151,15 +152,25 @@ def _take(
     cutoff_ms: int | None,
 ) -> bool:
     """Take the event's user records into ``result``; True when a stop rule ended the read."""
-    for user in split_records(deaggregator, event.records):
-        esn = ExtendedSequenceNumber(user.record.sequence_number, user.record.sub_sequence_number)
-        if esn <= start.checkpoint and not start.checkpoint.is_sentinel:
+    start_key = (
+        None
+        if start.checkpoint.is_sentinel
+        else (int(start.checkpoint.sequence_number), start.checkpoint.sub_sequence_number)
+    )
+    rows = result.records
+    last = None
+    stopped = False
+    for row in user_rows(deaggregator, event.records):
+        if start_key is not None and (row[1], row[2]) <= start_key:
             continue
-        if cutoff_ms is not None and user.record.approximate_arrival_timestamp > cutoff_ms:
-            result.cut = True
-            return True
-        if len(result.records) >= max_rows:
-            return True
-        result.records.append(user)
-        result.end = after(user.record.sequence_number, user.record.sub_sequence_number)
-    return len(result.records) >= max_rows
+        if cutoff_ms is not None and row[5] > cutoff_ms:
+            result.cut = stopped = True
+            break
+        if len(rows) >= max_rows:
+            stopped = True
+            break
+        rows.append(row)
+        last = row
+    if last is not None:
+        result.end = after(last[0], last[2])
+    return stopped or len(rows) >= max_rows

@@ -25,13 +25,11 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import InputPartition
 
 from kcl_daemon.aws.kinesis import GetRecordsResult, Kinesis
-from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.spark.batches import PublishedEnd, end_reason
 from kcl_daemon.core.spark.offsets import ShardPos
 from kcl_daemon.spark.clients import batch_ends_for, fanout_for, kinesis_for
 from kcl_daemon.spark.efo_read import read_efo
 from kcl_daemon.spark.options import ConsumerMode, SourceOptions
-from kcl_daemon.spark.rows import to_arrow
 from kcl_daemon.spark.shard_reader import ReadLimits, Resume, ShardRead, read_shard
 
 logger = logging.getLogger(__name__)
@@ -100,7 +98,7 @@ def read_partition(partition: ExecutorPartition) -> Iterator[pa.RecordBatch]:
         else:
             read = _read_to(kinesis, options, task, task.start, standing)
         if read.records:
-            yield to_arrow(options.stream_name, task.shard_id, read.records)
+            yield read.records.to_arrow(options.stream_name, task.shard_id)
 
 
 def _common(options: SourceOptions, task: ShardTask) -> dict[str, object]:
@@ -173,18 +171,15 @@ def _adopt(
     kinesis: Kinesis, options: SourceOptions, task: ShardTask, read: ShardRead, standing: PublishedEnd
 ) -> ShardRead:
     """``read`` cut back (or read on) to the end another attempt published."""
-    if standing.end.is_shard_end and not read.end.is_shard_end:
-        more = _read_to(kinesis, options, task, read.end, standing)
-        return ShardRead(end=standing.end, records=read.records + more.records)
-    target = standing.end.checkpoint
-    if not standing.end.is_shard_end and (read.end.is_shard_end or target <= read.end.checkpoint):
-        kept = [
-            user
-            for user in read.records
-            if ExtendedSequenceNumber(user.record.sequence_number, user.record.sub_sequence_number) <= target
-        ]
-        return ShardRead(end=standing.end, records=kept)
-    if standing.end.is_shard_end:
-        return ShardRead(end=standing.end, records=read.records)
-    more = _read_to(kinesis, options, task, read.end, standing)
-    return ShardRead(end=standing.end, records=read.records + more.records)
+    target = standing.end
+    if target.is_shard_end:
+        if read.end.is_shard_end:
+            return ShardRead(end=target, records=read.records)
+    elif read.end.is_shard_end or target.checkpoint <= read.end.checkpoint:
+        if target.checkpoint.is_sentinel:
+            return ShardRead(end=target)  # the winner read nothing
+        cut = (int(target.checkpoint.sequence_number), target.checkpoint.sub_sequence_number)
+        return ShardRead(end=target, records=read.records.up_to(*cut))
+    more = _read_to(kinesis, options, task, read.end, standing)  # the winner read further: a trim
+    read.records.extend(more.records)
+    return ShardRead(end=target, records=read.records)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from kcl_daemon.aws.kinesis import AnyRawRecord, GetRecordsResult, Kinesis
+from kcl_daemon.aws.kinesis import GetRecordsResult, Kinesis
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shards.iterator import IteratorPosition, iterator_position_for, refresh_position
 from kcl_daemon.core.shards.read_pacing import seconds_until_next_read
@@ -37,7 +37,7 @@ from kcl_daemon.core.spark.offsets import AT_SHARD_END, ShardPos, after
 from kcl_daemon.errors import IteratorExpired, KclError, ShardNotFound
 from kcl_daemon.retrieval.deaggregate import Deaggregator
 from kcl_daemon.retry import GET_RECORDS
-from kcl_protocol import Record
+from kcl_daemon.spark.rows import Rows, UserRow, user_rows
 
 logger = logging.getLogger(__name__)
 
@@ -56,12 +56,6 @@ class ReadLimits:
 
 
 @dataclass(frozen=True, slots=True)
-class UserRecord:
-    record: Record
-    explicit_hash_key: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Resume:
     """An iterator pointing right after a read's end, and when its shard was last called: the next
     read from that end goes on with it (one GetRecords call, no GetShardIterator, pacing kept)."""
@@ -73,7 +67,7 @@ class Resume:
 @dataclass(slots=True)
 class ShardRead:
     end: ShardPos
-    records: list[UserRecord] = field(default_factory=list)
+    records: Rows = field(default_factory=Rows)
     millis_behind_latest: int | None = None
     calls: int = 0
     at_tip: bool = False
@@ -122,15 +116,6 @@ def timestamp_of(pos: ShardPos) -> datetime | None:
     return datetime.fromtimestamp(pos.timestamp_ms / 1000, tz=UTC)
 
 
-def split_records(deaggregator: Deaggregator | None, raws: tuple[AnyRawRecord, ...]) -> list[UserRecord]:
-    if deaggregator is None:
-        return [
-            UserRecord(Record(r.data, r.partition_key, r.sequence_number, 0, r.approximate_arrival_timestamp))
-            for r in raws
-        ]
-    return [UserRecord(rec, ehk) for rec, ehk in deaggregator.deaggregate_with_hash_keys(raws)]
-
-
 def read_shard(
     kinesis: Kinesis,
     stream: str,
@@ -174,6 +159,13 @@ def read_shard(
     deaggregator = Deaggregator(shard_id, *hash_range) if deaggregate else None
     stop_esn = None if stop_at is None or stop_at.is_shard_end else stop_at.checkpoint
     stop_seq = None if stop_esn is None else int(stop_esn.sequence_number)
+    stop_key = None if stop_esn is None else (int(stop_esn.sequence_number), stop_esn.sub_sequence_number)
+    start_key = (
+        None
+        if start.checkpoint.is_sentinel
+        else (int(start.checkpoint.sequence_number), start.checkpoint.sub_sequence_number)
+    )
+    last_taken: UserRow | None = None
     first_page = resume is None  # a resumed iterator (or a head, fetched AFTER the start) starts after it
     last_fetched: str | None = None
     done = False
@@ -217,25 +209,27 @@ def read_shard(
                     f"records after {start.checkpoint} were trimmed before they were read "
                     f"(the first one left is {page.records[0].sequence_number})"
                 )
-        users = split_records(deaggregator, page.records)
-        for user in users:
-            esn = ExtendedSequenceNumber(user.record.sequence_number, user.record.sub_sequence_number)
-            if esn <= start.checkpoint and not start.checkpoint.is_sentinel:
+        rows = result.records
+        for row in user_rows(deaggregator, page.records):
+            key = (row[1], row[2])
+            if start_key is not None and key <= start_key:
                 continue  # the daemon's rule: read AT the checkpoint, drop what it covers
-            if stop_esn is not None and esn > stop_esn:
+            if stop_key is not None and key > stop_key:
                 done = True
                 break
-            if limits.cutoff_ms is not None and user.record.approximate_arrival_timestamp > limits.cutoff_ms:
+            if limits.cutoff_ms is not None and row[5] > limits.cutoff_ms:
                 result.cut = done = True
                 break
-            if limits.max_records is not None and len(result.records) >= limits.max_records:
+            if limits.max_records is not None and len(rows) >= limits.max_records:
                 done = True
                 break
-            result.records.append(user)
-            result.end = after(user.record.sequence_number, user.record.sub_sequence_number)
-            if stop_esn is not None and esn == stop_esn:
+            rows.append(row)
+            last_taken = row
+            if stop_key is not None and key == stop_key:
                 done = True
                 break
+        if last_taken is not None:
+            result.end = after(last_taken[0], last_taken[2])
         if done:
             break
         if stop_seq is not None and last_fetched is not None and int(last_fetched) >= stop_seq:

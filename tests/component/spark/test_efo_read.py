@@ -26,7 +26,7 @@ def efo(fanout: FakeFanout, start: ShardPos, max_rows: int = 100, cutoff: int | 
 
 
 def seqs(read: ShardRead) -> list[tuple[str, int]]:
-    return [(u.record.sequence_number, u.record.sub_sequence_number) for u in read.records]
+    return read.records.pairs()
 
 
 def test_events_are_taken_until_one_at_the_tip() -> None:

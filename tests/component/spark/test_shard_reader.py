@@ -30,7 +30,7 @@ def test_the_probe_stops_at_the_tip_and_the_read_replays_exactly_that() -> None:
     probe = read(kinesis, AT_TRIM_HORIZON)
     assert probe.end == after("7") and probe.at_tip and len(probe.records) == 7
     again = read(kinesis, AT_TRIM_HORIZON, stop_at=probe.end, limits=ReadLimits())
-    assert [u.record.sequence_number for u in again.records] == [str(s) for s in range(1, 8)]
+    assert again.records.sequence_numbers == [str(s) for s in range(1, 8)]
 
 
 def test_a_budget_can_end_inside_an_aggregate_and_the_next_batch_resumes_at_the_next_sub_record() -> None:
@@ -39,7 +39,7 @@ def test_a_budget_can_end_inside_an_aggregate_and_the_next_batch_resumes_at_the_
     first = read(kinesis, AT_TRIM_HORIZON, limits=ReadLimits(max_records=3, max_calls=50))
     assert first.end == after("2", 1)  # sub-sequence exact: (2, 1)
     second = read(kinesis, first.end, limits=ReadLimits(max_calls=50))
-    assert [(u.record.sequence_number, u.record.sub_sequence_number) for u in second.records] == [
+    assert second.records.pairs() == [
         ("2", 2),
         ("2", 3),
         ("2", 4),
@@ -51,7 +51,7 @@ def test_a_budget_can_end_inside_an_aggregate_and_the_next_batch_resumes_at_the_
 def test_a_closed_shard_is_read_through_empty_pages_to_shard_end() -> None:
     kinesis = FakeKinesis(plain(1, 2), closed=True)
     done = read(kinesis, after("2"), closed=True)
-    assert done.end == AT_SHARD_END and done.records == []
+    assert done.end == AT_SHARD_END and len(done.records) == 0
     open_shard = read(FakeKinesis(plain(1, 2)), after("2"))
     assert open_shard.end == after("2") and open_shard.at_tip
 
@@ -65,7 +65,7 @@ def test_the_cutoff_stops_before_later_arrivals() -> None:
 def test_an_expired_iterator_is_refreshed_after_the_last_record_fetched() -> None:
     kinesis = FakeKinesis(plain(1, 2, 3, 4, 5, 6), expire_once_at=3)
     result = read(kinesis, AT_TRIM_HORIZON)
-    assert [u.record.sequence_number for u in result.records] == ["1", "2", "3", "4", "5", "6"]
+    assert result.records.sequence_numbers == ["1", "2", "3", "4", "5", "6"]
     assert IteratorPosition(IteratorType.AFTER_SEQUENCE_NUMBER, "3") in kinesis.iterators
 
 
@@ -74,7 +74,7 @@ def test_trimmed_records_are_data_loss_unless_told_otherwise() -> None:
     with pytest.raises(DataLoss, match="trimmed"):
         read(kinesis, after("5"))
     kept = read(kinesis, after("5"), fail_on_data_loss=False)
-    assert [u.record.sequence_number for u in kept.records] == ["8", "9"]
+    assert kept.records.sequence_numbers == ["8", "9"]
 
 
 def test_a_planned_end_beyond_the_tip_is_data_loss() -> None:
@@ -89,13 +89,13 @@ def test_a_read_that_took_every_record_fetched_resumes_with_its_iterator() -> No
     kinesis.records += plain(4, 5)
     gets = len(kinesis.iterators)
     second = read(kinesis, first.end, resume=first.resume)
-    assert [u.record.sequence_number for u in second.records] == ["4", "5"]
+    assert second.records.sequence_numbers == ["4", "5"]
     assert len(kinesis.iterators) == gets  # no GetShardIterator: the iterator went on
     budgeted = read(kinesis, AT_TRIM_HORIZON, limits=ReadLimits(max_records=2, max_calls=50))
     # the budget caps each call's Limit, so the read stops on a page boundary: the iterator is exact
     assert budgeted.calls == 1 and budgeted.end == after("2") and budgeted.resume is not None
     rest = read(kinesis, budgeted.end, resume=budgeted.resume)
-    assert [u.record.sequence_number for u in rest.records] == ["3", "4", "5"]
+    assert rest.records.sequence_numbers == ["3", "4", "5"]
 
 
 def test_a_read_that_starts_from_the_planners_probe_page_fetches_nothing_twice() -> None:
@@ -106,7 +106,7 @@ def test_a_read_that_starts_from_the_planners_probe_page_fetches_nothing_twice()
     head = kinesis.get_records(iterator, 1)  # the planner's question: one record after the end
     gets = len(kinesis.iterators)
     result = read(kinesis, after("1"), head=head, resume=Resume(head.next_iterator or "", None))
-    assert [u.record.sequence_number for u in result.records] == ["2", "3", "4", "5"]
+    assert result.records.sequence_numbers == ["2", "3", "4", "5"]
     assert len(kinesis.iterators) == gets  # the head's iterator went on: no GetShardIterator
     assert kinesis.fetched == 4  # the probe's record was not fetched again
 
@@ -116,7 +116,7 @@ def test_at_the_tip_the_end_moves_past_an_aggregate_the_shard_does_not_hold() ->
     kinesis = FakeKinesis([*plain(1), outside])
     narrow = (0, 10)  # a shard whose range holds none of them: the aggregate is dropped whole
     result = read(kinesis, AT_TRIM_HORIZON, hash_range=narrow)
-    assert [u.record.sequence_number for u in result.records] == ["1"]
+    assert result.records.sequence_numbers == ["1"]
     assert result.at_tip and result.end == after("2")  # not after("1"): asking again finds nothing new
     replay = read(kinesis, AT_TRIM_HORIZON, stop_at=result.end, limits=ReadLimits(), hash_range=narrow)
-    assert [u.record.sequence_number for u in replay.records] == ["1"]  # the dropped end is reached
+    assert replay.records.sequence_numbers == ["1"]  # the dropped end is reached
