@@ -48,18 +48,20 @@ def _inode_of(local_port: int, remote_port: int) -> str | None:
 
 def _pid_holding(inode: str) -> int | None:
     target = f"socket:[{inode}]"
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            for fd in os.scandir(f"/proc/{entry.name}/fd"):
-                try:
-                    if os.readlink(fd.path) == target:
-                        return int(entry.name)
-                except OSError:
-                    continue
-        except OSError:
-            continue
+    with os.scandir("/proc") as processes:
+        for entry in processes:
+            if not entry.name.isdigit():
+                continue
+            try:
+                with os.scandir(f"/proc/{entry.name}/fd") as fds:
+                    for fd in fds:
+                        try:
+                            if os.readlink(fd.path) == target:
+                                return int(entry.name)
+                        except OSError:
+                            continue
+            except OSError:
+                continue
     return None
 
 
@@ -149,6 +151,10 @@ class AttributingProxy:
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
+
+            def finish(self) -> None:
+                super().finish()
+                self.upstream.close()
 
             def log_message(self, format: str, *args: object) -> None:
                 pass
