@@ -42,11 +42,12 @@ MODES = {
 
 
 def _leader(clients: object, table: str) -> str | None:
+    """The holder of the Leader lock: in the lease table (a new application's single-table layout)."""
     try:
         item = clients.dynamodb.get_item(  # type: ignore[attr-defined]
-            TableName=f"{table}-CoordinatorState", Key={"key": {"S": "Leader"}}, ConsistentRead=True
+            TableName=table, Key={"leaseKey": {"S": "Leader"}}, ConsistentRead=True
         ).get("Item")
-    except Exception:  # noqa: BLE001 - 2.x mode has no such table
+    except Exception:  # noqa: BLE001 - the table may be gone
         return None
     return None if item is None else str(item["ownerName"]["S"])
 

@@ -135,6 +135,9 @@ def main(ctx: click.Context, properties: Path | None, log_level: str, log_format
                                                   run it on an embedded Kinesis + DynamoDB
     kcl-daemon check-config --properties app.properties
     kcl-daemon leases --properties app.properties [--json]
+    kcl-daemon migrate status --properties app.properties
+                                                  KCL 3.x migrations (also rollback, rollforward,
+                                                  remove-legacy-tables; --dry-run)
     kcl-daemon replay --properties app.properties --records records.jsonl
     kcl-daemon simulate --shards 500 --workers 200 --scenario scale-out
                                                   compare lease balancing policies (no AWS)
@@ -344,6 +347,41 @@ def leases(
         click.echo(report_text(result))
 
 
+@main.command()
+@click.argument("mode", type=click.Choice(["status", "rollback", "rollforward", "remove-legacy-tables"]))
+@_properties_option("The daemon's .properties (or .yaml) file: applicationName or tableName, endpoints.")
+@click.option("--dry-run", is_flag=True, help="Print every write it would make and make none.")
+@click.option(
+    "--gsi-wait-seconds",
+    type=click.FloatRange(min=0),
+    default=120.0,
+    show_default=True,
+    help="rollback: how long to wait between rolling Migration3.0 back and deleting the GSI (Java: 120).",
+)
+def migrate(mode: str, properties: Path, dry_run: bool, gsi_wait_seconds: float) -> None:
+    """KCL 3.x migrations of the application's tables (contract §5.6, §9.2).
+
+    \b
+    status                show the layout, the table-migration and client-version state, the leader
+                          lock and stale legacy tables (writes nothing)
+    rollback              Migration3.0 back to CLIENT_VERSION_2X, then delete the GSI (as Java's
+                          KclMigrationTool.py --mode rollback)
+    rollforward           Migration3.0 from CLIENT_VERSION_2X to CLIENT_VERSION_UPGRADE_FROM_2X
+    remove-legacy-tables  delete <app>-CoordinatorState and <app>-WorkerMetricStats once the table
+                          migration is COMPLETE
+
+    Exits 0 when done (or nothing was to do), 1 when refused or a write failed, 2 on a bad file.
+    """
+    settings = _load(properties, REQUIRED_FOR_LEASES)
+    from kcl_daemon.run import migrate_from_settings  # imported here: boto3 only for the AWS commands
+
+    with exit_on_errors(f"migrate {mode}"):
+        status = migrate_from_settings(
+            settings, mode, dry_run=dry_run, wait_s=gsi_wait_seconds, out=click.echo
+        )
+    sys.exit(status)
+
+
 def dumps_json(payload: object) -> str:
     """Indented JSON; integers beyond 64 bits (a corrupt ``leaseCounter``) are written exactly."""
     try:
@@ -525,11 +563,17 @@ _REQUIRED_FOR: dict[str, tuple[Requirement, ...]] = {
     help="Check the keys this command needs.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the configuration as JSON.")
-def check_config(properties: Path, command: str, as_json: bool) -> None:
+@click.option(
+    "--table-state",
+    is_flag=True,
+    help="Also read the application's tables (read-only) and say which layout and table-migration state "
+    "they are in, with a warning where the fleet's versions cannot share them.",
+)
+def check_config(properties: Path, command: str, as_json: bool, table_state: bool) -> None:
     """Print the effective configuration: every key with its value and where it came from.
 
     Exits 0 when the file is valid for the command (--for), 2 listing every problem otherwise.
-    Nothing is started and AWS is not contacted.
+    Nothing is started, and AWS is contacted only with --table-state (exit 1 when the table cannot be read).
     """
     # boto3 lives under kcl_daemon.aws; imported here so the other commands do not pay for it.
     from kcl_daemon.aws.clients import boto3_defaults
@@ -553,6 +597,12 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
         settings = dataclasses.replace(settings, warnings=(*settings.warnings, *_path_warnings(settings)))
     rows = report.rows(settings, boto3_defaults())
     derived = report.derived(settings)
+    layout = None
+    if table_state:
+        from kcl_daemon.run import table_layout
+
+        with exit_on_errors(f"cannot read the tables of {settings.lease_table_name}", failures=(ValueError,)):
+            layout = table_layout(settings)
     if as_json:
         payload = {
             "file": str(properties),
@@ -565,6 +615,7 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
             "derived": derived,
             "warnings": settings.warnings,
             "problems": [],
+            "tableState": None if layout is None else layout.as_json(),
         }
         click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
         return
@@ -577,6 +628,10 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
     click.echo("derived:")
     for name, value in derived.items():
         click.echo(f"  {name}: {value}")
+    if layout is not None:
+        click.echo(f"table state of {settings.lease_table_name}:")
+        for line in layout.lines():
+            click.echo(f"  {line}")
     for warning in settings.warnings:
         click.echo(f"warning: {warning}")
 
@@ -598,7 +653,8 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
     "--policy",
     "policies",
     multiple=True,
-    help="Policy (repeatable; default all): 2.x, variance, cooperative.",
+    help="Policy (repeatable; default: 2.x, variance, cooperative): also count (Java's LEASE_COUNT_BASED) "
+    "and variance-1814 (Java's variance decider with KCL #1814's fixed-width threshold).",
 )
 @_properties_option(
     "Take failoverTimeMillis, maxLeasesForWorker, leaseAssignmentIntervalMillis, restartGraceMillis and "
@@ -636,7 +692,7 @@ def simulate(
     """
     from kcl_daemon.sim import report as sim_report
     from kcl_daemon.sim.model import FleetConfig
-    from kcl_daemon.sim.policies import POLICY_NAMES
+    from kcl_daemon.sim.policies import MORE_POLICY_NAMES, POLICY_NAMES
     from kcl_daemon.sim.scenarios import SCENARIOS, Size
 
     if plot is not None and plot.suffix.lower() != ".html":
@@ -645,8 +701,8 @@ def simulate(
         if name not in SCENARIOS:
             _fail(f"--scenario {name!r}: choose from {', '.join(SCENARIOS)}")
     for name in policies:
-        if name not in POLICY_NAMES:
-            _fail(f"--policy {name!r}: choose from {', '.join(POLICY_NAMES)}")
+        if name not in (*POLICY_NAMES, *MORE_POLICY_NAMES):
+            _fail(f"--policy {name!r}: choose from {', '.join((*POLICY_NAMES, *MORE_POLICY_NAMES))}")
     fleet = FleetConfig()
     if properties is not None:
         settings = _load(properties, ())

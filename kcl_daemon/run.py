@@ -17,6 +17,7 @@ import functools
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,12 +25,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients, client_settings_from
-from kcl_daemon.aws.coordinator_state import locate
+from kcl_daemon.aws.coordinator_state import LEASE_TABLE_KEY, CoordinatorStore
 from kcl_daemon.aws.fanout import Fanout
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable, ScanResult
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
 from kcl_daemon.aws.streams import describe_stream_identity
+from kcl_daemon.aws.table_facts import read_table_facts
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
@@ -37,6 +39,8 @@ from kcl_daemon.consumer.configure import consumer_settings
 from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.assignment.client_version import ClientVersionConfig
 from kcl_daemon.core.assignment.decider import DeciderConfig
+from kcl_daemon.core.assignment.layout import LayoutReport, describe_layout
+from kcl_daemon.core.assignment.table_migration import TableLayoutConfig, effective_complete_bake_s
 from kcl_daemon.core.assignment.zones import resolve_zone
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import StreamSpec, parse_stream_list, recreated_stream
@@ -46,6 +50,7 @@ from kcl_daemon.inspection.stream_shards import configured_shard_lister
 from kcl_daemon.inspection.table import LeaseTableReport, inspect_lease_table
 from kcl_daemon.leader.assignment import AssignmentConfig
 from kcl_daemon.leader.mode import LeaderMode, LeaderModeConfig
+from kcl_daemon.leader.tables import Tables, TablesConfig
 from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig
 from kcl_daemon.leader.zone_lookup import zone_from_environment
 from kcl_daemon.leases.coordinator import CoordinatorConfig
@@ -93,6 +98,10 @@ class WorkerPlan:
     #: several streams per application (streamNames); empty: the single stream ``stream_name``
     streams: tuple[StreamSpec, ...] = ()
     former_streams_wait_s: float = 3600.0
+    #: leaseTableLayout (what a new application gets)
+    table_layout: TableLayoutConfig = TableLayoutConfig.SINGLE_TABLE
+    #: leaseTableScanTotalSegments (0: Java's automatic sizing)
+    scan_segments: int = 0
 
 
 def plan_worker(
@@ -152,6 +161,8 @@ def plan_worker(
         worker_metrics_table=settings.worker_metrics_table_name or f"{app}-WorkerMetricStats",
         streams=streams,
         former_streams_wait_s=settings.former_streams_leases_deletion_wait_s,
+        table_layout=TableLayoutConfig(settings.lease_table_layout),
+        scan_segments=settings.lease_table_scan_total_segments,
     )
 
 
@@ -187,10 +198,14 @@ def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
             zone=worker_zone(settings, worker_id),
         ),
         discovery_s=max(interval / 2 - 0.025, 0.1),
-        lock_duration_s=settings.failover_s,
+        lock_duration_s=settings.effective_leader_lock_duration_s,
+        lock_heartbeat_s=settings.effective_leader_lock_heartbeat_s,
         handoff_timeout_s=settings.graceful_lease_handoff_timeout_s,
         balancing_frequency=settings.variance_balancing_frequency,
         restart_grace_s=restart_grace_s(settings),
+        migrate_all=settings.migrate_all_entities_to_lease_table,
+        complete_bake_s=effective_complete_bake_s(settings.table_migration_complete_bake_s)[0],
+        init_bake_s=settings.table_migration_init_bake_s,
     )
 
 
@@ -225,7 +240,7 @@ def build_scheduler(
     cwd: str | None = None,
     metrics: DaemonMetrics | None = None,
 ) -> Scheduler:
-    table = LeaseTable3x(clients.dynamodb, plan.table_name)
+    table = LeaseTable3x(clients.dynamodb, plan.table_name, scan_segments=plan.scan_segments)
     kinesis = Kinesis(clients.kinesis)
     read_pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="kinesis-read")
     fanout = None
@@ -293,13 +308,14 @@ def build_scheduler(
     if plan.lease_mode is not None:
         coordinator_table = plan.coordinator_table or f"{plan.table_name}-CoordinatorState"
         metrics_table = plan.worker_metrics_table or f"{plan.table_name}-WorkerMetricStats"
-        lease_mode = LeaderMode(
-            plan.lease_mode,
-            table,
-            functools.partial(locate, clients.dynamodb, coordinator_table, plan.table_name),
+        tables = Tables(
+            CoordinatorStore(clients.dynamodb, coordinator_table),
+            CoordinatorStore(clients.dynamodb, plan.table_name, LEASE_TABLE_KEY),
             WorkerMetricsTable(clients.dynamodb, metrics_table),
-            clock,
+            WorkerMetricsTable(clients.dynamodb, plan.table_name, in_lease_table=True),
+            TablesConfig(plan.lease_mode.worker_id, plan.lease_mode.migrate_all, plan.table_layout),
         )
+        lease_mode = LeaderMode(plan.lease_mode, table, tables, clock)
     syncer = None
     if plan.streams:
         syncer = MultiStreamSyncer(
@@ -521,5 +537,49 @@ def inspect_leases(settings: Settings, *, check_expiry: bool = False) -> LeaseTa
             clock=SystemClock(),
             expiry_wait_s=settings.failover_s if check_expiry else None,
             cluster_separator=settings.lease_cluster_separator,
+            describe_layout=functools.partial(table_layout, settings, clients),
         )
     )
+
+
+def legacy_table_names(settings: Settings) -> tuple[str, str]:
+    """The coordinator-state and worker-metrics tables of the 3.0-3.4 layout."""
+    app = settings.application_name or settings.lease_table_name
+    return (
+        settings.coordinator_state_table_name or f"{app}-CoordinatorState",
+        settings.worker_metrics_table_name or f"{app}-WorkerMetricStats",
+    )
+
+
+def table_layout(settings: Settings, clients: AwsClients | None = None) -> LayoutReport:
+    """The layout and table-migration state of the configured application's tables (read-only)."""
+    table_name = settings.lease_table_name
+    if table_name is None:
+        raise ValueError("needs applicationName or tableName (validate_for_leases)")
+    clients = clients or build_clients(client_settings_from(settings))
+    coordinator, metrics = legacy_table_names(settings)
+    facts = read_table_facts(
+        clients.dynamodb,
+        table_name,
+        coordinator,
+        metrics,
+        now_s=time.time(),
+        reporter_period_s=settings.worker_metrics_report_s,
+    )
+    return describe_layout(facts)
+
+
+def migrate_from_settings(
+    settings: Settings, mode: str, *, dry_run: bool, wait_s: float, out: Callable[[str], None]
+) -> int:
+    """`kcl-daemon migrate MODE` on the configured application's tables; returns the exit status."""
+    from kcl_daemon.core.assignment.migrate_plan import Mode
+    from kcl_daemon.migrate.command import MigrateTarget, run_migrate
+
+    table_name = settings.lease_table_name
+    if table_name is None:
+        raise ValueError("migrate needs applicationName or tableName (validate_for_leases)")
+    coordinator, metrics = legacy_table_names(settings)
+    target = MigrateTarget(table_name, coordinator, metrics, settings.worker_metrics_report_s)
+    clients = build_clients(client_settings_from(settings))
+    return run_migrate(Mode(mode), clients, target, dry_run=dry_run, wait_s=wait_s, out=out)

@@ -151,6 +151,14 @@ class Settings:
     variance_balancing_frequency: int = 3
     worker_metrics_table_name: str | None = None
     coordinator_state_table_name: str | None = None
+    # KCL 3.5
+    lease_table_layout: str = "SINGLE_TABLE"
+    migrate_all_entities_to_lease_table: bool = False
+    table_migration_complete_bake_s: float = 86400.0
+    table_migration_init_bake_s: float = 3600.0
+    lease_table_scan_total_segments: int = 0
+    leader_lock_duration_s: float | None = None  # None: failover_s
+    leader_lock_heartbeat_s: float | None = None  # None: a quarter of the lock duration
     #: key -> where its value came from: "app.properties:12", "default", or with the alias used,
     #: "app.properties:3 (workerIdentifier)"
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -176,6 +184,16 @@ class Settings:
         if self.lease_assignment_interval_s is not None:
             return self.lease_assignment_interval_s
         return 2 * self.failover_s
+
+    @property
+    def effective_leader_lock_duration_s(self) -> float:
+        return self.leader_lock_duration_s if self.leader_lock_duration_s is not None else self.failover_s
+
+    @property
+    def effective_leader_lock_heartbeat_s(self) -> float:
+        if self.leader_lock_heartbeat_s is not None:
+            return self.leader_lock_heartbeat_s
+        return self.effective_leader_lock_duration_s / 4
 
     @property
     def effective_retrieval_mode(self) -> str:

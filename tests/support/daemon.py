@@ -2,12 +2,13 @@
 
 :class:`Daemon` is a long-running process (``run``, ``replay``, ...) whose stdout and stderr go to one log
 file (or, with ``log=None``, to a pipe the caller reads); it is stopped with a signal and reports its exit
-status. :func:`run_cli` runs a command that ends
-by itself (``leases``, ``check-config``, ``deregister-consumer``, ...) and returns its output.
+status. :func:`run_cli` runs a command that ends by itself (``leases``, ``check-config``,
+``deregister-consumer``, ...) and returns its output.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -51,18 +52,8 @@ class Daemon:
         self.name = name or command
         self.log = log
         self.argv = daemon_argv(command, *args, properties=properties, program=program)
-        if log is None:  # the caller reads the output from process.stdout, line by line
-            self.process = subprocess.Popen(
-                self.argv,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                env=_environment(env),
-                cwd=cwd,
-            )
-            return
-        with log.open("wb") as out:
+        # log=None: the caller reads the output from process.stdout, line by line
+        with contextlib.nullcontext(subprocess.PIPE) if log is None else log.open("wb") as out:
             self.process = subprocess.Popen(
                 self.argv,
                 stdout=out,

@@ -172,6 +172,7 @@ class MixedFleet:
         *,
         java_version: int,
         py_extra: str,
+        java_extra: str = "",
     ) -> None:
         self.py = Fleet(tmp_path, backend, table.table_name, stream, failover_ms=FAILOVER_MS, extra=py_extra)
         self.proxy = H2cProxy(backend.kinesis_endpoint, tmp_path / "h2c.log")
@@ -182,6 +183,7 @@ class MixedFleet:
         self._clients = clients
         self._table = table
         self._java_version = java_version
+        self._java_extra = java_extra
 
     def java(self, name: str) -> JavaDaemon:
         daemon = JavaDaemon(
@@ -194,6 +196,7 @@ class MixedFleet:
             dynamodb_endpoint=self._backend.dynamodb_endpoint,
             records=self.py.records,
             failover_ms=FAILOVER_MS,
+            extra=self._java_extra,
         )
         self.javas[name] = daemon
         return daemon

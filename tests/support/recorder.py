@@ -10,10 +10,15 @@ from typing import Any
 
 
 def read_records(path: Path, event: str | None = None) -> list[dict[str, Any]]:
-    """Every line of the records file (none yet: empty), or only those of ``event``."""
+    """Every line of the records file (none yet: empty), or only those of ``event``.
+
+    A child appends its lines with one ``write``, but a reader may see that write half done: the last
+    line counts once its newline is there.
+    """
     if not path.exists():
         return []
-    lines = [json.loads(line) for line in path.read_text().splitlines() if line]
+    text = path.read_text()
+    lines = [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line]
     return lines if event is None else [line for line in lines if line["event"] == event]
 
 

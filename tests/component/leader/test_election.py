@@ -68,9 +68,20 @@ async def test_release_deletes_our_lock_and_a_java_lock_gets_its_own_duration() 
 
 
 @pytest.mark.parametrize(
-    "item", [{"ownerName": "x"}, {"ownerName": "x", "recordVersionNumber": "r", "leaseDuration": "?"}]
+    "item",
+    [
+        {"ownerName": "x"},
+        {"ownerName": "x", "recordVersionNumber": "r", "leaseDuration": "?"},
+        {"recordVersionNumber": "r", "leaseDuration": "120000", "entityType": "LEADER"},
+    ],
 )
-async def test_a_malformed_lock_is_not_taken(item: dict[str, Any]) -> None:
+async def test_a_malformed_lock_is_taken_over_once_unchanged_for_javas_duration(item: dict[str, Any]) -> None:
     store, clock = FakeStore(), FakeClock()
     store.items["Leader"] = item
-    assert not await _election(store, "a", clock).check_once()
+    a = _election(store, "a", clock)
+    assert not await a.check_once()
+    clock.now += 119.0
+    assert not await a.check_once()
+    clock.now += 2.0
+    assert await a.check_once()  # conditional on the record version it saw (or on there being none)
+    assert store.items["Leader"]["ownerName"] == "a"

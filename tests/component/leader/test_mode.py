@@ -17,14 +17,7 @@ from kcl_daemon.core.assignment.client_version import (
 from kcl_daemon.leader.mode import LeaderMode, LeaderModeConfig, make_decider
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER
 from tests.support.clocks import FakeClock
-from tests.support.fakes import FakeStore
-
-
-class _Store(FakeStore):
-    in_lease_table = False
-
-    def create_table_if_missing(self) -> bool:
-        return False
+from tests.support.fake_tables import fake_tables
 
 
 class _Scheduler:
@@ -58,20 +51,15 @@ class _Table:
     throughput_source: object = None
 
 
-class _Metrics:
-    def create_table_if_missing(self) -> bool:
-        return False
-
-
 async def test_switches_algorithm_when_the_fleet_flips_and_never_runs_both() -> None:
-    store = _Store()
+    tables = fake_tables("w1")
+    store = tables.legacy
     store.items["Migration3.0"] = {"cv": ClientVersion.UPGRADE_FROM_2X.value, "mb": "java", "mts": 1, "h": []}
     table = _Table()
     mode = LeaderMode(
         LeaderModeConfig("w1", ClientVersionConfig.V3X, strategy="LEASE_COUNT_BASED"),
         table,
-        lambda: store,
-        _Metrics(),
+        tables,
         FakeClock(),
     )
     scheduler: Any = _Scheduler()

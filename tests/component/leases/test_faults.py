@@ -2,7 +2,7 @@
 
 Writes whose outcome is unknown (applied, then the reply is lost), corrupt items, a slow renewal next to
 healthy ones, and a lease table deleted while running. The same faults against dynalite and moto_server,
-through the fault-injecting proxy, are in ``tests/integration/test_lease_table_faults.py``.
+through the fault-injecting proxy, are in ``tests/integration/leases/test_faults.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """ShardSyncer and LeaseCleaner over in-memory fakes and a fake clock (the logic of the shells).
 
-The same shells run against moto_server and dynalite + kinesalite in tests/integration/test_lease_fleet.py.
+The same shells run against moto_server and dynalite + kinesalite in tests/integration/leases/test_fleet.py.
 """
 
 from __future__ import annotations

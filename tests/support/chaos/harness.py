@@ -1,6 +1,6 @@
 """A chaos run of several kcl-daemon processes: reshards, a SIGKILL and a DynamoDB fault window.
 
-Shared by the CI chaos test (``tests/integration/test_chaos.py``, short) and ``bench/chaos.py`` (longer, any
+Shared by the CI chaos test (``tests/e2e/test_chaos.py``, short) and ``bench/chaos.py`` (longer, any
 seed). Everything random (event times, victims, shards, fault decisions, partition keys) comes from the
 seed. The daemons run the recording processor (every record into one JSON-lines file); their DynamoDB
 traffic goes through the fault-injecting proxy, their Kinesis traffic straight to the emulator.

@@ -65,10 +65,14 @@ def test_lock_item_format_and_errors() -> None:
         "recordVersionNumber": "r",
     }
     assert _lock().duration_s == 120.0
-    with pytest.raises(ll.LockItemError, match="leaseDuration"):
-        ll.parse_lock({"ownerName": "a", "recordVersionNumber": "r", "leaseDuration": "soon"})
-    with pytest.raises(ll.LockItemError, match="ownerName"):
-        ll.parse_lock({"recordVersionNumber": "r", "leaseDuration": "1"})
+    assert _lock().problem is None
+    # a malformed lock is still a lock (it must never stall the fleet): Java's 120 s, the problem named
+    bad = ll.parse_lock({"ownerName": "a", "recordVersionNumber": "r", "leaseDuration": "soon"})
+    assert bad is not None and bad.duration_s == 120.0
+    assert bad.problem is not None and "leaseDuration" in bad.problem
+    ownerless = ll.parse_lock({"recordVersionNumber": "r", "leaseDuration": "1"})
+    assert ownerless is not None and ownerless.owner is None
+    assert ownerless.problem is not None and "ownerName" in ownerless.problem
 
 
 def test_lock_plans() -> None:

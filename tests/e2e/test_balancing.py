@@ -20,10 +20,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError  # noqa: TID251 - the table may not exist yet
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
 from tests.support.fleet import Fleet, owners
@@ -113,8 +114,8 @@ def test_rolling_restart_with_grace_moves_no_lease_and_duplicates_nothing(
         "hand-offs done",
     )
     fleet.wait(lambda: data_of(fleet.recorded()) >= {f"record-{n}" for n in range(300)}, 60, "300 records")
-    items = aws_clients.dynamodb.scan(TableName=f"{fleet.table}-WorkerMetricStats")["Items"]
-    assert {item["wid"]["S"]: item["kdx"]["M"]["zone"]["S"] for item in items} == ZONES
+    items = WorkerMetricsTable(aws_clients.dynamodb, fleet.table, in_lease_table=True).scan()[0]
+    assert {item.worker_id: (item.extra or {}).get("zone") for item in items} == ZONES
 
     stop = threading.Event()
     sent: list[int] = []

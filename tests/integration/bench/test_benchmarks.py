@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO
+
 pytestmark = pytest.mark.integration
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+BENCH = REPO / "bench"
 
 
 def run_bench(script: str, *args: str) -> str:

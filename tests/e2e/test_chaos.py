@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.chaos.harness import ChaosConfig, run_chaos
 
-pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.chaos]
 
 
 @pytest.mark.timeout(240)

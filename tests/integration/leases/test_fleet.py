@@ -16,7 +16,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from random import Random
 from typing import Any
 
@@ -37,11 +36,11 @@ from tests.support.clocks import SteppedClock
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
 from tests.support.lease_fleet import CoordinatorFleet
+from tests.support.paths import JAVA_KCL2_TABLE
 from tests.support.streams import wait_for_stream
 
 pytestmark = pytest.mark.integration
 
-JAVA_TABLE = Path(__file__).parents[1] / "fixtures" / "java_kcl2_lease_table.json"
 FAILOVER_S = 10.0
 
 
@@ -191,7 +190,7 @@ async def test_foreign_and_corrupt_items_are_skipped_with_a_warning(
 
 
 def load_java_table(table: DynamoLeaseTable, clients: AwsClients) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = json.loads(JAVA_TABLE.read_text())["items"]
+    items: list[dict[str, Any]] = json.loads(JAVA_KCL2_TABLE.read_text())["items"]
     for item in items:
         clients.dynamodb.put_item(TableName=table.table_name, Item=item)
     return items

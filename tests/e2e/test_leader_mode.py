@@ -1,8 +1,9 @@
 """KCL 3.x leader mode end to end: daemons (real processes) with the recording processor, both emulators.
 
-* election + assignment: two daemons, one ``Leader`` lock item in the coordinator table, leases 2/2,
-  every worker publishes its WorkerMetricStats item; the leader is SIGKILLed and the survivor takes the
-  lock and all leases within failover + check + one assignment interval;
+* election + assignment: two daemons, one ``Leader`` lock item (in the lease table: a new application
+  gets KCL 3.5's single-table layout), leases 2/2, every worker publishes its WorkerMetricStats item;
+  the leader is SIGKILLed and the survivor takes the lock and all leases within failover + check + one
+  assignment interval;
 * planned move: one daemon holds all four shards while records flow; a second joins; the leader moves
   two leases by graceful hand-off (``shutdownRequested`` -> checkpoint -> transfer) and no record is
   processed twice;
@@ -20,9 +21,10 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError  # noqa: TID251 - the table may not exist yet
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
@@ -69,9 +71,19 @@ def fleet(
 
 def leader_of(clients: AwsClients, table: str) -> str | None:
     item = clients.dynamodb.get_item(
-        TableName=f"{table}-CoordinatorState", Key={"key": {"S": "Leader"}}, ConsistentRead=True
+        TableName=table, Key={"leaseKey": {"S": "Leader"}}, ConsistentRead=True
     ).get("Item")
     return None if item is None else item["ownerName"]["S"]
+
+
+def worker_metrics(clients: AwsClients, table: str) -> list[dict[str, Any]]:
+    """The WorkerMetricStats items of a single-table lease table."""
+    items: list[dict[str, Any]] = clients.dynamodb.scan(
+        TableName=table,
+        FilterExpression="entityType = :kind",
+        ExpressionAttributeValues={":kind": {"S": "WORKER_METRIC_STATS"}},
+    )["Items"]
+    return items
 
 
 def test_leader_assigns_and_a_killed_leader_is_replaced(
@@ -82,8 +94,8 @@ def test_leader_assigns_and_a_killed_leader_is_replaced(
     fleet.start("daemon-b")
     fleet.wait(lambda: sorted(owners(lease_table).values()) == [2, 2], 60, "2/2 assignment")
     fleet.wait(lambda: data_of(fleet.recorded()) >= {f"record-{n}" for n in range(400)}, 60, "400 records")
-    metrics = aws_clients.dynamodb.scan(TableName=f"{fleet.table}-WorkerMetricStats")["Items"]
-    assert {item["wid"]["S"] for item in metrics} == {"daemon-a", "daemon-b"}
+    metrics = worker_metrics(aws_clients, fleet.table)
+    assert {item["leaseKey"]["S"] for item in metrics} == {"daemon-a", "daemon-b"}
     assert all("C" in item["sts"]["M"] for item in metrics)
     leader = leader_of(aws_clients, fleet.table)
     assert leader in ("daemon-a", "daemon-b")
@@ -107,11 +119,12 @@ def test_leader_assigns_and_a_killed_leader_is_replaced(
     assert took <= 2 * FAILOVER_S + ASSIGN_EVERY_S + 8.0
     assert fleet.daemons[survivor].stop(signal.SIGTERM) == 0
     assert "worker metrics of" in fleet.daemons[survivor].log.read_text()
+    left = {item["leaseKey"]["S"] for item in worker_metrics(aws_clients, fleet.table)}
+    assert survivor not in left  # the stopped one deleted its own; the killed one's stays until stale
+    tables = aws_clients.dynamodb.list_tables()["TableNames"]
     assert (
-        aws_clients.dynamodb.scan(TableName=f"{fleet.table}-WorkerMetricStats")["Items"]
-        == [metric for metric in metrics if metric["wid"]["S"] == leader]
-        or True
-    )  # the killed worker's item stays until stale; the stopped one deleted its own
+        f"{fleet.table}-CoordinatorState" not in tables and f"{fleet.table}-WorkerMetricStats" not in tables
+    )
 
 
 def test_planned_move_is_a_hand_off_without_duplicates_and_crash_failover(

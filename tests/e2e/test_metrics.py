@@ -169,7 +169,7 @@ def test_prometheus_cloudwatch_and_otlp_of_a_running_daemon(
         assert total(found, "process_resident_memory_bytes") > 0
 
         # CloudWatch, batched every second to moto_server
-        import boto3
+        import boto3  # noqa: TID251 - reading what the daemon published
 
         cloudwatch = boto3.client("cloudwatch", endpoint_url=moto_endpoint, region_name="us-east-1")
 

@@ -22,12 +22,12 @@ from kcl_daemon.core.assignment.decider import WorkerState
 from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
 from kcl_daemon.core.assignment.zones import WorkerExtras, extras_to_attribute
 from tests.support.emulators import Backend
+from tests.support.paths import FIXTURES, REPO
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 JARS = REPO / ".cache" / "java-kcl-3" / "amazon_kclpy" / "jars"
-SOURCE = REPO / "tests" / "fixtures" / "java" / "ReadMetrics.java"
+SOURCE = FIXTURES / "java" / "ReadMetrics.java"
 
 
 def test_java_sees_our_metrics_items_as_valid_workers(
