@@ -27,6 +27,7 @@ from typing import Any
 from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients, client_settings_from
 from kcl_daemon.aws.coordinator_state import LEASE_TABLE_KEY, CoordinatorStore
 from kcl_daemon.aws.fanout import Fanout
+from kcl_daemon.aws.instrument import TableContact, watch_table
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable, ScanResult
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
@@ -40,8 +41,10 @@ from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.assignment.client_version import ClientVersionConfig
 from kcl_daemon.core.assignment.decider import DeciderConfig
 from kcl_daemon.core.assignment.layout import LayoutReport, describe_layout
+from kcl_daemon.core.assignment.passes import expiry_interval_for
 from kcl_daemon.core.assignment.table_migration import TableLayoutConfig, effective_complete_bake_s
 from kcl_daemon.core.assignment.zones import resolve_zone
+from kcl_daemon.core.keeping import attempt_timeout_for
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import StreamSpec, parse_stream_list, recreated_stream
 from kcl_daemon.core.stream_identity import parse_stream_identity, split_lease_key
@@ -54,6 +57,7 @@ from kcl_daemon.leader.tables import Tables, TablesConfig
 from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig
 from kcl_daemon.leader.zone_lookup import zone_from_environment
 from kcl_daemon.leases.coordinator import CoordinatorConfig
+from kcl_daemon.metrics.prometheus import PrometheusEndpoint
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.metrics.runtime import MetricsOptions, MetricsRuntime, build_metrics
 from kcl_daemon.retrieval.efo_consumer import ConsumerResolver
@@ -65,6 +69,8 @@ from kcl_daemon.retry import KINESIS
 from kcl_daemon.shards.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer
 from kcl_daemon.shards.sync import ShardSyncConfig
 from kcl_daemon.stopping import StopSignals
+from kcl_daemon.supervise import EventLoopWatchdog
+from kcl_daemon.worker.health import HealthSettings, WorkerHealth
 from kcl_daemon.worker.scheduler import SYNC_THREADS, Scheduler, SchedulerConfig
 
 logger = logging.getLogger(__name__)
@@ -102,6 +108,8 @@ class WorkerPlan:
     table_layout: TableLayoutConfig = TableLayoutConfig.SINGLE_TABLE
     #: leaseTableScanTotalSegments (0: Java's automatic sizing)
     scan_segments: int = 0
+    #: shardStallMillis: a shard behind the tip whose child finished nothing this long fails /readyz
+    shard_stall_s: float = 300.0
 
 
 def plan_worker(
@@ -163,11 +171,13 @@ def plan_worker(
         former_streams_wait_s=settings.former_streams_leases_deletion_wait_s,
         table_layout=TableLayoutConfig(settings.lease_table_layout),
         scan_segments=settings.lease_table_scan_total_segments,
+        shard_stall_s=settings.shard_stall_s,
     )
 
 
 def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
-    """The KCL 3.x settings (contract §4.3 timings: assignment every 2 x failover, discovery at half that)."""
+    """The KCL 3.x settings (contract §4.3 timings: assignment every 2 x failover; discovery, as the leader's
+    expiry passes, every min(1 s, failover / 10))."""
     interval = settings.effective_lease_assignment_interval_s
     return LeaderModeConfig(
         worker_id=worker_id,
@@ -197,7 +207,9 @@ def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
             disabled=settings.disable_worker_metrics,
             zone=worker_zone(settings, worker_id),
         ),
-        discovery_s=max(interval / 2 - 0.025, 0.1),
+        # Java queries at half the assignment interval (10 s at the defaults); a KEYS_ONLY query of one key
+        # every min(1 s, failover / 10) lets a worker start a lease moved to it within about a second
+        discovery_s=min(max(interval / 2 - 0.025, 0.1), expiry_interval_for(settings.failover_s)),
         lock_duration_s=settings.effective_leader_lock_duration_s,
         lock_heartbeat_s=settings.effective_leader_lock_heartbeat_s,
         handoff_timeout_s=settings.graceful_lease_handoff_timeout_s,
@@ -338,6 +350,7 @@ def build_scheduler(
         lease_mode=lease_mode,
         syncer=syncer,
         make_stream_source=make_stream_source,
+        keeper_table=None if clients.lease_keeper is None else table.twin(clients.lease_keeper),
     )
 
 
@@ -353,6 +366,9 @@ async def run_worker(
     """Run until SIGTERM/SIGINT; returns the exit code."""
     clock = clock or SystemClock()
     scheduler = build_scheduler(plan, clients, clock=clock, metrics=metrics.metrics if metrics else None)
+    stop_health = None
+    if metrics is not None and metrics.prometheus is not None:
+        stop_health = attach_health(scheduler, plan, clients, metrics.prometheus)
     stop = asyncio.Event()
     main = asyncio.current_task()
     signals = StopSignals(on_first=stop.set, on_second=main.cancel if main is not None else stop.set)
@@ -362,8 +378,24 @@ async def run_worker(
                 plan, scheduler, stop, signals, on_status, status_every_s, metrics=metrics, clock=clock
             )
         finally:
+            if stop_health is not None:
+                stop_health()
             if metrics is not None:
                 await metrics.close()
+
+
+def attach_health(
+    scheduler: Scheduler, plan: WorkerPlan, clients: AwsClients, endpoint: PrometheusEndpoint
+) -> Callable[[], None]:
+    """Answer ``/healthz`` and ``/readyz`` on ``endpoint`` for ``scheduler`` (call on the event loop);
+    returns the function that stops the event-loop watchdog."""
+    contact = TableContact(plan.table_name)
+    watch_table(clients.dynamodb, contact)
+    watchdog = EventLoopWatchdog(asyncio.get_running_loop()).start()
+    endpoint.health = WorkerHealth(
+        scheduler, HealthSettings(stall_limit_s=plan.shard_stall_s), contact=contact, watchdog=watchdog
+    )
+    return watchdog.stop
 
 
 async def _run_until_stopped(
@@ -391,8 +423,12 @@ async def _run_until_stopped(
             starting.cancel()
             with contextlib.suppress(asyncio.CancelledError, KclError):
                 await starting
-            logger.info("stopped during start-up: no lease was taken")
-            await scheduler.close()
+            if scheduler.may_hold_leases:  # a leader may have assigned us leases already: give them up
+                logger.info("stopped during start-up")
+                await scheduler.shutdown()
+            else:
+                logger.info("stopped during start-up: no lease was taken")
+                await scheduler.close()
             return ExitStatus.OK
         starting.result()
     except KclError as exc:
@@ -480,9 +516,12 @@ def run_from_settings(
             "retrievalMode DEFAULT resolves to FANOUT (enhanced fan-out, as in Java: no polling key is "
             "set): a stream consumer is registered; set retrievalMode = POLLING to poll instead"
         )
+    keeper_timeout = attempt_timeout_for(settings.failover_s)
     if not local:
         client_settings = replace(
-            client_settings_from(settings), max_pool_connections=threads_calling_aws(plan)
+            client_settings_from(settings),
+            max_pool_connections=threads_calling_aws(plan),
+            lease_keeper_timeout_s=keeper_timeout,
         )
         clients = build_clients(client_settings)
         runtime = with_metrics(clients, client_settings)
@@ -506,7 +545,7 @@ def run_from_settings(
             logger.info("progress: %d records produced; %s", produced, scheduler.status().line())
 
         # The daemon's own clients: the sample producer's PutRecords calls are not the daemon's to count.
-        clients = stack.backend.build_clients()
+        clients = stack.backend.build_clients(ClientSettings(lease_keeper_timeout_s=keeper_timeout))
         runtime = with_metrics(clients, None)
         return asyncio.run(
             run_worker(plan, clients, on_status=progress, status_every_s=status_every_s, metrics=runtime)

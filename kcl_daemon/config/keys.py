@@ -789,6 +789,17 @@ KEYS: Final[tuple[Key, ...]] = (
         extension=True,
         minimum=0,
     ),
+    Key(
+        "shardStallMillis",
+        "shard_stall_s",
+        Kind.MILLIS,
+        300000,
+        "A shard is stalled when it is behind the tip (records wait for its child, or millisBehindLatest "
+        "> 0) and its child has finished no processRecords for this long: `/readyz` turns red and "
+        "`kcl-daemon doctor` reports shards stuck that long. 0 disables the check.",
+        extension=True,
+        minimum=0,
+    ),
 )
 
 #: every name and alias -> its key (credentials keys are matched case-insensitively: see lookup_key)

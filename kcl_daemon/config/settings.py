@@ -37,6 +37,7 @@ from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.validate import check_values
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.errors import ConfigError
+from kcl_daemon.retry import LEASE_IO
 
 _TRUE = {"true", "yes", "y", "on", "1"}
 _FALSE = {"false", "no", "n", "off", "0"}
@@ -136,6 +137,7 @@ class Settings:
     child_restart_max_backoff_s: float = 60.0
     child_max_consecutive_failures: int = 5
     child_stall_warning_s: float = 60.0
+    shard_stall_s: float = 300.0
     # KCL 3.x lease assignment
     client_version_config: str = "CLIENT_VERSION_CONFIG_3X"
     lease_assignment_strategy: str = "COOPERATIVE"
@@ -538,3 +540,13 @@ def _cross_check(values: dict[str, object], sources: dict[str, str], warnings: l
                 f"{sources['streamArn']}: streamArn is in {match['region']} but regionName is {region}; "
                 "as with the Java daemon only the stream name is used and the clients use regionName"
             )
+
+
+def graceful_stop_budget_s(settings: Settings) -> float:
+    """The longest a graceful stop (SIGTERM) takes: the processors' ``shutdownGraceMillis``, then each
+    child stopped harder (EOF, SIGTERM: ``childStopTimeoutMillis`` each), then the leader lock, the
+    worker-metrics item and the leases released (a few lease-table calls, each bounded by the ``LEASE_IO``
+    deadline). A supervisor's kill timeout (``terminationGracePeriodSeconds``, ECS ``stopTimeout``, systemd
+    ``TimeoutStopSec``) must be longer, or the stop ends in a SIGKILL and the leases expire instead of
+    being handed over."""
+    return settings.shutdown_grace_s + 2 * settings.child_stop_timeout_s + 3 * LEASE_IO.deadline_s

@@ -14,7 +14,8 @@ the caller stops the worker and exits non-zero.
 Graceful shutdown (:meth:`Scheduler.shutdown`): stop taking leases, ask every child to shut down
 (``shutdownRequested``: the processor checkpoints), wait at most ``shutdown_grace_s``, stop what is
 still running, then release every held lease so the other workers take them at once, without waiting
-for the failover time.
+for the failover time, and every lease the table still names this worker on without its holding it
+(assigned by a leader and not adopted yet, a take that landed as the taker stopped), in both lease modes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -32,6 +34,7 @@ from kcl_daemon.consumer.ports import ChildLauncher
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings
 from kcl_daemon.consumer.shard_failures import TaskFailures, decide_after_failure, is_retriable
 from kcl_daemon.consumer.shard_task import ShardTask, ShardTaskContext
+from kcl_daemon.core.health import Phase
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.lifecycle.restart_policy import Park
 from kcl_daemon.core.lifecycle.states import ShardState, ShutdownReason
@@ -44,7 +47,7 @@ from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.retrieval.source import ShardRecordSource
 from kcl_daemon.shards.cleanup import ChildShardLookup, LeaseCleaner
 from kcl_daemon.shards.sync import ShardSyncConfig, ShardSyncer
-from kcl_daemon.supervise import LoopFactory, supervise
+from kcl_daemon.supervise import DEFAULT_BUSY_BUDGET_S, LoopBoard, LoopFactory, supervise
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -53,6 +56,8 @@ T = TypeVar("T")
 IO_THREADS = 4
 #: ListShards for the periodic shard sync.
 SYNC_THREADS = 1
+#: between the two looks for leases still naming this worker at a graceful stop
+RELEASE_SWEEP_GAP_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +128,7 @@ class Scheduler:
         lease_mode: LeaseMode | None = None,
         syncer: Any = None,  # a MultiStreamSyncer (several streams); None: one ShardSyncer
         make_stream_source: Callable[[Shard, str], ShardRecordSource] | None = None,
+        keeper_table: Any = None,  # the lease keeper's table (its own client); None: ``table``
     ) -> None:
         self.config = config
         #: who assigns leases: None = the 2.x taker; else the KCL 3.x-aware mode (leases.leader_mode)
@@ -139,6 +145,7 @@ class Scheduler:
             clock,
             renew_pool=ThreadPoolExecutor(config.max_lease_renewal_threads, thread_name_prefix="lease-renew"),
             io_pool=self._io_pool,
+            keeper_table=keeper_table,
         )
         self.syncer = syncer or ShardSyncer(
             shard_lister,
@@ -183,6 +190,9 @@ class Scheduler:
         #: Set when a background loop failed for good; ``failure`` says which and why.
         self.failed = asyncio.Event()
         self.failure: str | None = None
+        #: For the health endpoints: where the worker is in its life, and its supervised loops.
+        self.phase = Phase.STARTING
+        self.loop_board = LoopBoard()
         self.coordinator.listeners.taken.append(self._on_taken)
         self.coordinator.listeners.lost.append(self._on_lost)
 
@@ -196,7 +206,10 @@ class Scheduler:
             self.failure = f"{name}: {why}"
         self.failed.set()
 
-    def _supervised(self, name: str, factory: LoopFactory) -> asyncio.Task[None]:
+    def _supervised(
+        self, name: str, factory: LoopFactory, budget_s: float = DEFAULT_BUSY_BUDGET_S
+    ) -> asyncio.Task[None]:
+        activity = self.loop_board.add(name, budget_s)
         coro = supervise(
             name,
             factory,
@@ -204,8 +217,12 @@ class Scheduler:
             clock=self._clock,
             on_fatal=self._on_fatal,
             fatal=(LeaseTableGone,),
+            activity=activity,
         )
-        return asyncio.create_task(coro, name=name)
+        task = asyncio.create_task(coro, name=name)
+        # A loop cancelled on purpose (shutdown, a lease-mode switch) is no longer the liveness check's.
+        task.add_done_callback(lambda done: self.loop_board.remove(activity) if done.cancelled() else None)
+        return task
 
     def _loop(self, name: str, factory: LoopFactory) -> asyncio.Task[None]:
         task = self._supervised(name, factory)
@@ -220,7 +237,13 @@ class Scheduler:
             await self.syncer.sync_once()
         except Exception as exc:  # noqa: BLE001 - logged; the periodic sync retries
             logger.warning("initial shard sync failed, the periodic sync retries: %s", exc)
-        self._renewer = self._supervised("lease-renewer", self.coordinator.run_renewer)
+        # The renewer's own rounds are short (it starts one renewal task per lease and ticks every
+        # 0.25 s); the leases themselves are watched through their local expiry (core.health).
+        self._renewer = self._supervised(
+            "lease-renewer",
+            self.coordinator.run_renewer,
+            budget_s=max(self.config.coordinator.failover_s, 5.0),
+        )
         if self.lease_mode is None:
             self._loop("lease-taker", self.coordinator.run_taker)
         else:
@@ -229,6 +252,16 @@ class Scheduler:
         self._loop("shard-sync", lambda: self.syncer.run(first_delay_s=sync_delay))
         self._loop("lease-cleanup", self.cleaner.run)
         self._loop("status", self._report_status)
+        self.phase = Phase.RUNNING
+
+    @property
+    def may_hold_leases(self) -> bool:
+        """Start-up got as far as renewing (and, in leader mode, perhaps being assigned) leases."""
+        return self._renewer is not None
+
+    @property
+    def table_name(self) -> str:
+        return str(getattr(self._table, "table_name", "the lease table"))
 
     def add_loop(self, name: str, factory: LoopFactory) -> asyncio.Task[None]:
         """Start one more supervised background loop (cancelled on shutdown)."""
@@ -237,6 +270,8 @@ class Scheduler:
     def stop_shard(self, lease_key: str) -> asyncio.Task[None] | None:
         """Hand-off: ask the shard's task to shut down and not to start again; returns its runner."""
         self._handing_off.add(lease_key)
+        if lease_key in self.parked:  # a parked shard has nothing to finish: hand it off now
+            self.parked[lease_key][1].set()
         task = self.tasks.get(lease_key)
         if task is not None:
             task.request_shutdown()
@@ -377,7 +412,13 @@ class Scheduler:
     async def _report_status(self) -> None:
         while True:
             await self._clock.sleep(self.config.status_interval_s)
-            logger.info("worker %s: %s", self.config.coordinator.worker_id, self.status().line())
+            logger.info(
+                "worker %s: %s; %d asyncio task(s), %d thread(s)",
+                self.config.coordinator.worker_id,
+                self.status().line(),
+                len(asyncio.all_tasks()),
+                threading.active_count(),
+            )
 
     # -- stop ------------------------------------------------------------------------------------
 
@@ -386,6 +427,7 @@ class Scheduler:
         if self._stopping:
             return
         self._stopping = True
+        self.phase = Phase.STOPPING
         logger.info(
             "shutting down: asking %d shard(s) to finish (grace %.1fs)",
             len(self.tasks),
@@ -413,6 +455,13 @@ class Scheduler:
                 self.coordinator.drop(key, "kept for this worker's restart grace")
             else:
                 released += await self.coordinator.release(key)
+        if not self.keep_leases_on_stop:
+            # what the table names us on without our holding it: leases a leader assigned us that we had
+            # not adopted, a take that landed as its loop stopped; once more after a moment for a leader's
+            # assignment in flight when our metrics item was withdrawn
+            released += await self.coordinator.release_named()
+            await self._clock.sleep(RELEASE_SWEEP_GAP_S)
+            released += await self.coordinator.release_named()
         if self._renewer is not None:
             await _cancel([self._renewer])
         logger.info("shutdown complete: %d lease(s) released", released)
@@ -420,6 +469,7 @@ class Scheduler:
     async def close(self) -> None:
         """Stop everything at once (no grace, no release): for tests and fatal errors."""
         self._stopping = True
+        self.phase = Phase.STOPPING
         await _cancel([*self._loops, *self._runners.values(), *([self._renewer] if self._renewer else [])])
 
 

@@ -73,8 +73,11 @@ class Fleet:
         )
         return path
 
-    def start(self, worker: str, executable: str | None = None, *args: str) -> Daemon:
-        """Start daemon ``worker`` (the recording processor unless ``executable``); ``args`` go to ``run``."""
+    def start(
+        self, worker: str, executable: str | None = None, *args: str, env: dict[str, str] | None = None
+    ) -> Daemon:
+        """Start daemon ``worker`` (the recording processor unless ``executable``); ``args`` go to ``run``,
+        ``env`` to its environment (and its processor's)."""
         properties = self.properties(worker, executable or f"{sys.executable} {RECORDER}")
         daemon = Daemon(
             "run",
@@ -82,7 +85,7 @@ class Fleet:
             properties=properties,
             log=self.tmp_path / f"{worker}.log",
             name=worker,
-            env={"KCL_TEST_RECORDS": str(self.records), "KCL_TEST_WORKER": worker},
+            env={"KCL_TEST_RECORDS": str(self.records), "KCL_TEST_WORKER": worker, **(env or {})},
             cwd=properties.parent,
         )
         self.daemons[worker] = daemon
