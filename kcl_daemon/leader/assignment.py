@@ -13,6 +13,9 @@ the pure decider for moves, and apply each move as one conditional write on what
 A pending hand-off is left alone until ``handoff timeout + failover`` has passed on the leader's clock
 since it was first seen; after that the lease counts as expired and is reassigned with a plain assign,
 which clears the stuck ``checkpointOwner`` (KCL#1718/#1729/#1743/#1765: a hand-off never stays stuck).
+The worker serving a hand-off renews the lease until it completes it, so a pending hand-off whose
+counter has not moved for the failover time is expired at once: its serving worker died (waiting the
+hand-off's time for it kept a killed worker's shard idle for half a minute in the chaos runs).
 
 Runs are of two kinds (:mod:`kcl_daemon.core.assignment.passes`): a *balance* pass every
 ``leaseAssignmentIntervalMillis`` (the decider's whole round, as Java), and in between an *expiry* pass
@@ -142,6 +145,9 @@ class AssignmentLoop:
         self.observer: WorkerObserver = NULL_WORKER_OBSERVER
         #: awaited after each successful run while leading (the table migration's step)
         self.after_run: Callable[[RunReport], Awaitable[object]] | None = None
+        #: Given each lease the leader assigned to itself, as the write returned it, with the write's send
+        #: time (the coordinator's ``adopt_written``: the lease is held at once, validated by that write).
+        self.adopt_own: Callable[[Lease, float], object] | None = None
         #: Told the workers that received leases in a run (the leader wakes its own lease discovery).
         self.on_assigned: Callable[[set[str]], None] | None = None
         election.on_change.append(self._on_leadership)
@@ -209,7 +215,9 @@ class AssignmentLoop:
             expired = self._observations.is_expired(lease.lease_key, now, self.config.failover_s)
             if lease.checkpoint_owner is not None and lease.lease_owner is not None:
                 first = self._handoff_seen.setdefault(lease.lease_key, now)
-                if now - first <= stuck_after:
+                if expired:
+                    pass  # the worker serving it stopped renewing: it is dead, do not wait for it
+                elif now - first <= stuck_after:
                     frozen.add(lease.lease_key)
                 else:
                     expired = True  # a stuck hand-off: reassign with a plain assign
@@ -347,7 +355,10 @@ class AssignmentLoop:
                 move.reason,
             )
         else:
-            await self._call(functools.partial(self._table.assign, lease, move.to_worker))
+            sent_at = self._clock.monotonic()
+            assigned = await self._call(functools.partial(self._table.assign, lease, move.to_worker))
+            if self.adopt_own is not None and move.to_worker == self._election.worker_id:
+                self.adopt_own(assigned, sent_at)  # its own: held and deliverable at once, no discovery
             logger.info(
                 "assigned %s: %s -> %s (%s)", lease.lease_key, lease.lease_owner, move.to_worker, move.reason
             )

@@ -326,6 +326,7 @@ class LeaderMode:
                 discovery.wake.set()
 
         self.assignment.on_assigned = wake_own_discovery
+        self.assignment.adopt_own = worker.coordinator.adopt_written
         self.handoff = HandoffWatcher(
             self.table,
             worker.coordinator,

@@ -79,6 +79,7 @@ class _Metrics:
 
 class _Election:
     def __init__(self) -> None:
+        self.worker_id = "a"
         self.on_change: list[Any] = []
         self.gained = asyncio.Event()
 
@@ -185,9 +186,13 @@ async def test_the_leader_is_told_of_the_leases_it_assigned_itself(pool: ThreadP
     table, clock = _Table([Lease("s0", TRIM_HORIZON, lease_counter=1)]), FakeClock()
     loop = _loop(table, _Metrics(["a"]), "COOPERATIVE", clock, pool)
     told: list[set[str]] = []
+    adopted: list[tuple[Lease, float]] = []
     loop.on_assigned = told.append
+    loop.adopt_own = lambda lease, sent_at: adopted.append((lease, sent_at))
+    clock.now = 7.0
     await loop.run_once(PassKind.EXPIRY)
     assert told == [{"a"}]
+    assert adopted == [(table.leases["s0"], 7.0)], "held at once, validated by the assign's send time"
 
 
 async def test_passes_run_at_the_expiry_interval_and_balance_at_the_assignment_interval(
@@ -218,3 +223,27 @@ async def test_passes_run_at_the_expiry_interval_and_balance_at_the_assignment_i
     gaps = [b - a for (a, _), (b, _) in itertools.pairwise(kinds)]
     assert max(gaps) <= 1.0 + 1e-9
     assert not table.owned("dead")
+
+
+async def test_a_hand_off_whose_serving_worker_died_moves_once_expired_not_after_the_hand_off_timeout(
+    pool: ThreadPoolExecutor,
+) -> None:
+    leases = [
+        Lease("moving", TRIM_HORIZON, lease_owner="b", checkpoint_owner="dead", lease_counter=5),
+        Lease("s1", TRIM_HORIZON, lease_owner="a", lease_counter=1),
+        Lease("s2", TRIM_HORIZON, lease_owner="b", lease_counter=1),
+    ]
+    table, clock = _Table(leases), FakeClock()
+    loop = _loop(table, _Metrics(["a", "b"]), "COOPERATIVE", clock, pool)
+    await loop.run_once(PassKind.BALANCE)
+    for _ in range(10):
+        clock.now += 1.0
+        table.renew("a")
+        table.renew("b")  # b's renewals do not touch the hand-off: "dead" serves it and renews it
+        table.leases["moving"] = dataclasses.replace(table.leases["moving"], lease_counter=5)
+        assert not (await loop.run_once(PassKind.EXPIRY)).moves
+    clock.now += 0.5
+    report = await loop.run_once(PassKind.EXPIRY)
+    assert [m.lease_key for m in report.moves] == ["moving"]  # 10.5 s, not handoff timeout + failover
+    assert table.leases["moving"].checkpoint_owner is None
+    assert table.leases["moving"].lease_owner in {"a", "b"}

@@ -36,6 +36,9 @@ class _Scheduler:
     def stop_shard(self, key: str) -> None:
         return None
 
+    def adopt_written(self, lease: object, sent_at: float) -> bool:
+        return False
+
     def add_loop(self, name: str, factory: Callable[[], Coroutine[Any, Any, None]]) -> asyncio.Task[None]:
         async def idle() -> None:
             await asyncio.Event().wait()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -55,26 +56,36 @@ async def test_a_wedged_renewer_turns_healthz_red_and_green_again(
     endpoint = serve(DaemonMetrics(process_metrics=False), 0)
     url = endpoint.base_url
     stop_watchdog = attach_health(scheduler, plan, aws_clients, endpoint)
-    wedge = asyncio.Event()
-    renew = scheduler.coordinator._renew
+    wedge = threading.Event()
+    wedge.set()
+    keeper = scheduler.coordinator.keeper
+    table = keeper._table
 
-    async def wedged_renew(key: str) -> None:
-        await wedge.wait()  # a renewal that never returns: a stuck renewer as seen from outside
-        await renew(key)
+    class _Wedged:
+        """The keeper's table, whose renewals block while ``wedge`` is clear: a stuck renewer."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(table, name)
+
+        def renew(self, lease: Any) -> Any:
+            wedge.wait()
+            return table.renew(lease)
 
     try:
         await scheduler.start()
         await poll(url, "/readyz", lambda _, body: "holds 1 lease" in str(body), 20, "a lease held")
         await poll(url, "/healthz", lambda status, _: status == 200, 5, "live")
-        scheduler.coordinator._renew = wedged_renew  # type: ignore[method-assign]
+        wedge.clear()
+        keeper._table = _Wedged()
         red = await poll(url, "/healthz", lambda status, _: status == 503, 15, "healthz red")
         assert "still held past their local expiry" in failing_checks(red)["renewer"], red
-        scheduler.coordinator._renew = renew  # type: ignore[method-assign]
-        wedge.set()  # the held renewals go on: they give the lease up, the taker takes it again
+        keeper._table = table
+        wedge.set()  # the renewals land again (or the lease is given up and taken again)
         await poll(url, "/healthz", lambda status, _: status == 200, 15, "healthz green again")
         await poll(url, "/readyz", lambda _, body: "holds 1 lease" in str(body), 20, "the lease again")
     finally:
         wedge.set()
+        keeper._table = table
         stop_watchdog()
         await scheduler.close()
         endpoint.close()

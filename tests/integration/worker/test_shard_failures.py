@@ -27,9 +27,10 @@ SHARD = "shardId-000000000000"
     "checkpoint",
     [
         ExtendedSequenceNumber("4" * 5000, 0),
-        ExtendedSequenceNumber("49590338271490256608559692538361571095921575989136588898", 2**64 + 1),
+        # (a subSequenceNumber past Java's long no longer reaches a shard: the lease item is unreadable,
+        # so it is skipped with a warning, tests/unit/core/test_lease_codec.py)
     ],
-    ids=["5000-digit-sequence-number", "sub-sequence-number-over-2^64"],
+    ids=["5000-digit-sequence-number"],
 )
 async def test_a_shard_that_keeps_failing_is_parked_with_its_reason(
     aws_clients: AwsClients,

@@ -79,7 +79,7 @@ class ChaosReport:
     tracebacks: int = 0
     expired_leases: int = 0  # leases a live worker lost by its own clock (could not renew in time)
     dropped_while_named: int = 0  # leases given up while the table still named the worker
-    late_old_owner: int = 0  # records a worker delivered after another worker's child started on the shard
+    late_old_owner: int = 0  # records an old owner delivered after the new owner had delivered some
     resumed_s: list[float] = field(default_factory=list)  # SIGKILL -> a victim's shard's next record
     leader_killed: int = 0
     mode: str = "taker"
@@ -110,7 +110,7 @@ class ChaosReport:
             f"  resumption after SIGKILL (next record by another worker): {resumed}; "
             f"leader killed {self.leader_killed} time(s)",
             f"  leases dropped while the table still named the worker: {self.dropped_while_named}; "
-            f"records delivered by an old owner after the new owner's child started: {self.late_old_owner}",
+            f"records delivered by an old owner after the new owner's: {self.late_old_owner}",
             f"  DynamoDB faults injected: {sum(self.faults.values())} of {self.dynamodb_calls} calls "
             f"({faults})",
             f"  leases lost by local expiry (live workers): {self.expired_leases}; "
@@ -244,7 +244,7 @@ class _TablePoller(threading.Thread):
     def __init__(self, clients: AwsClients, table: str, period_s: float = 0.2) -> None:
         super().__init__(name="chaos-table-poller", daemon=True)
         self.clients, self.table, self.period_s = clients, table, period_s
-        self.timeline: dict[str, list[tuple[float, str | None]]] = defaultdict(list)
+        self.timeline: dict[str, list[tuple[float, str | None]]] = defaultdict(list)  # every poll
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -258,16 +258,19 @@ class _TablePoller(threading.Thread):
                 continue
             now = time.time()
             for item in items:
-                key = item["leaseKey"]["S"]
-                owner = item.get("leaseOwner", {}).get("S")
-                line = self.timeline[key]
-                if not line or line[-1][1] != owner:
-                    line.append((now, owner))
+                self.timeline[item["leaseKey"]["S"]].append((now, item.get("leaseOwner", {}).get("S")))
 
     def owner_at(self, key: str, when: float) -> str | None:
+        """The owner the last poll at or before ``when`` saw."""
         line = self.timeline.get(key, [])
         i = bisect.bisect_right([t for t, _ in line], when) - 1
         return line[i][1] if i >= 0 else None
+
+    def owner_after(self, key: str, when: float) -> str | None:
+        """The owner the first poll at or after ``when`` saw (a stalled poller never vouches for later)."""
+        line = self.timeline.get(key, [])
+        i = bisect.bisect_left([t for t, _ in line], when)
+        return line[i][1] if i < len(line) else None
 
 
 _LOST = re.compile(r"lease (\S+) lost: (.*)$")
@@ -283,25 +286,34 @@ def dropped_while_named(logs: dict[str, str], poller: _TablePoller) -> int:
             if lost is None or when is None:
                 continue
             key = lost[1]
-            if poller.owner_at(key, when) == name and poller.owner_at(key, when + 0.3) == name:
+            if poller.owner_at(key, when) == name and poller.owner_after(key, when + 0.3) == name:
                 count += 1
     return count
 
 
 def late_deliveries(lines: list[dict[str, Any]]) -> int:
-    """Records a worker delivered after another worker's child had been initialized on the same shard
-    (after the worker's own child): an old owner still delivering once the new one has started."""
+    """Records a worker delivered on a shard after a newer owner (a child initialized there after the
+    worker's own) had delivered a record of that shard: an old owner still delivering once the new one
+    is. (A new owner's child may be initialized earlier: a stolen lease's records wait for the victim to
+    notice.)"""
     inits: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    firsts: dict[tuple[str, str, float], float] = {}  # (shard, worker, its init) -> its first record
     for line in lines:
         if line["event"] == "initialize":
             inits[line["shard"]].append((line["t"], line["worker"]))
+        elif line["event"] == "record":
+            own = [t for t, w in inits.get(line["shard"], []) if w == line["worker"] and t <= line["t"]]
+            if own:
+                firsts.setdefault((line["shard"], line["worker"], max(own)), line["t"])
     late = 0
     for line in lines:
         if line["event"] != "record":
             continue
-        starts = inits.get(line["shard"], [])
-        own = [t for t, w in starts if w == line["worker"] and t <= line["t"]]
-        if own and any(w != line["worker"] and max(own) < t < line["t"] for t, w in starts):
+        own = [t for t, w in inits.get(line["shard"], []) if w == line["worker"] and t <= line["t"]]
+        if own and any(
+            shard == line["shard"] and worker != line["worker"] and init > max(own) and first < line["t"]
+            for (shard, worker, init), first in firsts.items()
+        ):
             late += 1
     return late
 

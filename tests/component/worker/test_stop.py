@@ -1,0 +1,68 @@
+"""The scheduler's graceful stop gives up what the table names it on, held or not (issue 17, point 4), and
+a hand-off of a parked shard does not wait out its timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from kcl_daemon.consumer.shard_consumer import ConsumerSettings
+from kcl_daemon.leases.coordinator import CoordinatorConfig
+from kcl_daemon.shards.sync import ShardSyncConfig
+from kcl_daemon.worker.scheduler import Scheduler, SchedulerConfig
+from tests.support.clocks import FakeClock
+from tests.support.fakes import FakeTable, shards
+
+
+class _NoShards:
+    def list_shards(self, stream_name: str, shard_filter: object = None) -> list[object]:
+        return []
+
+
+def _scheduler(table: FakeTable) -> Scheduler:
+    async def no_child() -> object:
+        raise AssertionError("no child may start")
+
+    config = SchedulerConfig(
+        coordinator=CoordinatorConfig(worker_id="me"),
+        shard_sync=ShardSyncConfig(stream_name="s"),
+        consumer=ConsumerSettings(),
+    )
+    return Scheduler(
+        config,
+        table,
+        _NoShards(),
+        make_source=lambda shard: None,  # type: ignore[arg-type,return-value]
+        launch_child=no_child,  # type: ignore[arg-type]
+        clock=FakeClock(),  # type: ignore[arg-type]
+    )
+
+
+async def test_shutdown_releases_leases_the_table_names_us_on_that_we_never_started(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    leases = shards(3)
+    table = FakeTable([leases[0].taken_by("me"), leases[1].taken_by("me"), leases[2].taken_by("other")])
+    scheduler = _scheduler(table)
+    await scheduler.shutdown()
+    assert [lease.lease_owner for lease in table.items.values()] == [None, None, "other"]
+    assert "shutdown complete: 2 lease(s) released" in caplog.text
+
+
+async def test_shutdown_with_a_restart_grace_keeps_them() -> None:
+    table = FakeTable([lease.taken_by("me") for lease in shards(2)])
+    scheduler = _scheduler(table)
+    scheduler.keep_leases_on_stop = True
+    await scheduler.shutdown()
+    assert [lease.lease_owner for lease in table.items.values()] == ["me", "me"]
+
+
+def test_stopping_a_parked_shard_for_a_hand_off_wakes_it() -> None:
+    scheduler = _scheduler(FakeTable([]))
+    wake = asyncio.Event()
+    scheduler.parked["shardId-000000000000"] = ("it failed 3 times", wake)
+    scheduler.stop_shard("shardId-000000000000")
+    assert wake.is_set()
