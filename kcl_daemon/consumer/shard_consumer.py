@@ -281,7 +281,7 @@ class ShardConsumer:
             self._largest_delivered = max(self._largest_delivered, self._in_flight_up_to)
         self.stats.batches += 1
         self.stats.records_delivered += len(records)
-        payload_bytes = sum(len(record.data) for record in records)
+        payload_bytes = sum(record.size for record in records)  # never decodes a payload to count it
         self.stats.bytes_delivered += payload_bytes
         self._report_batch(records, batch.millis_behind_latest, payload_bytes)
         await self._step(
