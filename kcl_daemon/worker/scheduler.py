@@ -49,8 +49,12 @@ from kcl_daemon.supervise import LoopFactory, supervise
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: Lease-table reads, takes and creates of the taker, the shard tasks and cleanup.
-IO_THREADS = 4
+#: Lease-table reads, takes and creates of the taker, the shard tasks and cleanup, and every checkpoint.
+#: Checkpoints grow with the work (shards x batches per second x the write's latency): 256 shards each
+#: checkpointing once a second at 20 ms a write keep 5 threads busy, which a pool of 4 could not do (the
+#: children waited on their checkpoints). A ThreadPoolExecutor starts a thread only when no idle one
+#: can take the call, so a large bound costs nothing until the work needs it.
+IO_THREADS = 32
 #: ListShards for the periodic shard sync.
 SYNC_THREADS = 1
 
