@@ -101,6 +101,8 @@ class AssignmentLoop:
         self._leader_since: float | None = None
         #: Told each scan (the fleet figures of kcl_daemon.metrics come from the leader in 3.x mode).
         self.observer: WorkerObserver = NULL_WORKER_OBSERVER
+        #: Told the workers that received leases in a run (the leader wakes its own lease discovery).
+        self.on_assigned: Callable[[set[str]], None] | None = None
         election.on_change.append(self._on_leadership)
 
     def _on_leadership(self, leading: bool) -> None:
@@ -219,6 +221,11 @@ class AssignmentLoop:
                 raise result
             else:
                 report.applied += 1
+        receivers = {
+            m.to_worker for m, r in zip(moves, results, strict=True) if not isinstance(r, BaseException)
+        }
+        if receivers and self.on_assigned is not None:
+            self.on_assigned(receivers)
         await self._clean_stale(entries)
         self.last = report
         if moves:

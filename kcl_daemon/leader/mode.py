@@ -247,6 +247,15 @@ class LeaderMode:
         self.discovery = LeaseDiscovery(
             self.table, worker.coordinator, self._clock, self._pool, interval_s=cfg.discovery_s
         )
+        discovery = self.discovery
+
+        def wake_own_discovery(receivers: set[str]) -> None:
+            """The leader gave itself leases: adopt them now, not at the next discovery run (up to half
+            an assignment interval later: 10 s at the defaults, all of it start-up time)."""
+            if cfg.worker_id in receivers:
+                discovery.wake.set()
+
+        self.assignment.on_assigned = wake_own_discovery
         self.handoff = HandoffWatcher(
             self.table,
             worker.coordinator,
