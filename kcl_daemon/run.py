@@ -33,6 +33,7 @@ from kcl_daemon.aws.lease_table import DynamoLeaseTable, ScanResult
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
 from kcl_daemon.aws.streams import describe_stream_identity
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
+from kcl_daemon.blocking import BlockingPool
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.consumer.configure import consumer_settings
@@ -68,7 +69,7 @@ logger = logging.getLogger(__name__)
 
 #: GetRecords calls in flight at once, across all shards of this worker: enough for 256 shards read every
 #: 200 ms at 50 ms a call (Java runs one thread per shard). Threads start only as the calls in flight need
-#: them (ThreadPoolExecutor reuses an idle one first), so an idle or small worker keeps a few.
+#: them (kcl_daemon.blocking reuses an idle one first), so an idle or small worker keeps a few.
 READ_THREADS = 64
 #: Enhanced fan-out: one thread per subscribed shard (a subscription blocks its thread).
 FANOUT_THREADS = 512
@@ -276,7 +277,7 @@ def build_scheduler(
 ) -> Scheduler:
     table = LeaseTable3x(clients.dynamodb, plan.table_name)
     kinesis = Kinesis(clients.kinesis)
-    read_pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="kinesis-read")
+    read_pool = BlockingPool(READ_THREADS, thread_name_prefix="kinesis-read")
     fanout = None
     consumers: dict[str, ConsumerResolver] = {}
     if plan.retrieval.mode == "FANOUT":
