@@ -32,11 +32,12 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from random import Random
 from typing import Protocol, TypeVar
 
+from kcl_daemon.blocking import run_blocking
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.expiry import LeaseObservations, held_lease_deadline
 from kcl_daemon.core.lease import Lease
@@ -136,8 +137,8 @@ class LeaseCoordinator:
         clock: Clock,
         *,
         rng: Random | None = None,
-        renew_pool: ThreadPoolExecutor | None = None,
-        io_pool: ThreadPoolExecutor | None = None,
+        renew_pool: Executor | None = None,
+        io_pool: Executor | None = None,
     ) -> None:
         self.config = config
         self.held: dict[str, HeldLease] = {}
@@ -150,8 +151,8 @@ class LeaseCoordinator:
         self._clock = clock
         self._rng = rng or Random()  # noqa: S311 - shuffles lease choices; not security
         self._observations = LeaseObservations()
-        self._renew_pool = renew_pool or ThreadPoolExecutor(4, thread_name_prefix="lease-renew")
-        self._io_pool = io_pool or ThreadPoolExecutor(2, thread_name_prefix="lease-io")
+        self._renew_pool: Executor = renew_pool or ThreadPoolExecutor(4, thread_name_prefix="lease-renew")
+        self._io_pool: Executor = io_pool or ThreadPoolExecutor(2, thread_name_prefix="lease-io")
         self._locks: dict[str, asyncio.Lock] = {}
 
     def _lock(self, lease_key: str) -> asyncio.Lock:
@@ -182,16 +183,17 @@ class LeaseCoordinator:
     def _held(self, lease: Lease, sent_at: float) -> HeldLease:
         return HeldLease(lease, sent_at, self.config.failover_s)
 
-    async def _call(self, pool: ThreadPoolExecutor, fn: Callable[[], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(pool, fn)
+    async def _call(self, pool: Executor, fn: Callable[[], T]) -> T:
+        return await run_blocking(pool, fn)
 
-    async def _bounded(self, pool: ThreadPoolExecutor, fn: Callable[[], T], deadline: float, what: str) -> T:
+    async def _bounded(self, pool: Executor, fn: Callable[[], T], deadline: float, what: str) -> T:
         """``fn()`` on ``pool``, waited for no longer than ``deadline`` (then: outcome unknown)."""
         remaining = deadline - self._clock.monotonic()
         if remaining <= 0:
             raise TransientNetwork(f"{what}: no time left before the deadline")
         try:
-            result = await asyncio.wait_for(self._call(pool, fn), remaining)
+            async with asyncio.timeout(remaining):  # no task of its own, unlike asyncio.wait_for
+                result = await self._call(pool, fn)
         except TimeoutError:
             raise TransientNetwork(f"{what}: no answer within {remaining:.1f}s") from None
         except DependencyUnavailable:
@@ -212,7 +214,7 @@ class LeaseCoordinator:
             )
 
     async def _write(
-        self, write: LeaseWrite, fn: Callable[[Lease], Lease], pool: ThreadPoolExecutor, deadline: float
+        self, write: LeaseWrite, fn: Callable[[Lease], Lease], pool: Executor, deadline: float
     ) -> Lease:
         """One fenced write, reconciled after an unknown outcome or a condition failure, and retried
         (``LEASE_IO``, never past ``deadline``) while it was not applied.
@@ -225,13 +227,11 @@ class LeaseCoordinator:
         async def sleep(seconds: float) -> None:
             await self._clock.sleep(min(seconds, max(deadline - self._clock.monotonic(), 0.0)))
 
-        async for attempt in policy.async_retrying(sleep=sleep, monotonic=self._clock.monotonic):
-            with attempt:
-                return await self._write_once(write, fn, pool, deadline)
-        raise AssertionError("unreachable: the retry policy re-raises the last error")  # pragma: no cover
+        once = functools.partial(self._write_once, write, fn, pool, deadline)
+        return await policy.run_async(once, sleep=sleep, monotonic=self._clock.monotonic)
 
     async def _write_once(
-        self, write: LeaseWrite, fn: Callable[[Lease], Lease], pool: ThreadPoolExecutor, deadline: float
+        self, write: LeaseWrite, fn: Callable[[Lease], Lease], pool: Executor, deadline: float
     ) -> Lease:
         key = write.before.lease_key
         what = f"{write.kind} of lease {key}"

@@ -20,7 +20,6 @@ the executor passed in; time comes from a :class:`~kcl_daemon.clock.Clock`.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from typing import ParamSpec, Protocol, TypeVar
 
 from kcl_daemon.aws.kinesis import GetRecordsResult
+from kcl_daemon.blocking import run_blocking
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import ChildShard, Shard
@@ -201,21 +201,15 @@ class PollingRecordSource:
             await self._clock.sleep(delay)
 
     async def _run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        return await run_blocking(self._executor, functools.partial(fn, *args, **kwargs))
 
     async def _read(self, position: _Position) -> tuple[ReadVerdict, GetRecordsResult]:
-        retrying = self.settings.retry.async_retrying(
-            sleep=self._clock.sleep, monotonic=self._clock.monotonic
+        return await self.settings.retry.run_async(
+            functools.partial(self._read_once, position),
+            sleep=self._clock.sleep,
+            monotonic=self._clock.monotonic,
+            before_retry=functools.partial(self._wait_turn, MIN_IDLE_BETWEEN_READS_S),
         )
-        first = True
-        async for attempt in retrying:
-            with attempt:
-                if not first:
-                    await self._wait_turn(MIN_IDLE_BETWEEN_READS_S)
-                first = False
-                return await self._read_once(position)
-        raise AssertionError("unreachable: the retry policy re-raises the last error")  # pragma: no cover
 
     async def _read_once(self, position: _Position) -> tuple[ReadVerdict, GetRecordsResult]:
         """One GetRecords (after GetShardIterator if needed) and its verdict; errors propagate."""
