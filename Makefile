@@ -1,10 +1,13 @@
 # The two set-up commands of the README. Both install what they need first (scripts/bootstrap.sh).
-#   make run    run the daemon and the sample processor on an embedded Kinesis + DynamoDB (Ctrl-C stops)
-#   make test   lint, type-check and run the whole test suite (what CI runs)
+#   make run        run the daemon and the sample processor on an embedded Kinesis + DynamoDB (Ctrl-C stops)
+#   make test       lint, type-check and run the whole test suite (what CI runs)
+# and the loop to run while editing:
+#   make test-fast  the pure and component tests only (tests/unit, tests/component): no emulator, no JVM,
+#                   no Spark, no client toolchain; under a minute (docs/development.md)
 SHELL := /bin/bash
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: run test bootstrap lint
+.PHONY: run test test-fast bootstrap lint
 bootstrap:
 	@bash scripts/bootstrap.sh
 
@@ -17,3 +20,6 @@ lint: bootstrap
 test: bootstrap
 	@bash scripts/lint.sh
 	@bash scripts/test.sh
+
+test-fast: bootstrap
+	@bash scripts/test.sh -q tests/unit tests/component

@@ -33,6 +33,8 @@ from pathlib import Path
 from statistics import median
 from typing import IO, Final
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
+
 from _local import (
     NOOP_PROCESSOR,
     DaemonTimings,
@@ -47,8 +49,9 @@ from _local import (
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.local import EmbeddedBackend
 from kcl_protocol import Initialize, encode_daemon_message
+from tests.support.daemon import PROGRAM, Daemon, run_cli
+from tests.support.paths import REPO
 
-REPO: Final = Path(__file__).resolve().parents[1]
 SAMPLE_DIR: Final = REPO / "samples" / "python"
 FIRST_RECORD_MARK: Final = "record key="
 CLI_LIMIT_S: Final = 60.0
@@ -102,7 +105,7 @@ def cli_command() -> list[str]:
     if script.exists():
         return [str(script)]
     found = shutil.which("kcl-daemon")
-    return [found] if found else [sys.executable, "-m", "kcl_daemon"]
+    return [found] if found else list(PROGRAM)
 
 
 def cli_first_record() -> CliRun:
@@ -111,17 +114,18 @@ def cli_first_record() -> CliRun:
     # The sample's executableName is "python3 sample_processor.py": the python3 that has kcl_client.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     start = time.perf_counter()
-    daemon = subprocess.Popen(
-        [*cli_command(), "run", "--local", "--properties", "app.properties"],
-        cwd=SAMPLE_DIR,
+    daemon = Daemon(
+        "run",
+        "--local",
+        properties="app.properties",
+        log=None,
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        cwd=SAMPLE_DIR,
+        program=cli_command(),
     )
-    assert daemon.stdout is not None
+    assert daemon.process.stdout is not None
     lines: queue.Queue[tuple[float, str] | None] = queue.Queue()
-    threading.Thread(target=_pump, args=(daemon.stdout, lines), daemon=True).start()
+    threading.Thread(target=_pump, args=(daemon.process.stdout, lines), daemon=True).start()
     marks: dict[str, float] = {}
     output: list[str] = []
     try:
@@ -137,12 +141,8 @@ def cli_first_record() -> CliRun:
     except queue.Empty:
         raise RuntimeError(f"no record within {CLI_LIMIT_S}s:\n" + "".join(output[-20:])) from None
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
+        daemon.send(signal.SIGTERM)
+        daemon.wait(20)  # killed after 20 s
     return CliRun(
         marks.get("listening on", float("nan")),
         marks.get("starting: stream", float("nan")),
@@ -153,7 +153,9 @@ def cli_first_record() -> CliRun:
 def cli_import_s() -> float:
     """Seconds for ``kcl-daemon --version``: the interpreter plus the CLI's imports, nothing else."""
     start = time.perf_counter()
-    subprocess.run([*cli_command(), "--version"], check=True, capture_output=True)
+    done = run_cli("--version", program=cli_command())
+    if done.returncode != 0:
+        raise RuntimeError(f"kcl-daemon --version exited with {done.returncode}: {done.stderr}")
     return time.perf_counter() - start
 
 

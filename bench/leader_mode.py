@@ -28,9 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: te
 
 from kcl_daemon.aws.clients import ClientSettings, build_clients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.integration.test_daemon_e2e import Fleet, owners, put
 from tests.support.emulators import Backend, EmulatorUnavailable, running_emulators
 from tests.support.fault_proxy import FaultProxy
+from tests.support.fleet import Fleet, owners
+from tests.support.streams import put, wait_for_stream
 
 MODES = {
     "2.x taker": "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1\n",
@@ -40,25 +41,13 @@ MODES = {
 }
 
 
-class BenchFleet(Fleet):
-    extra = ""
-    failover_s = 3.0
-
-    def properties(self, worker: str, executable: str) -> Path:
-        path = super().properties(worker, executable)
-        text = path.read_text().replace(
-            "failoverTimeMillis = 2000", f"failoverTimeMillis = {int(self.failover_s * 1000)}"
-        )
-        path.write_text(text + self.extra)
-        return path
-
-
 def _leader(clients: object, table: str) -> str | None:
+    """The holder of the Leader lock: in the lease table (a new application's single-table layout)."""
     try:
         item = clients.dynamodb.get_item(  # type: ignore[attr-defined]
-            TableName=f"{table}-CoordinatorState", Key={"key": {"S": "Leader"}}, ConsistentRead=True
+            TableName=table, Key={"leaseKey": {"S": "Leader"}}, ConsistentRead=True
         ).get("Item")
-    except Exception:  # noqa: BLE001 - 2.x mode has no such table
+    except Exception:  # noqa: BLE001 - the table may be gone
         return None
     return None if item is None else str(item["ownerName"]["S"])
 
@@ -73,18 +62,12 @@ def run_mode(
         table = DynamoLeaseTable(clients.dynamodb, table_name)
         stream = f"bench-{int(time.time() * 1000) % 10**9}"
         clients.kinesis.create_stream(StreamName=stream, ShardCount=4)
-        while (
-            clients.kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"][
-                "StreamStatus"
-            ]
-            != "ACTIVE"
-        ):
-            time.sleep(0.05)
+        wait_for_stream(clients, stream)
         run_dir = work / name.replace(" ", "-")
         run_dir.mkdir()
-        fleet = BenchFleet(run_dir, Backend("bench", kinesis, proxy.endpoint), table_name, stream)
-        fleet.extra = MODES[name]
-        fleet.failover_s = failover_s
+        backend = Backend("bench", kinesis, proxy.endpoint)
+        failover_ms = int(failover_s * 1000)
+        fleet = Fleet(run_dir, backend, table_name, stream, failover_ms=failover_ms, extra=MODES[name])
         stop = threading.Event()
 
         def produce() -> None:

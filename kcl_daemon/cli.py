@@ -13,6 +13,7 @@ import json
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -135,6 +136,11 @@ def main(ctx: click.Context, properties: Path | None, log_level: str, log_format
                                                   run it on an embedded Kinesis + DynamoDB
     kcl-daemon check-config --properties app.properties
     kcl-daemon leases --properties app.properties [--json]
+    kcl-daemon migrate status --properties app.properties
+                                                  KCL 3.x migrations (also rollback, rollforward,
+                                                  remove-legacy-tables; --dry-run)
+    kcl-daemon doctor --properties app.properties [--json]
+    kcl-daemon checkpoint show|set --properties app.properties ...
     kcl-daemon replay --properties app.properties --records records.jsonl
     kcl-daemon simulate --shards 500 --workers 200 --scenario scale-out
                                                   compare lease balancing policies (no AWS)
@@ -344,6 +350,41 @@ def leases(
         click.echo(report_text(result))
 
 
+@main.command()
+@click.argument("mode", type=click.Choice(["status", "rollback", "rollforward", "remove-legacy-tables"]))
+@_properties_option("The daemon's .properties (or .yaml) file: applicationName or tableName, endpoints.")
+@click.option("--dry-run", is_flag=True, help="Print every write it would make and make none.")
+@click.option(
+    "--gsi-wait-seconds",
+    type=click.FloatRange(min=0),
+    default=120.0,
+    show_default=True,
+    help="rollback: how long to wait between rolling Migration3.0 back and deleting the GSI (Java: 120).",
+)
+def migrate(mode: str, properties: Path, dry_run: bool, gsi_wait_seconds: float) -> None:
+    """KCL 3.x migrations of the application's tables (contract §5.6, §9.2).
+
+    \b
+    status                show the layout, the table-migration and client-version state, the leader
+                          lock and stale legacy tables (writes nothing)
+    rollback              Migration3.0 back to CLIENT_VERSION_2X, then delete the GSI (as Java's
+                          KclMigrationTool.py --mode rollback)
+    rollforward           Migration3.0 from CLIENT_VERSION_2X to CLIENT_VERSION_UPGRADE_FROM_2X
+    remove-legacy-tables  delete <app>-CoordinatorState and <app>-WorkerMetricStats once the table
+                          migration is COMPLETE
+
+    Exits 0 when done (or nothing was to do), 1 when refused or a write failed, 2 on a bad file.
+    """
+    settings = _load(properties, REQUIRED_FOR_LEASES)
+    from kcl_daemon.run import migrate_from_settings  # imported here: boto3 only for the AWS commands
+
+    with exit_on_errors(f"migrate {mode}"):
+        status = migrate_from_settings(
+            settings, mode, dry_run=dry_run, wait_s=gsi_wait_seconds, out=click.echo
+        )
+    sys.exit(status)
+
+
 def dumps_json(payload: object) -> str:
     """Indented JSON; integers beyond 64 bits (a corrupt ``leaseCounter``) are written exactly."""
     try:
@@ -366,6 +407,216 @@ def deregister_consumer_command(properties: Path) -> None:
     with exit_on_errors("cannot deregister the stream consumer"):
         what, existed = deregister_consumer(settings)
     click.echo(f"deregistered stream consumer {what}" if existed else f"no stream consumer {what}")
+
+
+@main.command()
+@_properties_option(
+    "The daemon's .properties (or .yaml) file: applicationName/tableName, the stream(s), endpoints."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print every check's result as JSON.")
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds between the two looks at the table that tell expired leases and a stale leader lock "
+    "[default: failoverTimeMillis; 0: one look, expiry not judged].",
+)
+def doctor(properties: Path, as_json: bool, wait: float | None) -> None:
+    """Check an application's setup and state, in order, and say what to do about each problem:
+    credentials and region; the stream; the lease table (key schema, GSI, billing); the table layout,
+    migration state and versions in the fleet; the IAM actions the configuration needs (tried with
+    harmless calls, or listed); leases (expired, unowned, stuck, shards without leases, leases without
+    shards); the leader lock; worker-metrics items. Exit status 1 when anything is wrong, else 0."""
+    settings = _load(properties, REQUIRED_FOR_LEASES)
+    from kcl_daemon.doctor.reads import run_doctor  # imported here: boto3 only for the AWS commands
+
+    with exit_on_errors("doctor"):
+        report = run_doctor(settings, wait_s=wait)
+    click.echo(dumps_json(report.as_json()) if as_json else report.text())
+    sys.exit(report.exit_status)
+
+
+@main.group()
+def checkpoint() -> None:
+    """Show shards' checkpoints, or set them (rewind or skip ahead) without endangering a running fleet.
+
+    \b
+    kcl-daemon checkpoint show --properties app.properties [--shard ID ...] [--json]
+    kcl-daemon checkpoint set  --properties app.properties --shard ID --to TRIM_HORIZON [--handoff]
+    """
+
+
+def _selection_options(f: F) -> F:
+    f = click.option(
+        "--stream",
+        default=None,
+        help="With streamNames: the stream the --shard ids belong to (or --all is limited to).",
+    )(f)
+    f = click.option("--all", "all_leases", is_flag=True, help="Every lease in the table.")(f)
+    return click.option(
+        "--shard",
+        "shards",
+        multiple=True,
+        metavar="ID",
+        help="A shard id, or a whole lease key (account:stream:epoch:shardId). Repeatable.",
+    )(f)
+
+
+@checkpoint.command("show")
+@_properties_option("The daemon's .properties (or .yaml) file: applicationName/tableName, endpoints.")
+@_selection_options
+@click.option("--json", "as_json", is_flag=True, help="Print the checkpoints as JSON.")
+def checkpoint_show(
+    properties: Path, shards: tuple[str, ...], all_leases: bool, stream: str | None, as_json: bool
+) -> None:
+    """Show the checkpoint of the given shards (default: all), with owner, counter and the last change
+    made with `checkpoint set` (who, when, from, to)."""
+    settings = _load(properties, REQUIRED_FOR_LEASES)
+    from kcl_daemon.checkpoint_tool.command import CheckpointTool, Selection, audit_of
+
+    with exit_on_errors(f"cannot read lease table {settings.lease_table_name}"):
+        tool = CheckpointTool.from_settings(settings)
+        leases = tool.show(Selection(shards, all_leases, stream))
+    rows = [
+        {
+            "leaseKey": lease.lease_key,
+            "leaseOwner": lease.lease_owner,
+            "checkpointOwner": lease.checkpoint_owner,
+            "leaseCounter": lease.lease_counter,
+            "checkpoint": lease.checkpoint.sequence_number,
+            "checkpointSubSequenceNumber": lease.checkpoint.sub_sequence_number,
+            "lastSet": audit_of(lease),
+        }
+        for lease in leases
+    ]
+    if as_json:
+        click.echo(dumps_json(rows))
+        return
+    for row, lease in zip(rows, leases, strict=True):
+        audit = row["lastSet"]
+        last = ""
+        if isinstance(audit, dict):
+            last = f"  (set by {audit.get('by')} from {audit.get('from')}, {audit.get('how')})"
+        click.echo(
+            f"{lease.lease_key}  {lease.checkpoint}  owner {lease.lease_owner or '-'}  "
+            f"counter {lease.lease_counter}{last}"
+        )
+
+
+def _parse_target(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    text = value.strip().upper() if value.strip().isalpha() else value.strip()
+    if text in ("TRIM_HORIZON", "LATEST", "AT_TIMESTAMP"):
+        return text
+    seq, _, sub = text.partition("/")
+    try:
+        ExtendedSequenceNumber(seq, int(sub) if sub else 0)
+    except (InvalidSequenceNumber, ValueError) as exc:
+        raise click.BadParameter(
+            f"{value!r}: TRIM_HORIZON, LATEST, AT_TIMESTAMP or a sequence number (SEQ or SEQ/SUB): {exc}"
+        ) from None
+    return text
+
+
+def _parse_timestamp(_ctx: click.Context, _param: click.Parameter, value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        if text.replace(".", "", 1).isdigit():
+            return datetime.fromtimestamp(float(text), UTC)
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise click.BadParameter(
+            f"{value!r}: ISO 8601 (2024-05-01T10:00:00Z) or epoch seconds: {exc}"
+        ) from None
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    if moment > datetime.now(UTC):
+        raise click.BadParameter(f"{value!r} is in the future: Kinesis has no record there yet")
+    return moment
+
+
+@checkpoint.command("set")
+@_properties_option(
+    "The daemon's .properties (or .yaml) file: applicationName/tableName, the stream, endpoints."
+)
+@_selection_options
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    callback=_parse_target,
+    help="TRIM_HORIZON, LATEST, AT_TIMESTAMP (with --timestamp) or a sequence number (SEQ or SEQ/SUB): "
+    "the last record counted as processed.",
+)
+@click.option(
+    "--timestamp",
+    callback=_parse_timestamp,
+    default=None,
+    help="With --to AT_TIMESTAMP: the first record at or after this instant is processed next "
+    "(ISO 8601, or epoch seconds).",
+)
+@click.option(
+    "--handoff",
+    is_flag=True,
+    help="Take leases held by live workers from them first (KCL 3.x: a graceful hand-off, the processor "
+    "checkpoints; KCL 2.x: a fenced take), instead of refusing them.",
+)
+@click.option("--dry-run", is_flag=True, help="Show what would be done; write nothing.")
+@click.option("--reason", default=None, help="Why: recorded on the lease and in the log.")
+@click.option("--by", default=None, help="Who: recorded on the lease  [default: user@host].")
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds to watch owned leases to tell live owners from dead ones [default: failoverTimeMillis].",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def checkpoint_set(
+    properties: Path,
+    shards: tuple[str, ...],
+    all_leases: bool,
+    stream: str | None,
+    to: str,
+    timestamp: datetime | None,
+    handoff: bool,
+    dry_run: bool,
+    reason: str | None,
+    by: str | None,
+    wait: float | None,
+    as_json: bool,
+) -> None:
+    """Set the checkpoint of some shards (--shard, repeatable) or all (--all).
+
+    Safe by construction: every write is fenced on the lease counter that was read; a lease a live
+    worker holds is refused unless --handoff takes it from that worker first; a finished shard
+    (SHARD_END) is refused. Each change is logged and recorded on the lease (kclDaemonCheckpointSet).
+    Exit status 1 if any lease was refused or not changed.
+    """
+    if bool(shards) == all_leases:
+        _fail("name the shards with --shard, or use --all (not both)")
+    if (to == "AT_TIMESTAMP") != (timestamp is not None):
+        _fail("--timestamp goes with --to AT_TIMESTAMP, and AT_TIMESTAMP needs it")
+    settings = _load(properties, REQUIRED_FOR_LEASES)
+    from kcl_daemon.checkpoint_tool.command import (
+        CheckpointTool,
+        Selection,
+        SetOptions,
+        Target,
+        operator,
+    )
+
+    options = SetOptions(handoff, dry_run, reason, by or operator(), wait)
+    with exit_on_errors("checkpoint set"):
+        tool = CheckpointTool.from_settings(settings)
+        report = asyncio.run(tool.set(Selection(shards, all_leases, stream), Target(to, timestamp), options))
+    if as_json:
+        click.echo(
+            dumps_json({"dryRun": dry_run, "ok": report.ok, "leases": [o.as_json() for o in report.outcomes]})
+        )
+    else:
+        for line in report.lines():
+            click.echo(line)
+    sys.exit(ExitStatus.OK if report.ok else ExitStatus.FAILED)
 
 
 @main.command("replay")
@@ -525,11 +776,17 @@ _REQUIRED_FOR: dict[str, tuple[Requirement, ...]] = {
     help="Check the keys this command needs.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the configuration as JSON.")
-def check_config(properties: Path, command: str, as_json: bool) -> None:
+@click.option(
+    "--table-state",
+    is_flag=True,
+    help="Also read the application's tables (read-only) and say which layout and table-migration state "
+    "they are in, with a warning where the fleet's versions cannot share them.",
+)
+def check_config(properties: Path, command: str, as_json: bool, table_state: bool) -> None:
     """Print the effective configuration: every key with its value and where it came from.
 
     Exits 0 when the file is valid for the command (--for), 2 listing every problem otherwise.
-    Nothing is started and AWS is not contacted.
+    Nothing is started, and AWS is contacted only with --table-state (exit 1 when the table cannot be read).
     """
     # boto3 lives under kcl_daemon.aws; imported here so the other commands do not pay for it.
     from kcl_daemon.aws.clients import boto3_defaults
@@ -553,6 +810,12 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
         settings = dataclasses.replace(settings, warnings=(*settings.warnings, *_path_warnings(settings)))
     rows = report.rows(settings, boto3_defaults())
     derived = report.derived(settings)
+    layout = None
+    if table_state:
+        from kcl_daemon.run import table_layout
+
+        with exit_on_errors(f"cannot read the tables of {settings.lease_table_name}", failures=(ValueError,)):
+            layout = table_layout(settings)
     if as_json:
         payload = {
             "file": str(properties),
@@ -565,6 +828,7 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
             "derived": derived,
             "warnings": settings.warnings,
             "problems": [],
+            "tableState": None if layout is None else layout.as_json(),
         }
         click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
         return
@@ -577,6 +841,10 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
     click.echo("derived:")
     for name, value in derived.items():
         click.echo(f"  {name}: {value}")
+    if layout is not None:
+        click.echo(f"table state of {settings.lease_table_name}:")
+        for line in layout.lines():
+            click.echo(f"  {line}")
     for warning in settings.warnings:
         click.echo(f"warning: {warning}")
 
@@ -598,7 +866,8 @@ def check_config(properties: Path, command: str, as_json: bool) -> None:
     "--policy",
     "policies",
     multiple=True,
-    help="Policy (repeatable; default all): 2.x, variance, cooperative.",
+    help="Policy (repeatable; default: 2.x, variance, cooperative): also count (Java's LEASE_COUNT_BASED) "
+    "and variance-1814 (Java's variance decider with KCL #1814's fixed-width threshold).",
 )
 @_properties_option(
     "Take failoverTimeMillis, maxLeasesForWorker, leaseAssignmentIntervalMillis, restartGraceMillis and "
@@ -636,7 +905,7 @@ def simulate(
     """
     from kcl_daemon.sim import report as sim_report
     from kcl_daemon.sim.model import FleetConfig
-    from kcl_daemon.sim.policies import POLICY_NAMES
+    from kcl_daemon.sim.policies import MORE_POLICY_NAMES, POLICY_NAMES
     from kcl_daemon.sim.scenarios import SCENARIOS, Size
 
     if plot is not None and plot.suffix.lower() != ".html":
@@ -645,8 +914,8 @@ def simulate(
         if name not in SCENARIOS:
             _fail(f"--scenario {name!r}: choose from {', '.join(SCENARIOS)}")
     for name in policies:
-        if name not in POLICY_NAMES:
-            _fail(f"--policy {name!r}: choose from {', '.join(POLICY_NAMES)}")
+        if name not in (*POLICY_NAMES, *MORE_POLICY_NAMES):
+            _fail(f"--policy {name!r}: choose from {', '.join((*POLICY_NAMES, *MORE_POLICY_NAMES))}")
     fleet = FleetConfig()
     if properties is not None:
         settings = _load(properties, ())

@@ -19,6 +19,7 @@ import os
 import resource
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,12 +27,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients, client_settings_from
-from kcl_daemon.aws.coordinator_state import locate
+from kcl_daemon.aws.coordinator_state import LEASE_TABLE_KEY, CoordinatorStore
 from kcl_daemon.aws.fanout import Fanout
+from kcl_daemon.aws.instrument import TableContact, watch_table
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable, ScanResult
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
 from kcl_daemon.aws.streams import describe_stream_identity
+from kcl_daemon.aws.table_facts import read_table_facts
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.blocking import BlockingPool
 from kcl_daemon.clock import Clock, SystemClock
@@ -40,6 +43,8 @@ from kcl_daemon.consumer.configure import consumer_settings
 from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.assignment.client_version import ClientVersionConfig
 from kcl_daemon.core.assignment.decider import DeciderConfig
+from kcl_daemon.core.assignment.layout import LayoutReport, describe_layout
+from kcl_daemon.core.assignment.table_migration import TableLayoutConfig, effective_complete_bake_s
 from kcl_daemon.core.assignment.zones import resolve_zone
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import StreamSpec, parse_stream_list, recreated_stream
@@ -49,9 +54,11 @@ from kcl_daemon.inspection.stream_shards import configured_shard_lister
 from kcl_daemon.inspection.table import LeaseTableReport, inspect_lease_table
 from kcl_daemon.leader.assignment import AssignmentConfig
 from kcl_daemon.leader.mode import LeaderMode, LeaderModeConfig
+from kcl_daemon.leader.tables import Tables, TablesConfig
 from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig
 from kcl_daemon.leader.zone_lookup import zone_from_environment
 from kcl_daemon.leases.coordinator import CoordinatorConfig
+from kcl_daemon.metrics.prometheus import PrometheusEndpoint
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.metrics.runtime import MetricsOptions, MetricsRuntime, build_metrics
 from kcl_daemon.retrieval.efo_consumer import ConsumerResolver
@@ -63,6 +70,8 @@ from kcl_daemon.retry import KINESIS
 from kcl_daemon.shards.multi_stream import MultiStreamSyncConfig, MultiStreamSyncer
 from kcl_daemon.shards.sync import ShardSyncConfig
 from kcl_daemon.stopping import StopSignals
+from kcl_daemon.supervise import EventLoopWatchdog
+from kcl_daemon.worker.health import HealthSettings, WorkerHealth
 from kcl_daemon.worker.scheduler import SYNC_THREADS, Scheduler, SchedulerConfig
 
 logger = logging.getLogger(__name__)
@@ -114,6 +123,12 @@ class WorkerPlan:
     #: several streams per application (streamNames); empty: the single stream ``stream_name``
     streams: tuple[StreamSpec, ...] = ()
     former_streams_wait_s: float = 3600.0
+    #: leaseTableLayout (what a new application gets)
+    table_layout: TableLayoutConfig = TableLayoutConfig.SINGLE_TABLE
+    #: leaseTableScanTotalSegments (0: Java's automatic sizing)
+    scan_segments: int = 0
+    #: shardStallMillis: a shard behind the tip whose child finished nothing this long fails /readyz
+    shard_stall_s: float = 300.0
 
 
 def plan_worker(
@@ -173,6 +188,9 @@ def plan_worker(
         worker_metrics_table=settings.worker_metrics_table_name or f"{app}-WorkerMetricStats",
         streams=streams,
         former_streams_wait_s=settings.former_streams_leases_deletion_wait_s,
+        table_layout=TableLayoutConfig(settings.lease_table_layout),
+        scan_segments=settings.lease_table_scan_total_segments,
+        shard_stall_s=settings.shard_stall_s,
     )
 
 
@@ -208,10 +226,14 @@ def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
             zone=worker_zone(settings, worker_id),
         ),
         discovery_s=max(interval / 2 - 0.025, 0.1),
-        lock_duration_s=settings.failover_s,
+        lock_duration_s=settings.effective_leader_lock_duration_s,
+        lock_heartbeat_s=settings.effective_leader_lock_heartbeat_s,
         handoff_timeout_s=settings.graceful_lease_handoff_timeout_s,
         balancing_frequency=settings.variance_balancing_frequency,
         restart_grace_s=restart_grace_s(settings),
+        migrate_all=settings.migrate_all_entities_to_lease_table,
+        complete_bake_s=effective_complete_bake_s(settings.table_migration_complete_bake_s)[0],
+        init_bake_s=settings.table_migration_init_bake_s,
     )
 
 
@@ -275,7 +297,7 @@ def build_scheduler(
     cwd: str | None = None,
     metrics: DaemonMetrics | None = None,
 ) -> Scheduler:
-    table = LeaseTable3x(clients.dynamodb, plan.table_name)
+    table = LeaseTable3x(clients.dynamodb, plan.table_name, scan_segments=plan.scan_segments)
     kinesis = Kinesis(clients.kinesis)
     read_pool = BlockingPool(READ_THREADS, thread_name_prefix="kinesis-read")
     fanout = None
@@ -344,13 +366,14 @@ def build_scheduler(
     if plan.lease_mode is not None:
         coordinator_table = plan.coordinator_table or f"{plan.table_name}-CoordinatorState"
         metrics_table = plan.worker_metrics_table or f"{plan.table_name}-WorkerMetricStats"
-        lease_mode = LeaderMode(
-            plan.lease_mode,
-            table,
-            functools.partial(locate, clients.dynamodb, coordinator_table, plan.table_name),
+        tables = Tables(
+            CoordinatorStore(clients.dynamodb, coordinator_table),
+            CoordinatorStore(clients.dynamodb, plan.table_name, LEASE_TABLE_KEY),
             WorkerMetricsTable(clients.dynamodb, metrics_table),
-            clock,
+            WorkerMetricsTable(clients.dynamodb, plan.table_name, in_lease_table=True),
+            TablesConfig(plan.lease_mode.worker_id, plan.lease_mode.migrate_all, plan.table_layout),
         )
+        lease_mode = LeaderMode(plan.lease_mode, table, tables, clock)
     syncer = None
     if plan.streams:
         syncer = MultiStreamSyncer(
@@ -388,6 +411,9 @@ async def run_worker(
     """Run until SIGTERM/SIGINT; returns the exit code."""
     clock = clock or SystemClock()
     scheduler = build_scheduler(plan, clients, clock=clock, metrics=metrics.metrics if metrics else None)
+    stop_health = None
+    if metrics is not None and metrics.prometheus is not None:
+        stop_health = attach_health(scheduler, plan, clients, metrics.prometheus)
     stop = asyncio.Event()
     main = asyncio.current_task()
     signals = StopSignals(on_first=stop.set, on_second=main.cancel if main is not None else stop.set)
@@ -397,8 +423,24 @@ async def run_worker(
                 plan, scheduler, stop, signals, on_status, status_every_s, metrics=metrics, clock=clock
             )
         finally:
+            if stop_health is not None:
+                stop_health()
             if metrics is not None:
                 await metrics.close()
+
+
+def attach_health(
+    scheduler: Scheduler, plan: WorkerPlan, clients: AwsClients, endpoint: PrometheusEndpoint
+) -> Callable[[], None]:
+    """Answer ``/healthz`` and ``/readyz`` on ``endpoint`` for ``scheduler`` (call on the event loop);
+    returns the function that stops the event-loop watchdog."""
+    contact = TableContact(plan.table_name)
+    watch_table(clients.dynamodb, contact)
+    watchdog = EventLoopWatchdog(asyncio.get_running_loop()).start()
+    endpoint.health = WorkerHealth(
+        scheduler, HealthSettings(stall_limit_s=plan.shard_stall_s), contact=contact, watchdog=watchdog
+    )
+    return watchdog.stop
 
 
 async def _run_until_stopped(
@@ -573,5 +615,49 @@ def inspect_leases(settings: Settings, *, check_expiry: bool = False) -> LeaseTa
             clock=SystemClock(),
             expiry_wait_s=settings.failover_s if check_expiry else None,
             cluster_separator=settings.lease_cluster_separator,
+            describe_layout=functools.partial(table_layout, settings, clients),
         )
     )
+
+
+def legacy_table_names(settings: Settings) -> tuple[str, str]:
+    """The coordinator-state and worker-metrics tables of the 3.0-3.4 layout."""
+    app = settings.application_name or settings.lease_table_name
+    return (
+        settings.coordinator_state_table_name or f"{app}-CoordinatorState",
+        settings.worker_metrics_table_name or f"{app}-WorkerMetricStats",
+    )
+
+
+def table_layout(settings: Settings, clients: AwsClients | None = None) -> LayoutReport:
+    """The layout and table-migration state of the configured application's tables (read-only)."""
+    table_name = settings.lease_table_name
+    if table_name is None:
+        raise ValueError("needs applicationName or tableName (validate_for_leases)")
+    clients = clients or build_clients(client_settings_from(settings))
+    coordinator, metrics = legacy_table_names(settings)
+    facts = read_table_facts(
+        clients.dynamodb,
+        table_name,
+        coordinator,
+        metrics,
+        now_s=time.time(),
+        reporter_period_s=settings.worker_metrics_report_s,
+    )
+    return describe_layout(facts)
+
+
+def migrate_from_settings(
+    settings: Settings, mode: str, *, dry_run: bool, wait_s: float, out: Callable[[str], None]
+) -> int:
+    """`kcl-daemon migrate MODE` on the configured application's tables; returns the exit status."""
+    from kcl_daemon.core.assignment.migrate_plan import Mode
+    from kcl_daemon.migrate.command import MigrateTarget, run_migrate
+
+    table_name = settings.lease_table_name
+    if table_name is None:
+        raise ValueError("migrate needs applicationName or tableName (validate_for_leases)")
+    coordinator, metrics = legacy_table_names(settings)
+    target = MigrateTarget(table_name, coordinator, metrics, settings.worker_metrics_report_s)
+    clients = build_clients(client_settings_from(settings))
+    return run_migrate(Mode(mode), clients, target, dry_run=dry_run, wait_s=wait_s, out=out)

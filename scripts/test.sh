@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: unit, component, protocol (every client), e2e. Extra args go to pytest.
+# The test suite, every layer of tests/ (docs/development.md) unless the arguments, which go to pytest, name
+# some: `make test` runs it bare, `make test-fast` with tests/unit tests/component.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export GOCACHE=$PWD/.cache/go/build GOPATH=$PWD/.cache/go/path GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local

@@ -1,4 +1,4 @@
-"""Fixtures of every layer.
+"""Fixtures of every layer, and the layout rule: a test's directory and its markers agree.
 
 The emulators (``tests.support.emulators``) start once per session on free loopback ports, only when a
 test asks for one, are checked around every test (one that died is restarted on its port) and are
@@ -32,11 +32,26 @@ from tests.support.emulators import (
     EmulatorUnavailable,
 )
 from tests.support.figures import FIGURES
+from tests.support.layout import misplaced
 from tests.support.requirements import missing
 from tests.support.streams import wait_for_stream
 
+TESTS = Path(__file__).resolve().parent
+
 STARTUP_TIMES: dict[str, float] = {}
 RESTARTS: list[str] = []
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test whose directory and markers disagree stops the run (tests.support.layout)."""
+    wrong = [
+        f"{item.nodeid}: {problem}"
+        for item in items
+        if item.path.is_relative_to(TESTS)
+        for problem in misplaced(item.path.relative_to(TESTS), {mark.name for mark in item.iter_markers()})
+    ]
+    if wrong:
+        raise pytest.UsageError("tests in the wrong layer (see docs/development.md):\n" + "\n".join(wrong))
 
 
 def _run_emulator(emulator: Emulator) -> Iterator[str]:

@@ -1,14 +1,16 @@
-"""KCL 3.x coordinator state: the ``Leader`` lock and ``Migration3.0`` items (contract §3.5-3.7).
+"""KCL 3.x coordinator state: the ``Leader`` lock, ``Migration3.0`` and ``TableMigration3.5`` items
+(contract §3.5-3.8, §9).
 
-KCL 3.0-3.4 keep both items in ``<applicationName>-CoordinatorState`` (partition key ``key``); KCL 3.5
-applications created without that table keep them in the lease table (partition key ``leaseKey``, with
-an ``entityType``). :func:`locate` picks the place the fleet already uses, so a kcl-daemon worker and a
-Java worker always read and write the same items: the coordinator table if it exists, else the lease
-table if it already holds ``Migration3.0``, else the coordinator table, created (what Java 3.0-3.4 does).
+KCL 3.0-3.4 keep them in ``<applicationName>-CoordinatorState`` (partition key ``key``); KCL 3.5 keeps
+them in the lease table (partition key ``leaseKey``, each with its ``entityType``). One
+:class:`CoordinatorStore` is one of those places; which one a worker uses when is decided by the table
+migration (:mod:`kcl_daemon.core.assignment.table_migration`, followed by :mod:`kcl_daemon.leader.tables`).
 
-Every write is a single conditional PutItem / UpdateItem / DeleteItem; a failed condition raises
-:class:`~kcl_daemon.errors.LeaseConflict`. Values are plain Python (str, int, bool, list, dict, bytes);
-numbers read back as ``int`` or ``float``.
+Every write is a single conditional PutItem / UpdateItem / DeleteItem, or one TransactWriteItems
+(:meth:`CoordinatorStore.transact`); a failed condition raises :class:`~kcl_daemon.errors.LeaseConflict`.
+In the lease table, writes and deletes of a kind (``entity_type``) are also conditional on the item
+being of that kind (or absent), so a non-lease write can never land on a lease. Values are plain Python
+(str, int, bool, list, dict, bytes); numbers read back as ``int`` or ``float``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from kcl_daemon.aws.errors import error_code, map_aws_errors
-from kcl_daemon.errors import DependencyUnavailable
+from kcl_daemon.errors import DependencyUnavailable, LeaseConflict
 from kcl_daemon.retry import LEASE_IO, STARTUP
 
 if TYPE_CHECKING:
@@ -108,6 +110,15 @@ class CoordinatorStore:
                 raise DependencyUnavailable(f"table {self.table_name} not ACTIVE after {wait_s}s")
             time.sleep(poll_s)
 
+    def delete_table(self) -> None:
+        """DeleteTable (``kcl-daemon migrate remove-legacy-tables``); absent is fine."""
+        with map_aws_errors(f"delete table {self.table_name}"):
+            try:
+                self._client.delete_table(TableName=self.table_name)
+            except ClientError as exc:
+                if error_code(exc) != "ResourceNotFoundException":
+                    raise
+
     def _create(self) -> bool:
         with map_aws_errors(f"create table {self.table_name}"):
             try:
@@ -137,6 +148,23 @@ class CoordinatorStore:
         item = response.get("Item")
         return None if item is None else decode_item(item)
 
+    def item(self, key: str, attributes: Mapping[str, Any], entity_type: str | None = None) -> dict[str, Any]:
+        """The typed item for a put (``entityType`` added in the lease table)."""
+        item = {self.key_name: {"S": key}, **{n: _typed(v) for n, v in attributes.items()}}
+        if entity_type is not None and self.in_lease_table:
+            item[ENTITY_TYPE] = {"S": entity_type}
+        return item
+
+    def adopt(
+        self, key: str, raw: Mapping[str, Any], source_key_name: str, entity_type: str
+    ) -> dict[str, Any]:
+        """A typed item for this store from another store's typed item (``raw``, keyed by
+        ``source_key_name``): same attributes, this store's key, and ``entityType`` in the lease table."""
+        item = {self.key_name: {"S": key}, **{n: v for n, v in raw.items() if n != source_key_name}}
+        if self.in_lease_table:
+            item[ENTITY_TYPE] = {"S": entity_type}
+        return item
+
     def put(
         self,
         key: str,
@@ -144,13 +172,13 @@ class CoordinatorStore:
         *,
         require_absent: bool = False,
         require_equal: Mapping[str, Any] | None = None,
+        require_missing: tuple[str, ...] = (),
         entity_type: str | None = None,
     ) -> None:
-        """PutItem the whole item, conditionally: absent, or existing with these attribute values."""
-        item = {self.key_name: {"S": key}, **{n: _typed(v) for n, v in attributes.items()}}
-        if entity_type is not None and self.in_lease_table:
-            item[ENTITY_TYPE] = {"S": entity_type}
-        names, values, condition = self._condition(require_absent, require_equal or {})
+        """PutItem the whole item, conditionally: absent, or existing with these attribute values (and
+        without the ``require_missing`` attributes)."""
+        item = self.item(key, attributes, entity_type)
+        names, values, condition = self._condition(require_absent, require_equal or {}, require_missing)
         args: dict[str, Any] = {"TableName": self.table_name, "Item": item, "ConditionExpression": condition}
         args["ExpressionAttributeNames"] = names
         if values:
@@ -158,13 +186,106 @@ class CoordinatorStore:
         with map_aws_errors(f"put {key} in {self.table_name}"):
             self._client.put_item(**args)
 
-    def scan(self) -> list[dict[str, Any]]:
-        """Every item of the table (paginated Scan), plain values."""
-        return LEASE_IO.call(self._scan)
+    def transact(self, entries: list[dict[str, Any]], what: str) -> None:
+        """One TransactWriteItems (all or nothing); a failed condition raises LeaseConflict.
 
-    def _scan(self) -> list[dict[str, Any]]:
+        An endpoint without transactions (dynalite answers ``UnknownOperationException``; DynamoDB never
+        does) gets the same entries as single conditional writes in order, each ConditionCheck a
+        consistent read checked just before the writes that follow it."""
+        with map_aws_errors(what):
+            try:
+                self._client.transact_write_items(TransactItems=entries)  # type: ignore[arg-type]
+            except ClientError as exc:
+                if error_code(exc) == "TransactionCanceledException":
+                    reasons = exc.response.get("CancellationReasons", [])
+                    codes = [r.get("Code") for r in reasons if isinstance(r, dict)]
+                    if "ConditionalCheckFailed" in codes or not codes:
+                        raise LeaseConflict(
+                            f"{what}: a condition failed ({', '.join(map(str, codes))})"
+                        ) from None
+                if error_code(exc) != "UnknownOperationException":
+                    raise
+            else:
+                return
+        _warn_no_transactions(self._client)
+        for entry in entries:
+            self._write_in_order(entry, what)
+
+    def _write_in_order(self, entry: Mapping[str, Any], what: str) -> None:
+        if "ConditionCheck" in entry:
+            check = entry["ConditionCheck"]
+            with map_aws_errors(what):
+                item = self._client.get_item(
+                    TableName=check["TableName"], Key=check["Key"], ConsistentRead=True
+                ).get("Item")
+            names, values = check["ExpressionAttributeNames"], check.get("ExpressionAttributeValues", {})
+            equal = [(names[f"#c{i}"], values[f":c{i}"]) for i in range(len(values))]
+            if item is None or any(item.get(name) != value for name, value in equal):
+                raise LeaseConflict(f"{what}: a condition failed (ConditionalCheckFailed)")
+        elif "Put" in entry:
+            with map_aws_errors(what):
+                self._client.put_item(**entry["Put"])
+        elif "Delete" in entry:
+            with map_aws_errors(what):
+                self._client.delete_item(**entry["Delete"])
+
+    def condition_check(self, key: str, require_equal: Mapping[str, Any]) -> dict[str, Any]:
+        """A TransactWriteItems ConditionCheck entry on this store's item ``key``."""
+        names, values, condition = self._condition(False, require_equal)
+        check: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": {self.key_name: {"S": key}},
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+        }
+        if values:
+            check["ExpressionAttributeValues"] = values
+        return {"ConditionCheck": check}
+
+    def put_entry(
+        self,
+        item: dict[str, Any],
+        *,
+        require_absent: bool = False,
+        require_equal: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A TransactWriteItems Put entry of a typed item (see :meth:`item`)."""
+        names, values, condition = self._condition(require_absent, require_equal or {})
+        put: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Item": item,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+        }
+        if values:
+            put["ExpressionAttributeValues"] = values
+        return {"Put": put}
+
+    def delete_entry(self, key: str) -> dict[str, Any]:
+        """A TransactWriteItems Delete entry (unconditional)."""
+        return {"Delete": {"TableName": self.table_name, "Key": {self.key_name: {"S": key}}}}
+
+    def raw_item(self, key: str) -> dict[str, Any] | None:
+        """The typed item as stored (consistent read), for moving it unchanged; None if absent."""
+        with map_aws_errors(f"get {key} from {self.table_name}"):
+            response = self._client.get_item(
+                TableName=self.table_name, Key={self.key_name: {"S": key}}, ConsistentRead=True
+            )
+        item = response.get("Item")
+        return None if item is None else dict(item)
+
+    def scan(self, entity_type: str | None = None) -> list[dict[str, Any]]:
+        """Every item of the table (paginated Scan), plain values; only those of ``entity_type`` when
+        given (a FilterExpression on ``entityType``, as Java scans a kind in the lease table)."""
+        return LEASE_IO.call(self._scan, entity_type)
+
+    def _scan(self, entity_type: str | None = None) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         args: dict[str, Any] = {"TableName": self.table_name}
+        if entity_type is not None:
+            args["FilterExpression"] = "#et = :etVal"
+            args["ExpressionAttributeNames"] = {"#et": ENTITY_TYPE}
+            args["ExpressionAttributeValues"] = {":etVal": {"S": entity_type}}
         while True:
             with map_aws_errors(f"scan {self.table_name}"):
                 page = self._client.scan(**args)
@@ -174,12 +295,27 @@ class CoordinatorStore:
             args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def update(
-        self, key: str, sets: Mapping[str, Any], *, require_equal: Mapping[str, Any] | None = None
+        self,
+        key: str,
+        sets: Mapping[str, Any],
+        *,
+        require_equal: Mapping[str, Any] | None = None,
+        entity_type: str | None = None,
     ) -> None:
-        """UpdateItem SET ``sets``: if the item exists with these attribute values, or (None) always."""
+        """UpdateItem SET ``sets``: if the item exists with these attribute values, or (None) always.
+
+        With ``entity_type`` in the lease table (an upsert of a non-lease item): also SET ``entityType``,
+        on condition that the item is absent or already of that kind."""
         names, values, condition = self._condition(False, require_equal or {})
         if require_equal is None:
             names, values, condition = {}, {}, ""
+        if entity_type is not None and self.in_lease_table:
+            sets = {**sets, ENTITY_TYPE: entity_type}
+            names["#pk"] = self.key_name
+            names["#kind"] = ENTITY_TYPE
+            values[":kind"] = {"S": entity_type}
+            kind = "(attribute_not_exists(#pk) OR #kind = :kind)"
+            condition = f"{condition} AND {kind}" if condition else kind
         parts = []
         for i, (name, value) in enumerate(sets.items()):
             names[f"#s{i}"] = name
@@ -197,9 +333,14 @@ class CoordinatorStore:
         with map_aws_errors(f"update {key} in {self.table_name}"):
             self._client.update_item(**args)
 
-    def delete(self, key: str, *, require_equal: Mapping[str, Any] | None = None) -> None:
-        """DeleteItem if the item exists with these attribute values, or (None) unconditionally."""
+    def delete(
+        self, key: str, *, require_equal: Mapping[str, Any] | None = None, entity_type: str | None = None
+    ) -> None:
+        """DeleteItem if the item exists with these attribute values, or (None) unconditionally. With
+        ``entity_type`` in the lease table, only an item of that kind is deleted."""
         args: dict[str, Any] = {"TableName": self.table_name, "Key": {self.key_name: {"S": key}}}
+        if entity_type is not None and self.in_lease_table:
+            require_equal = {**(require_equal or {}), ENTITY_TYPE: entity_type}
         if require_equal is not None:
             names, values, condition = self._condition(False, require_equal)
             args["ConditionExpression"] = condition
@@ -210,7 +351,7 @@ class CoordinatorStore:
             self._client.delete_item(**args)
 
     def _condition(
-        self, require_absent: bool, require_equal: Mapping[str, Any]
+        self, require_absent: bool, require_equal: Mapping[str, Any], require_missing: tuple[str, ...] = ()
     ) -> tuple[dict[str, str], dict[str, Any], str]:
         names = {"#pk": self.key_name}
         values: dict[str, Any] = {}
@@ -221,19 +362,19 @@ class CoordinatorStore:
             names[f"#c{i}"] = name
             values[f":c{i}"] = _typed(value)
             clauses.append(f"#c{i} = :c{i}")
+        for i, name in enumerate(require_missing):
+            names[f"#m{i}"] = name
+            clauses.append(f"attribute_not_exists(#m{i})")
         return names, values, " AND ".join(clauses)
 
 
-def locate(client: DynamoDBClient, coordinator_table: str, lease_table: str) -> CoordinatorStore:
-    """Where this fleet keeps its coordinator state (see the module docstring); creates nothing."""
-    legacy = CoordinatorStore(client, coordinator_table)
-    if STARTUP.call(legacy.exists):
-        return legacy
-    single = CoordinatorStore(client, lease_table, LEASE_TABLE_KEY)
-    try:
-        if single.get("Migration3.0") is not None:
-            logger.info("coordinator state lives in the lease table %s (KCL 3.5 layout)", lease_table)
-            return single
-    except DependencyUnavailable:
-        pass
-    return legacy
+_WARNED: set[int] = set()
+
+
+def _warn_no_transactions(client: object) -> None:
+    if id(client) not in _WARNED:
+        _WARNED.add(id(client))
+        logger.warning(
+            "this DynamoDB endpoint has no TransactWriteItems (an emulator): table-migration writes are made "
+            "one by one, in order"
+        )

@@ -11,14 +11,20 @@ of :mod:`kcl_daemon.retry` (``STARTUP`` for the table itself, ``LEASE_IO`` for i
 writes are tried once, because only the caller can judge an unknown outcome (see
 :mod:`kcl_daemon.core.reconcile`). A create whose outcome is unknown is reconciled here, by reading.
 
+Full scans use DynamoDB's parallel scan when ``leaseTableScanTotalSegments`` (or Java's automatic sizing,
+:mod:`kcl_daemon.core.scan_segments`) asks for more than one segment; the segments run on a bounded
+``lease-scan`` pool.
+
 Synchronous by design: the lease coordinator calls it on its own bounded thread pool.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -47,6 +53,7 @@ from kcl_daemon.core.lease_codec import (
     new_lease_item,
 )
 from kcl_daemon.core.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
+from kcl_daemon.core.scan_segments import CACHE_S, scan_segments
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import DependencyUnavailable, KclError, LeaseConflict, TransientNetwork
 from kcl_daemon.retry import LEASE_IO, STARTUP, RetryPolicy
@@ -61,6 +68,8 @@ CHECKPOINT_OWNER: Final = "checkpointOwner"
 #: BatchGetItem takes at most 100 keys; what it leaves unprocessed is asked for again, this many rounds.
 BATCH_GET_KEYS: Final = 100
 BATCH_GET_ROUNDS: Final = 5
+#: threads scanning segments at once (per table object)
+SCAN_THREADS: Final = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +153,16 @@ class DynamoLeaseTable:
         *,
         item_retry: RetryPolicy = LEASE_IO,
         setup_retry: RetryPolicy = STARTUP,
+        scan_segments: int = 0,
     ) -> None:
         self._client = client
         self.table_name = table_name
         self._item_retry = item_retry
         self._setup_retry = setup_retry
+        self.configured_segments = scan_segments
+        self._segments: tuple[int, float] | None = None  # (segments, when resolved: monotonic)
+        self._segments_lock = threading.Lock()
+        self._scan_pool: ThreadPoolExecutor | None = None
 
     # -- table -----------------------------------------------------------------------------------
 
@@ -220,12 +234,50 @@ class DynamoLeaseTable:
         corrupt lease items are skipped and their :class:`CorruptLeaseItem` messages returned."""
         return self._item_retry.call(self._list_leases, consistent, page_size)
 
+    def scan_segments(self) -> int:
+        """Segments of a full scan now (the automatic size is cached for two hours, as Java)."""
+        if self.configured_segments > 0:
+            return scan_segments(self.configured_segments, None)
+        with self._segments_lock:
+            now = time.monotonic()
+            if self._segments is not None and now - self._segments[1] < CACHE_S:
+                return self._segments[0]
+            try:
+                size = int(self._describe_table().get("TableSizeBytes", 0))
+            except KclError as exc:
+                logger.debug("sizing the lease-table scan: %s", exc)
+                size = None
+            segments = scan_segments(0, size)
+            self._segments = (segments, now)
+            return segments
+
     def _list_leases(self, consistent: bool, page_size: int | None) -> ScanResult:
+        segments = self.scan_segments()
+        if segments <= 1:
+            return self._scan_segment(consistent, page_size, None, 1)
+        if self._scan_pool is None:
+            self._scan_pool = ThreadPoolExecutor(min(segments, SCAN_THREADS), thread_name_prefix="lease-scan")
+        parts = list(
+            self._scan_pool.map(
+                lambda segment: self._scan_segment(consistent, page_size, segment, segments), range(segments)
+            )
+        )
+        return ScanResult(
+            tuple(lease for part in parts for lease in part.leases),
+            tuple(problem for part in parts for problem in part.skipped),
+        )
+
+    def _scan_segment(
+        self, consistent: bool, page_size: int | None, segment: int | None, total: int
+    ) -> ScanResult:
         leases: list[Lease] = []
         skipped: list[str] = []
         args: dict[str, Any] = {"TableName": self.table_name, "ConsistentRead": consistent}
         if page_size is not None:
             args["Limit"] = page_size
+        if segment is not None:
+            args["Segment"] = segment
+            args["TotalSegments"] = total
         while True:
             with map_aws_errors(f"scan lease table {self.table_name}"):
                 page = self._client.scan(**args)

@@ -78,6 +78,21 @@ class LeaseTable3x(DynamoLeaseTable):
             for index in table.get("GlobalSecondaryIndexes", [])
         )
 
+    def has_owner_index(self) -> bool:
+        """Whether the ``LeaseOwnerToLeaseKeyIndex`` exists (in any state)."""
+        table = self._item_retry.call(self._describe_table)
+        return any(
+            index.get("IndexName") == LEASE_OWNER_INDEX for index in table.get("GlobalSecondaryIndexes", [])
+        )
+
+    def delete_owner_index(self) -> None:
+        """UpdateTable: delete the ``LeaseOwnerToLeaseKeyIndex`` (a rollback to 2.x, as Java's tool)."""
+        with map_aws_errors(f"delete {LEASE_OWNER_INDEX} of {self.table_name}"):
+            self._client.update_table(
+                TableName=self.table_name,
+                GlobalSecondaryIndexUpdates=[{"Delete": {"IndexName": LEASE_OWNER_INDEX}}],
+            )
+
     def assign(self, lease: Lease, new_owner: str, *, fence_counter: bool = True) -> Lease:
         """Move ``lease`` (as read) to ``new_owner``; see the module docstring. Raises LeaseConflict."""
         expr = _Expression()

@@ -1,4 +1,5 @@
-"""DescribeStreamSummary for multi-stream applications: a stream's identity (account, name, creation epoch).
+"""DescribeStreamSummary: a stream's identity (account, name, creation epoch) for multi-stream applications,
+and its retention period (``kcl-daemon checkpoint``'s AT_TIMESTAMP search).
 
 The account comes from the stream ARN and the creation epoch from ``StreamCreationTimestamp`` (whole
 seconds, as Java's ``StreamIdentifier``). A stream that does not exist, or is being deleted, has no
@@ -33,3 +34,10 @@ def describe_stream_identity(client: KinesisClient, stream_name: str) -> StreamI
         return identity_from_arn(summary["StreamARN"], int(created.timestamp()))
     except (KeyError, ValueError, AttributeError) as exc:
         raise AwsError(f"{what}: malformed response: {exc!r}") from exc
+
+
+def retention_s(client: KinesisClient, stream_name: str) -> float:
+    """How long the stream keeps records (``RetentionPeriodHours``), in seconds."""
+    with map_aws_errors(f"describe stream {stream_name}"):
+        summary = client.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
+    return float(summary.get("RetentionPeriodHours", 24)) * 3600

@@ -1,15 +1,21 @@
-"""The ``<applicationName>-WorkerMetricStats`` table of KCL 3.0-3.4 (key ``wid``; contract §3.9).
+"""WorkerMetricStats rows in one place (contract §3.9, §9.1): the ``<app>-WorkerMetricStats`` table of
+KCL 3.0-3.4 (key ``wid``), or the lease table of KCL 3.5 (key ``leaseKey``, ``entityType`` =
+``WORKER_METRIC_STATS``).
 
-Upsert of one worker's item without a condition (as Java), scan of all items, and deletes: this
-worker's own on a graceful stop, and stale ones (conditional on the ``lut`` the leader read).
+Upsert of one worker's item (as Java: SET every attribute; in the lease table also on condition that
+the item is absent or already a worker-metrics item, so it can never land on a lease), scan of all rows
+(in the lease table a Scan filtered on ``entityType``, as Java), and deletes: this worker's own on a
+graceful stop, and stale ones (conditional on the ``lut`` the leader read).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kcl_daemon.aws.coordinator_state import CoordinatorStore
+from kcl_daemon.aws.coordinator_state import LEASE_TABLE_KEY, CoordinatorStore
+from kcl_daemon.core.assignment.table_migration import Place
 from kcl_daemon.core.assignment.worker_metrics import (
+    ENTITY_TYPE,
     LAST_UPDATE,
     WORKER_ID,
     WorkerMetricsItemError,
@@ -24,31 +30,39 @@ if TYPE_CHECKING:
 
 
 class WorkerMetricsTable:
-    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
-        self._store = CoordinatorStore(client, table_name, WORKER_ID)
+    def __init__(self, client: DynamoDBClient, table_name: str, *, in_lease_table: bool = False) -> None:
+        self._store = CoordinatorStore(client, table_name, LEASE_TABLE_KEY if in_lease_table else WORKER_ID)
         self.table_name = table_name
+        self.place = Place.LEASE_TABLE if in_lease_table else Place.LEGACY
+        self._kind = ENTITY_TYPE if in_lease_table else None
+
+    def exists(self) -> bool:
+        return self._store.exists()
 
     def create_table_if_missing(self) -> bool:
+        """Create ``<app>-WorkerMetricStats`` (the legacy place only; the lease table exists already)."""
+        if self.place is Place.LEASE_TABLE:
+            return False
         return self._store.create_table_if_missing()
 
     def publish(self, stats: WorkerMetricStats) -> None:
-        LEASE_IO.call(self._store.update, stats.worker_id, to_item(stats))
+        LEASE_IO.call(self._store.update, stats.worker_id, to_item(stats), entity_type=self._kind)
 
     def scan(self) -> tuple[list[WorkerMetricStats], list[str]]:
         """Every readable entry, and one message per unreadable one."""
         entries: list[WorkerMetricStats] = []
         problems: list[str] = []
-        for item in self._store.scan():
+        for item in self._store.scan(self._kind):
             try:
-                entries.append(from_item(item))
+                entries.append(from_item(item, self._store.key_name))
             except WorkerMetricsItemError as exc:
                 problems.append(str(exc))
         return entries, problems
 
     def delete(self, worker_id: str) -> None:
-        LEASE_IO.call(self._store.delete, worker_id)
+        LEASE_IO.call(self._store.delete, worker_id, entity_type=self._kind)
 
     def delete_stale(self, worker_id: str, observed_lut: float) -> None:
         """Delete an entry only if it still has the ``lut`` the leader saw (Java's condition)."""
         lut: Any = int(observed_lut)
-        self._store.delete(worker_id, require_equal={LAST_UPDATE: lut})
+        self._store.delete(worker_id, require_equal={LAST_UPDATE: lut}, entity_type=self._kind)

@@ -641,7 +641,8 @@ KEYS: Final[tuple[Key, ...]] = (
         "disable_worker_metrics",
         Kind.BOOL,
         False,
-        "3.x: publish the WorkerMetricStats item without CPU (the leader then balances by throughput).",
+        "3.x: publish the WorkerMetricStats item without CPU (the leader then balances by throughput). "
+        "Without it a worker reports no CPU anyway while live Java workers report none.",
     ),
     Key(
         "dampeningPercentage",
@@ -681,7 +682,8 @@ KEYS: Final[tuple[Key, ...]] = (
         "worker_metrics_table_name",
         Kind.STRING,
         None,
-        "3.x: the WorkerMetricStats table (KCL 3.0-3.4 layout).",
+        "3.x: the WorkerMetricStats table of the KCL 3.0-3.4 layout (a single-table application keeps worker "
+        "metrics in the lease table).",
         unset="<applicationName>-WorkerMetricStats",
     ),
     Key(
@@ -689,9 +691,84 @@ KEYS: Final[tuple[Key, ...]] = (
         "coordinator_state_table_name",
         Kind.STRING,
         None,
-        "3.x: the table of the Leader lock and the Migration3.0 item (KCL 3.0-3.4 layout; a 3.5 fleet that "
-        "keeps them in the lease table is followed there).",
+        "3.x: the table of the Leader lock and the Migration3.0 item in the KCL 3.0-3.4 layout; its "
+        "TableMigration3.5 item says how far the move into the lease table has got.",
         unset="<applicationName>-CoordinatorState",
+    ),
+    # --- KCL 3.5: the single-table layout, the table migration, the leader lock, big tables
+    Key(
+        "leaseTableLayout",
+        "lease_table_layout",
+        Kind.CHOICE,
+        "SINGLE_TABLE",
+        "Where a new application keeps its Leader lock, Migration3.0 and worker metrics: SINGLE_TABLE = in "
+        "the lease table, as KCL 3.5 does; KCL_3_0_TO_3_4 = in <applicationName>-CoordinatorState and "
+        "<applicationName>-WorkerMetricStats, created as KCL 3.0-3.4 do (set it while the fleet still runs "
+        "Java workers older than 3.5, which read the lease table's other items as leases). Only matters "
+        "when the coordinator-state table does not exist: an existing one is always followed through the "
+        "table migration. See Migrating from the Java daemon.",
+        extension=True,
+        choices=("SINGLE_TABLE", "KCL_3_0_TO_3_4"),
+    ),
+    Key(
+        "migrateAllEntitiesToLeaseTable",
+        "migrate_all_entities_to_lease_table",
+        Kind.BOOL,
+        False,
+        "3.x: move a KCL 3.0-3.4 application's coordinator state and worker metrics into its lease table "
+        "(the KCL 3.5 table migration; takes effect once the migration is DEPLOYED). False on a leader "
+        "that finds the migration PENDING rolls it back.",
+    ),
+    Key(
+        "tableMigrationCompleteBakeTimeSeconds",
+        "table_migration_complete_bake_s",
+        Kind.SECONDS,
+        86400,
+        "3.x: how long the table migration stays PENDING before COMPLETE (Java clamps it to "
+        "3600-604800; kcl-daemon honours lower values, with a warning, for tests).",
+        minimum=0,
+    ),
+    Key(
+        "tableMigrationInitBakeTimeSeconds",
+        "table_migration_init_bake_s",
+        Kind.SECONDS,
+        3600,
+        "3.x: how long the table migration stays INIT before DEPLOYED (fixed at 3600 in Java; lower it "
+        "only for tests).",
+        extension=True,
+        minimum=0,
+    ),
+    Key(
+        "leaseTableScanTotalSegments",
+        "lease_table_scan_total_segments",
+        Kind.INT,
+        0,
+        "Parallel-scan segments for full lease-table scans (the leader's assignment scan, the 2.x taker, "
+        "shard sync); 0 = Java's automatic sizing: one per 0.2 GB of table, 1-32.",
+        minimum=0,
+        maximum=32,
+    ),
+    Key(
+        "dynamoDbLockBasedLeaderLeaseDurationInMillis",
+        "leader_lock_duration_s",
+        Kind.MILLIS,
+        None,
+        "3.x: the leader lock's duration (Java's name; Java's multilang cannot set it and uses 120000). A "
+        "lock whose recordVersionNumber has not changed for the duration written in it is taken over.",
+        extension=True,
+        minimum=1,
+        unset="failoverTimeMillis",
+    ),
+    Key(
+        "dynamoDbLockBasedLeaderHeartbeatPeriodInMillis",
+        "leader_lock_heartbeat_s",
+        Kind.MILLIS,
+        None,
+        "3.x: how often the leader renews its lock (Java's name; Java uses 30000). At most half the lock "
+        "duration.",
+        extension=True,
+        minimum=1,
+        unset="a quarter of the lock duration",
     ),
     Key(
         "childMaxConsecutiveFailures",
@@ -709,6 +786,17 @@ KEYS: Final[tuple[Key, ...]] = (
         60000,
         "Warn (once per stall) when a child has not written a line for this long while an action is "
         "outstanding; the status line lists stalled shards. 0 disables.",
+        extension=True,
+        minimum=0,
+    ),
+    Key(
+        "shardStallMillis",
+        "shard_stall_s",
+        Kind.MILLIS,
+        300000,
+        "A shard is stalled when it is behind the tip (records wait for its child, or millisBehindLatest "
+        "> 0) and its child has finished no processRecords for this long: `/readyz` turns red and "
+        "`kcl-daemon doctor` reports shards stuck that long. 0 disables the check.",
         extension=True,
         minimum=0,
     ),
@@ -749,12 +837,9 @@ IGNORED_KEYS: Final[tuple[IgnoredKey, ...]] = (
     ),
     IgnoredKey("leaseTableDeletionProtectionEnabled", "set deletion protection on the table yourself"),
     IgnoredKey("leaseTablePitrEnabled", "set point-in-time recovery on the table yourself"),
-    IgnoredKey("leaseTableScanTotalSegments", "lease table scans are sequential"),
     IgnoredKey("schedulerInitializationBackoffTimeMillis", "kcl-daemon's start-up does not use it"),
     IgnoredKey("shardPrioritization", "not settable from a properties file in Java either"),
     IgnoredKey("logWarningForTaskAfterMillis", "child timeouts (timeoutInSeconds) cover slow tasks"),
-    IgnoredKey("migrateAllEntitiesToLeaseTable", _THREE_X),
-    IgnoredKey("tableMigrationCompleteBakeTimeSeconds", _THREE_X),
     IgnoredKey("maxThroughputPerHostKBps", _THREE_X),
     IgnoredKey("workerMetricsEMAAlpha", _THREE_X),
     IgnoredKey("staleWorkerMetricsEntryCleanupDuration", _THREE_X),

@@ -15,7 +15,9 @@ from datetime import datetime
 from kcl_daemon.config.keys import IGNORED_BY_NAME, KEYS, Key, Kind
 from kcl_daemon.config.providers import describe, parse_providers
 from kcl_daemon.config.secrets import mask_url_password
-from kcl_daemon.config.settings import Settings
+from kcl_daemon.config.settings import Settings, graceful_stop_budget_s
+from kcl_daemon.core.assignment.layout import layout_summary
+from kcl_daemon.core.assignment.table_migration import TableLayoutConfig
 from kcl_daemon.core.shards.multi_stream import parse_stream_list
 
 _EXTERNAL_ID = re.compile(r"(externalId\s*=)[^|,]*")
@@ -114,6 +116,14 @@ def derived(settings: Settings) -> dict[str, JsonValue]:
         "retrievalMode": mode,
         "initialPosition": position,
         "leaseAssignmentIntervalMillis": round(settings.effective_lease_assignment_interval_s * 1000),
+        "tableLayout": layout_summary(
+            TableLayoutConfig(settings.lease_table_layout), settings.migrate_all_entities_to_lease_table
+        ),
+        "leaderLock": (
+            f"{round(settings.effective_leader_lock_duration_s * 1000)} ms, heartbeat every "
+            f"{round(settings.effective_leader_lock_heartbeat_s * 1000)} ms"
+        ),
+        "gracefulStopSeconds": graceful_stop_budget_s(settings),
         "credentials.kinesis": main,
         "credentials.dynamodb": _credentials(settings.aws_credentials_provider_dynamodb, main),
         "credentials.cloudwatch": _credentials(settings.aws_credentials_provider_cloudwatch, main),

@@ -37,6 +37,7 @@ from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.validate import check_values
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.errors import ConfigError
+from kcl_daemon.retry import LEASE_IO
 
 _TRUE = {"true", "yes", "y", "on", "1"}
 _FALSE = {"false", "no", "n", "off", "0"}
@@ -136,6 +137,7 @@ class Settings:
     child_restart_max_backoff_s: float = 60.0
     child_max_consecutive_failures: int = 5
     child_stall_warning_s: float = 60.0
+    shard_stall_s: float = 300.0
     # KCL 3.x lease assignment
     client_version_config: str = "CLIENT_VERSION_CONFIG_3X"
     lease_assignment_strategy: str = "COOPERATIVE"
@@ -151,6 +153,14 @@ class Settings:
     variance_balancing_frequency: int = 3
     worker_metrics_table_name: str | None = None
     coordinator_state_table_name: str | None = None
+    # KCL 3.5
+    lease_table_layout: str = "SINGLE_TABLE"
+    migrate_all_entities_to_lease_table: bool = False
+    table_migration_complete_bake_s: float = 86400.0
+    table_migration_init_bake_s: float = 3600.0
+    lease_table_scan_total_segments: int = 0
+    leader_lock_duration_s: float | None = None  # None: failover_s
+    leader_lock_heartbeat_s: float | None = None  # None: a quarter of the lock duration
     #: key -> where its value came from: "app.properties:12", "default", or with the alias used,
     #: "app.properties:3 (workerIdentifier)"
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -176,6 +186,16 @@ class Settings:
         if self.lease_assignment_interval_s is not None:
             return self.lease_assignment_interval_s
         return 2 * self.failover_s
+
+    @property
+    def effective_leader_lock_duration_s(self) -> float:
+        return self.leader_lock_duration_s if self.leader_lock_duration_s is not None else self.failover_s
+
+    @property
+    def effective_leader_lock_heartbeat_s(self) -> float:
+        if self.leader_lock_heartbeat_s is not None:
+            return self.leader_lock_heartbeat_s
+        return self.effective_leader_lock_duration_s / 4
 
     @property
     def effective_retrieval_mode(self) -> str:
@@ -520,3 +540,13 @@ def _cross_check(values: dict[str, object], sources: dict[str, str], warnings: l
                 f"{sources['streamArn']}: streamArn is in {match['region']} but regionName is {region}; "
                 "as with the Java daemon only the stream name is used and the clients use regionName"
             )
+
+
+def graceful_stop_budget_s(settings: Settings) -> float:
+    """The longest a graceful stop (SIGTERM) takes: the processors' ``shutdownGraceMillis``, then each
+    child stopped harder (EOF, SIGTERM: ``childStopTimeoutMillis`` each), then the leader lock, the
+    worker-metrics item and the leases released (a few lease-table calls, each bounded by the ``LEASE_IO``
+    deadline). A supervisor's kill timeout (``terminationGracePeriodSeconds``, ECS ``stopTimeout``, systemd
+    ``TimeoutStopSec``) must be longer, or the stop ends in a SIGKILL and the leases expire instead of
+    being handed over."""
+    return settings.shutdown_grace_s + 2 * settings.child_stop_timeout_s + 3 * LEASE_IO.deadline_s

@@ -9,7 +9,10 @@ Each check returns problems (errors) and warnings, each naming the key and where
 * the processor in ``executableName``: a path must exist and be executable (an error); a bare name not
   found on ``PATH`` now is a warning from :func:`executable_warnings`, which the commands that start
   children call (it is looked up on PATH again when each child starts);
-* ``initialPositionInStreamExtended`` must not be in the future (Kinesis rejects it on every read).
+* ``initialPositionInStreamExtended`` must not be in the future (Kinesis rejects it on every read);
+* the leader lock's duration must be at least twice its heartbeat (the lock client's rule);
+* ``tableMigrationCompleteBakeTimeSeconds`` outside Java's 3600-604800 is a warning, and so are
+  layout keys that contradict each other (:func:`kcl_daemon.core.assignment.layout.configuration_warnings`).
 
 Endpoint URLs (port range, scheme, host) are checked where they are parsed (``settings.parse_value``).
 """
@@ -19,11 +22,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Final
 
+from kcl_daemon.core.assignment.layout import configuration_warnings
+from kcl_daemon.core.assignment.table_migration import TableLayoutConfig, effective_complete_bake_s
 from kcl_daemon.core.shards.multi_stream import parse_stream_list
 
 REGION_PATTERN: Final = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
@@ -79,7 +84,50 @@ def check_values(
             f"{at('initialPositionInStreamExtended')}: initialPositionInStreamExtended "
             f"{int(timestamp.timestamp())} ({timestamp.isoformat()}) is in the future; Kinesis refuses it"
         )
+    problems.extend(_lock_problems(values, at))
+    warnings.extend(_layout_warnings(values, at))
     return problems, warnings
+
+
+def _lock_problems(values: Mapping[str, object], at: Callable[[str], str]) -> list[str]:
+    failover = values.get("failover_s", 10.0)
+    duration = values.get("leader_lock_duration_s")
+    heartbeat = values.get("leader_lock_heartbeat_s")
+    if heartbeat is None:
+        return []
+    assert isinstance(heartbeat, float | int)
+    effective = duration if duration is not None else failover
+    assert isinstance(effective, float | int)
+    if effective < 2 * heartbeat:
+        name = (
+            "dynamoDbLockBasedLeaderLeaseDurationInMillis" if duration is not None else "failoverTimeMillis"
+        )
+        return [
+            f"{at('dynamoDbLockBasedLeaderHeartbeatPeriodInMillis')}: "
+            f"dynamoDbLockBasedLeaderHeartbeatPeriodInMillis {heartbeat * 1000:g} is more than half the "
+            f"lock duration ({name} {effective * 1000:g}); the lock "
+            "would expire between heartbeats"
+        ]
+    return []
+
+
+def _layout_warnings(values: Mapping[str, object], at: Callable[[str], str]) -> list[str]:
+    out = []
+    bake = values.get("table_migration_complete_bake_s")
+    if isinstance(bake, float | int):
+        _effective, note = effective_complete_bake_s(float(bake))
+        if note:
+            out.append(
+                f"{at('tableMigrationCompleteBakeTimeSeconds')}: tableMigrationCompleteBakeTimeSeconds {note}"
+            )
+    layout = TableLayoutConfig(str(values.get("lease_table_layout", "SINGLE_TABLE")))
+    migrate_all = bool(values.get("migrate_all_entities_to_lease_table", False))
+    version = str(values.get("client_version_config", "CLIENT_VERSION_CONFIG_3X"))
+    if "lease_table_layout" in values or "migrate_all_entities_to_lease_table" in values:
+        out += [
+            f"{at('leaseTableLayout')}: {w}" for w in configuration_warnings(layout, migrate_all, version)
+        ]
+    return out
 
 
 def executable_warnings(

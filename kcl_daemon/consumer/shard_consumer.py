@@ -134,6 +134,17 @@ class ShardConsumer:
         self._largest_delivered = self._checkpoint
         self._in_flight_up_to: ExtendedSequenceNumber | None = None
         self._last_record_of_shard: ExtendedSequenceNumber | None = None
+        #: For the readiness check (read from another thread: plain values only): when the child last
+        #: finished a processRecords with records (or the consumer started), the records handed to it
+        #: and not yet answered, and the last batch's millisBehindLatest.
+        self.progress_at = self._clock.monotonic()
+        self.records_in_flight = 0
+        self.millis_behind_latest: int | None = None
+
+    @property
+    def behind(self) -> bool:
+        """Records wait for the child: a batch it has not finished, or the stream is ahead of us."""
+        return self.records_in_flight > 0 or (self.millis_behind_latest or 0) > 0
 
     @property
     def stalled(self) -> str | None:
@@ -273,6 +284,7 @@ class ShardConsumer:
                 self._feed(ShardEvent.SHARD_END_REACHED)
             return
         records = self._after_checkpoint(batch.records)
+        self._note_batch(batch.millis_behind_latest, len(records))
         if not records and not self._settings.call_process_records_even_for_empty_record_list:
             return
         if records:
@@ -289,6 +301,17 @@ class ShardConsumer:
         )
         if self.state is ShardState.PROCESSING:
             self._history = self._history.after_progress(self._in_flight_up_to)
+            self.records_in_flight = 0
+            if records:
+                self.progress_at = self._clock.monotonic()
+
+    def _note_batch(self, millis_behind_latest: int | None, records: int) -> None:
+        """Readiness bookkeeping: a shard that falls behind starts its stall clock now."""
+        was_behind = self.behind
+        self.millis_behind_latest = millis_behind_latest
+        self.records_in_flight = records
+        if self.behind and not was_behind:
+            self.progress_at = self._clock.monotonic()
 
     def _report_batch(
         self, records: tuple[AnyRecord, ...], millis_behind_latest: int | None, payload_bytes: int

@@ -31,6 +31,8 @@ def report_json(report: LeaseTableReport) -> dict[str, object]:
         "shardsWithoutLease": None if dist.shards_without_lease is None else list(dist.shards_without_lease),
         "shardListError": report.shard_list_error,
         "skippedItems": list(report.skipped_items),
+        "layout": None if report.layout is None else report.layout.as_json(),
+        "layoutError": report.layout_error,
     }
 
 
@@ -86,4 +88,8 @@ def report_text(report: LeaseTableReport) -> str:
     lines.append(_listing("shards without a lease", dist.shards_without_lease, shard_note))
     for problem in report.skipped_items:
         lines.append(f"skipped item: {problem}")
+    if report.layout is not None:
+        lines += ["", *report.layout.lines()]
+    elif report.layout_error is not None:
+        lines += ["", f"layout: unknown ({report.layout_error})"]
     return "\n".join(lines)

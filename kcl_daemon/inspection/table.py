@@ -3,7 +3,9 @@
 Expiry is a local observation in the KCL (contract §4.3): a lease is expired when its counter has not moved
 for ``failoverTimeMillis``. One scan cannot tell, so expiry is checked only on request, by scanning
 again after the failover time; otherwise it is reported as unknown. The shard list is optional: when
-ListShards fails, the report says so instead of failing. Rendering is in :mod:`kcl_daemon.inspection.report`.
+ListShards fails, the report says so instead of failing. The table's layout and KCL 3.5 table-migration
+state (:mod:`kcl_daemon.core.assignment.layout`) are read alongside when the caller can. Rendering is in
+:mod:`kcl_daemon.inspection.report`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kcl_daemon.clock import Clock
+from kcl_daemon.core.assignment.layout import LayoutReport
 from kcl_daemon.core.expiry import LeaseObservations
 from kcl_daemon.core.fleet.distribution import Distribution, cluster_of, summarize
 from kcl_daemon.core.lease_codec import ScanResultLike
@@ -29,6 +32,8 @@ class LeaseTableReport:
     distribution: Distribution
     skipped_items: tuple[str, ...]
     shard_list_error: str | None = None
+    layout: LayoutReport | None = None
+    layout_error: str | None = None
 
 
 async def inspect_lease_table(
@@ -39,6 +44,7 @@ async def inspect_lease_table(
     clock: Clock,
     expiry_wait_s: float | None = None,
     cluster_separator: str = "-",
+    describe_layout: Callable[[], LayoutReport] | None = None,
 ) -> LeaseTableReport:
     """Scan (twice, ``expiry_wait_s`` apart, if given) and summarize; blocking calls run on threads."""
     first = await asyncio.to_thread(scan)
@@ -63,10 +69,20 @@ async def inspect_lease_table(
         except KclError as exc:
             shard_error = str(exc)
             logger.warning("cannot list the stream's shards: %s", exc)
+    layout: LayoutReport | None = None
+    layout_error: str | None = None
+    if describe_layout is not None:
+        try:
+            layout = await asyncio.to_thread(describe_layout)
+        except KclError as exc:
+            layout_error = str(exc)
+            logger.warning("cannot read the table layout: %s", exc)
     distribution = summarize(
         result.leases,
         expired_keys=expired,
         shard_ids=shard_ids,
         cluster=lambda worker: cluster_of(worker, cluster_separator),
     )
-    return LeaseTableReport(table_name, distribution, tuple(result.skipped), shard_error)
+    return LeaseTableReport(
+        table_name, distribution, tuple(result.skipped), shard_error, layout, layout_error
+    )

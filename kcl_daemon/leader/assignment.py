@@ -16,6 +16,8 @@ which clears the stuck ``checkpointOwner`` (KCL#1718/#1729/#1743/#1765: a hand-o
 
 After three consecutive failed runs the leader releases its lock (Java's rule). A new leader runs at
 once, and again one failover later (when the leases of a dead leader can first count as expired).
+After each successful run the ``after_run`` hook (the table migration's leader step) is given the run's
+report, whose ``live_owners`` are the owners of the leases that are not expired.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -70,6 +72,8 @@ class RunReport:
     moves: list[Move] = field(default_factory=list)
     applied: int = 0
     conflicts: int = 0
+    #: owners of the leases that are not expired, by the leader's observation
+    live_owners: frozenset[str] = frozenset()
 
 
 class AssignmentLoop:
@@ -103,6 +107,8 @@ class AssignmentLoop:
         self.observer: WorkerObserver = NULL_WORKER_OBSERVER
         #: Told the workers that received leases in a run (the leader wakes its own lease discovery).
         self.on_assigned: Callable[[set[str]], None] | None = None
+        #: awaited after each successful run while leading (the table migration's step)
+        self.after_run: Callable[[RunReport], Awaitable[object]] | None = None
         election.on_change.append(self._on_leadership)
 
     def _on_leadership(self, leading: bool) -> None:
@@ -201,6 +207,7 @@ class AssignmentLoop:
             scan.leases, frozenset(v.lease_key for v in views if v.expired and v.owner is not None)
         )
         report = RunReport(len(views), len(workers))
+        report.live_owners = frozenset(v.owner for v in views if v.owner is not None and not v.expired)
         # The loop's own safety net, whatever the decider: a pending hand-off within its time, a lease
         # that vanished, and a finished (SHARD_END) lease are never moved.
         moves = [
@@ -275,6 +282,13 @@ class AssignmentLoop:
                 except KclError as exc:
                     logger.debug("stale worker metrics of %s not deleted: %s", stats.worker_id, exc)
 
+    async def _after(self, report: RunReport) -> None:
+        assert self.after_run is not None
+        try:
+            await self.after_run(report)
+        except (KclError, ValueError) as exc:  # never counts as a failed assignment run
+            logger.warning("after the assignment run: %s", exc)
+
     def _next_sleep(self) -> float:
         interval = self.config.interval_s
         since = self._leader_since
@@ -290,8 +304,10 @@ class AssignmentLoop:
             self._election.gained.clear()
             if self._election.is_leader():
                 try:
-                    await self.run_once()
+                    report = await self.run_once()
                     self._failures = 0
+                    if self.after_run is not None and self._election.is_leader():
+                        await self._after(report)
                 except KclError as exc:
                     self._failures += 1
                     logger.warning("assignment run failed (%d in a row): %s", self._failures, exc)

@@ -7,10 +7,19 @@ conditionally on the one we wrote. A heartbeat that fails its condition means so
 we stop leading at once. One whose outcome is unknown keeps us leader only until the lock could have been
 stolen (:func:`still_leader`), so a leader that cannot write steps down on its own.
 
-Our lock duration is the failover time (Java's is 120 s): a dead kcl-daemon leader is replaced within
-``failover + check_s`` (``check_s`` = a quarter of it, at most 2 s). We judge a lock by the
-``leaseDuration`` in its item, so a Java leader gets its 120 s; Java followers take about two minutes to
-replace a dead leader of either kind (their lock client's own timing).
+Our lock duration is ``dynamoDbLockBasedLeaderLeaseDurationInMillis``, by default the failover time
+(Java's is 120 s): a dead kcl-daemon leader is replaced within ``duration + check_s`` (``check_s`` = a
+quarter of it, at most 2 s). We judge a lock by the ``leaseDuration`` in its item, so a Java leader gets
+its 120 s; Java followers take about two minutes to replace a dead leader of either kind (their lock
+client's own timing). A lock whose record version has not changed for its duration is always taken
+over, whoever wrote it and however malformed (contract §9.4).
+
+Where the lock lives follows the table migration (contract §9.2): ``locate`` returns the store that
+holds it now. A held lock in the wrong place no longer makes us leader; it is released and the lock is
+taken where it now lives. After every acquisition ``confirm`` re-reads the migration status and returns
+where the lock belongs; if that is not where we took it, we give it back at once without leading
+(:func:`kcl_daemon.core.assignment.table_migration.after_acquire`), so the move of the lock never
+leaves two leaders.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
@@ -42,31 +51,52 @@ class LeaderElection:
         heartbeat_s: float | None = None,
         check_s: float | None = None,
         new_version: Callable[[], str] = lambda: str(uuid.uuid4()),
+        locate: Callable[[], Any] | None = None,
+        confirm: Callable[[], Awaitable[Any]] | None = None,
     ) -> None:
         self.worker_id = worker_id
         self.duration_s = duration_s
         self.heartbeat_s = heartbeat_s if heartbeat_s is not None else duration_s / 4
         self.check_s = check_s if check_s is not None else min(2.0, duration_s / 4)
         self._store = store
+        self._locate = locate
+        self._confirm = confirm
         self._clock = clock
         self._pool = pool
         self._new_version = new_version
         self._held: rules.Held | None = None
+        #: the store the held lock is in
+        self._held_in: Any = None
         self._seen: rules.Observation | None = None
+        self._seen_in: Any = None
         self._was_leader = False
         #: called with True when this worker becomes leader, False when it stops
         self.on_change: list[Callable[[bool], None]] = []
         #: set whenever leadership is gained (the assignment loop runs at once)
         self.gained = asyncio.Event()
         self.leader_seen: str | None = None
+        #: set while this worker completes the table migration: it holds the legacy lock (heartbeated, the
+        #: transaction's fence) but does not lead, so leadership ends before the lock can move
+        self.suspended = False
+
+    @property
+    def store(self) -> Any:
+        """Where the lock lives now."""
+        return self._locate() if self._locate is not None else self._store
 
     def is_leader(self) -> bool:
         leading = rules.still_leader(self._held, self._clock.monotonic())
         if not leading and self._held is not None:
             logger.warning("leader lock not heartbeated in time: stepping down")
             self._held = None
+        leading = leading and self._held_in is self.store and not self.suspended
         self._notify(leading)
         return leading
+
+    def suspend(self, on: bool) -> None:
+        """Stop (or resume) leading without giving the lock up (see :attr:`suspended`)."""
+        self.suspended = on
+        self.is_leader()
 
     def _notify(self, leading: bool) -> None:
         if leading != self._was_leader:
@@ -85,14 +115,21 @@ class LeaderElection:
         if self.is_leader():
             await self._heartbeat()
             return self.is_leader()
+        store = self.store
+        if self._held is not None and self._held_in is not store:
+            await self.release("the leader lock has moved to another table")
+        if self._seen_in is not store:
+            self._seen, self._seen_in = None, store  # a different item: observe it afresh
         try:
-            item = await self._call(lambda: self._store.get(rules.LEADER_KEY))
-            lock = rules.parse_lock(item)
-        except rules.LockItemError as exc:
+            item = await self._call(lambda: store.get(rules.LEADER_KEY))
+        except KclError as exc:
             logger.warning("cannot read the leader lock: %s", exc)
             return False
+        lock = rules.parse_lock(item)
         now = self._clock.monotonic()
         self._seen = rules.observe(self._seen, lock, now)
+        if lock is not None and lock.problem and self._seen.since == now:
+            logger.warning("%s: it is taken over once unchanged for %.0f s", lock.problem, lock.duration_s)
         self.leader_seen = None if lock is None or lock.released else lock.owner
         plan = rules.plan(lock, self._seen, self.worker_id, self._held, now)
         if plan.action is rules.Action.WAIT:
@@ -105,28 +142,43 @@ class LeaderElection:
         sent_at = self._clock.monotonic()
         try:
             if plan.action is rules.Action.ACQUIRE_ABSENT:
-                await self._call(lambda: self._put(attributes, require_absent=True))
+                await self._call(lambda: self._put(store, attributes, require_absent=True))
             elif plan.action is rules.Action.ACQUIRE_RELEASED:
-                await self._call(lambda: self._put(attributes, require_equal={rules.IS_RELEASED: "1"}))
+                condition: dict[str, Any] = {"require_equal": {rules.IS_RELEASED: "1"}}
+                await self._call(lambda: self._put(store, attributes, **condition))
+            elif plan.expected_version is None:  # a malformed lock without a record version
+                await self._call(
+                    lambda: self._put(store, attributes, require_missing=(rules.RECORD_VERSION,))
+                )
             else:
                 expected = {rules.RECORD_VERSION: plan.expected_version}
-                await self._call(lambda: self._put(attributes, require_equal=expected))
+                await self._call(lambda: self._put(store, attributes, require_equal=expected))
         except LeaseConflict:
             logger.debug("leader lock: another worker was first (%s)", plan.reason)
             return False
         except KclError as exc:
             logger.warning("leader lock: %s failed: %s", plan.action.value, exc)
             return False
+        taken = rules.Held(rvn, sent_at, self.duration_s)
+        if self._confirm is not None:  # not leader until confirmed: is_leader() stays False meanwhile
+            try:
+                belongs = await self._confirm()
+            except KclError as exc:
+                belongs = None
+                logger.warning("cannot confirm where the leader lock belongs (%s): giving it back", exc)
+            if belongs is not store:
+                await self._delete(store, taken, "the table migration moved the lock meanwhile")
+                return False
+        self._held, self._held_in = taken, store
         logger.info("worker %s took the leader lock: %s", self.worker_id, plan.reason)
-        self._held = rules.Held(rvn, sent_at, self.duration_s)
         self.leader_seen = self.worker_id
         return self.is_leader()
 
-    def _put(self, attributes: dict[str, str], **condition: Any) -> None:
-        self._store.put(rules.LEADER_KEY, attributes, entity_type=rules.LEADER_ENTITY_TYPE, **condition)
+    def _put(self, store: Any, attributes: dict[str, str], **condition: Any) -> None:
+        store.put(rules.LEADER_KEY, attributes, entity_type=rules.LEADER_ENTITY_TYPE, **condition)
 
     async def _heartbeat(self) -> None:
-        held = self._held
+        held, store = self._held, self._held_in
         if held is None:
             return
         rvn = self._new_version()
@@ -134,7 +186,7 @@ class LeaderElection:
         expected = {rules.RECORD_VERSION: held.record_version, rules.OWNER_NAME: self.worker_id}
         sent_at = self._clock.monotonic()
         try:
-            await self._call(lambda: self._store.update(rules.LEADER_KEY, sets, require_equal=expected))
+            await self._call(lambda: store.update(rules.LEADER_KEY, sets, require_equal=expected))
         except LeaseConflict:
             logger.warning("leader lock was taken by another worker: stepping down")
             self._held = None
@@ -149,12 +201,15 @@ class LeaderElection:
     async def release(self, why: str) -> None:
         """Give leadership up (shutdown, or the assignment loop keeps failing): delete our lock item."""
         held, self._held = self._held, None
+        store, self._held_in = self._held_in, None
         self._notify(False)
-        if held is None:
-            return
+        if held is not None:
+            await self._delete(store, held, why)
+
+    async def _delete(self, store: Any, held: rules.Held, why: str) -> None:
         expected = {rules.RECORD_VERSION: held.record_version, rules.OWNER_NAME: self.worker_id}
         try:
-            await self._call(lambda: self._store.delete(rules.LEADER_KEY, require_equal=expected))
+            await self._call(lambda: store.delete(rules.LEADER_KEY, require_equal=expected))
             logger.info("leader lock released: %s", why)
         except KclError as exc:
             logger.warning("releasing the leader lock failed (it expires instead): %s", exc)

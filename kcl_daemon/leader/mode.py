@@ -4,8 +4,12 @@ At start-up (and every ``migration_poll_s`` after) the ``Migration3.0`` item is 
 against ``clientVersionConfig`` (:mod:`kcl_daemon.core.assignment.client_version`): a fleet never runs both
 algorithms on one table. In 3.x mode the worker runs, each as a supervised loop:
 
-* ``worker-metrics``: publishes its WorkerMetricStats item (without it a leader assigns it nothing);
-* ``leader-election``: the ``Leader`` lock (Java's format);
+* ``worker-metrics``: publishes its WorkerMetricStats item (without it a leader assigns it nothing),
+  where the table migration says (:mod:`kcl_daemon.leader.tables`), reporting no CPU while live Java
+  workers report none (``fleet-cpu-check``);
+* ``table-migration``: follows the KCL 3.5 table migration; the leader drives it after each assignment
+  run (:mod:`kcl_daemon.leader.table_migration`);
+* ``leader-election``: the ``Leader`` lock (Java's format), in the table the migration says;
 * ``lease-assignment``: the leader's scan -> decider -> conditional moves;
 * ``lease-discovery``: adopts the leases assigned to it (GSI query);
 * ``lease-handoff``: completes graceful hand-offs of its own leases.
@@ -49,14 +53,18 @@ from kcl_daemon.core.assignment.client_version import (
 )
 from kcl_daemon.core.assignment.decider import Decider
 from kcl_daemon.core.assignment.lease_count import LeaseCountDecider
+from kcl_daemon.core.assignment.table_migration import COMPLETE_BAKE_DEFAULT_S, INIT_BAKE_S, LayoutConflict
 from kcl_daemon.core.assignment.variance import VarianceDecider
-from kcl_daemon.errors import DependencyUnavailable, KclError, LeaseConflict
-from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
+from kcl_daemon.core.assignment.worker_metrics import java_workers_without_cpu
+from kcl_daemon.errors import ConfigError, KclError, LeaseConflict
+from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop, RunReport
 from kcl_daemon.leader.cpu import CpuSampler, default_reading
 from kcl_daemon.leader.discovery import LeaseDiscovery
 from kcl_daemon.leader.election import LeaderElection
 from kcl_daemon.leader.handoff import HandoffWatcher
 from kcl_daemon.leader.hooks import WorkerHooks
+from kcl_daemon.leader.table_migration import MigrationConfig, TableMigrationDriver
+from kcl_daemon.leader.tables import FleetMetrics, MetricsWriter, Tables
 from kcl_daemon.leader.throughput import ThroughputTracker
 from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig, WorkerMetricsPublisher
 
@@ -88,11 +96,19 @@ class LeaderModeConfig:
     metrics: WorkerMetricsConfig = field(default_factory=lambda: WorkerMetricsConfig("?"))
     discovery_s: float = 9.975
     lock_duration_s: float = 10.0
+    #: None: a quarter of the lock duration
+    lock_heartbeat_s: float | None = None
     handoff_timeout_s: float = 30.0
     migration_poll_s: float = 60.0
     balancing_frequency: int = 3
     #: on a graceful stop, keep this worker's leases for it this long (0: withdraw, let them go)
     restart_grace_s: float = 0.0
+    #: the KCL 3.5 table migration (contract §9.2)
+    migrate_all: bool = False
+    complete_bake_s: float = COMPLETE_BAKE_DEFAULT_S
+    init_bake_s: float = INIT_BAKE_S
+    #: how often every worker looks for live Java workers without CPU (in reporter periods)
+    fleet_check_periods: int = 10
 
 
 class LeaderMode:
@@ -100,8 +116,7 @@ class LeaderMode:
         self,
         config: LeaderModeConfig,
         table: Any,  # LeaseTable3x
-        locate_store: Callable[[], Any],  # -> CoordinatorStore (where Migration3.0 and Leader live)
-        metrics_table: Any,  # WorkerMetricsTable
+        tables: Tables,  # the coordinator-state and worker-metrics places, following the table migration
         clock: Clock,
         *,
         wall: Callable[[], float] = time.time,
@@ -109,7 +124,8 @@ class LeaderMode:
     ) -> None:
         self.config = config
         self.table = table
-        self.metrics_table = metrics_table
+        self.tables = tables
+        self.fleet_metrics = FleetMetrics(tables)
         self.version: ClientVersion | None = None
         self.algorithm: Algorithm | None = None
         self.election: LeaderElection | None = None
@@ -117,12 +133,25 @@ class LeaderMode:
         self.discovery: LeaseDiscovery | None = None
         self.handoff: HandoffWatcher | None = None
         self.publisher: WorkerMetricsPublisher | None = None
-        self._locate_store = locate_store
-        self._store: Any = None
         self._clock = clock
         self._wall = wall
         self._cpu = cpu or CpuSampler(default_reading, clock.monotonic)
         self._pool = ThreadPoolExecutor(2, thread_name_prefix="lease-3x")
+        self.migration = TableMigrationDriver(
+            tables,
+            self.fleet_metrics,
+            MigrationConfig(
+                config.worker_id,
+                config.migrate_all,
+                config.complete_bake_s,
+                config.init_bake_s,
+                config.metrics.report_s,
+                poll_s=min(config.metrics.report_s, 30.0),
+            ),
+            clock,
+            self._pool,
+            wall=wall,
+        )
         self._worker: WorkerHooks | None = None
         self._algorithm_loops: list[asyncio.Task[None]] = []
         self._metrics_loop: asyncio.Task[None] | None = None
@@ -133,13 +162,17 @@ class LeaderMode:
     # -- client version ------------------------------------------------------------------------
 
     async def _read_version(self) -> tuple[ClientVersion | None, dict[str, Any] | None]:
-        if self._store is None:
-            self._store = await self._call(self._locate_store)
-        try:
-            item = await self._call(functools.partial(self._store.get, MIGRATION_KEY))
-        except DependencyUnavailable:
-            return None, None  # no coordinator table yet: no fleet state
+        item = await self._call(functools.partial(self.tables.read, MIGRATION_KEY))
         return parse_client_version(None if item is None else item.get("cv")), item
+
+    async def start_tables(self) -> None:
+        """The table layout and migration status at start-up (a layout conflict stops the worker)."""
+        try:
+            await self._call(self.tables.start)
+        except LayoutConflict as exc:
+            raise ConfigError([str(exc)]) from None
+        except ValueError as exc:  # an unreadable TableMigration3.5 item
+            raise KclError(f"cannot tell the table-migration status: {exc}") from None
 
     async def resolve_version(self) -> ClientVersion:
         """Read ``Migration3.0``, resolve it against the config, write what Java would write."""
@@ -161,12 +194,11 @@ class LeaderMode:
             attrs = migration_attributes(
                 resolution.write, self.config.worker_id, int(self._wall() * 1000), history
             )
-            if not self._store.in_lease_table:
-                await self._call(self._store.create_table_if_missing)
+            store = await self._call(self.tables.write_store)
             try:
                 if resolution.expected is None:
                     put = functools.partial(
-                        self._store.put,
+                        store.put,
                         MIGRATION_KEY,
                         attrs,
                         require_absent=True,
@@ -174,7 +206,7 @@ class LeaderMode:
                     )
                 else:
                     put = functools.partial(
-                        self._store.put,
+                        store.put,
                         MIGRATION_KEY,
                         attrs,
                         require_equal={"cv": resolution.expected.value},
@@ -192,11 +224,12 @@ class LeaderMode:
     async def start(self, worker: WorkerHooks) -> None:
         self._worker = worker
         self._throughput = ThroughputTracker(worker.bytes_delivered, self._clock.monotonic)
+        await self.start_tables()
         version = await self.resolve_version()
         await self._switch(version)
-        if self.config.client_version is not ClientVersionConfig.COMPATIBLE_WITH_2X_PHASE1 or self._store:
-            worker.add_loop("client-version", self._watch_version)
-            worker.add_loop("migration-readiness", self._watch_readiness)
+        worker.add_loop("table-migration", self.migration.follow)
+        worker.add_loop("client-version", self._watch_version)
+        worker.add_loop("migration-readiness", self._watch_readiness)
 
     async def _switch(self, version: ClientVersion) -> None:
         worker = self._worker
@@ -212,10 +245,17 @@ class LeaderMode:
             self._throughput.on_renew if publishes_worker_metrics(version) else None
         )
         if publishes_worker_metrics(version) and self._metrics_loop is None:
-            await self._call(self.metrics_table.create_table_if_missing)
             self.publisher = WorkerMetricsPublisher(
-                self.metrics_table, self.config.metrics, self._clock, self._cpu, self._pool, wall=self._wall
+                MetricsWriter(self.tables),
+                self.config.metrics,
+                self._clock,
+                self._cpu,
+                self._pool,
+                wall=self._wall,
             )
+            if not self.config.metrics.disabled:
+                await self._check_fleet_cpu()  # before the first report
+                worker.add_loop("fleet-cpu-check", self._watch_fleet_cpu)
             self._metrics_loop = worker.add_loop("worker-metrics", self.publisher.run)
         if algorithm is self.algorithm:
             return
@@ -231,11 +271,19 @@ class LeaderMode:
             return
         cfg = self.config
         self.election = LeaderElection(
-            self._store, cfg.worker_id, self._clock, self._pool, duration_s=cfg.lock_duration_s
+            self.tables.lock_store(),
+            cfg.worker_id,
+            self._clock,
+            self._pool,
+            duration_s=cfg.lock_duration_s,
+            heartbeat_s=cfg.lock_heartbeat_s,
+            locate=self.tables.lock_store,
+            confirm=self.migration.confirm,
         )
+        self.migration.completing = self.election.suspend
         self.assignment = AssignmentLoop(
             self.table,
-            self.metrics_table,
+            self.fleet_metrics,
             self.election,
             make_decider(cfg.strategy, cfg.balancing_frequency),
             cfg.assignment,
@@ -244,6 +292,7 @@ class LeaderMode:
             wall=self._wall,
         )
         self.assignment.observer = worker.coordinator.observer
+        self.assignment.after_run = self._migration_step
         self.discovery = LeaseDiscovery(
             self.table, worker.coordinator, self._clock, self._pool, interval_s=cfg.discovery_s
         )
@@ -270,6 +319,24 @@ class LeaderMode:
             worker.add_loop("lease-discovery", self.discovery.run),
             worker.add_loop("lease-handoff", self.handoff.run),
         ]
+
+    async def _migration_step(self, report: RunReport) -> None:
+        await self.migration.step(report.live_owners)
+
+    async def _check_fleet_cpu(self) -> None:
+        try:
+            entries, _ = await self._call(self.fleet_metrics.scan)
+        except KclError as exc:
+            logger.warning("reading the fleet's worker metrics failed: %s", exc)
+            return
+        java = java_workers_without_cpu(entries, self._wall(), self.config.metrics.report_s)
+        if self.publisher is not None:
+            self.publisher.align_with_fleet(tuple(w for w in java if w != self.config.worker_id))
+
+    async def _watch_fleet_cpu(self) -> None:
+        while True:
+            await self._clock.sleep(self.config.metrics.report_s * self.config.fleet_check_periods)
+            await self._check_fleet_cpu()
 
     async def _watch_version(self) -> None:
         while True:
@@ -316,8 +383,9 @@ class LeaderMode:
             attrs = migration_attributes(
                 ClientVersion.V3X_WITH_ROLLBACK, self.config.worker_id, int(self._wall() * 1000), [previous]
             )
+            store = await self._call(self.tables.write_store)
             put = functools.partial(
-                self._store.put,
+                store.put,
                 MIGRATION_KEY,
                 attrs,
                 require_equal={"cv": ClientVersion.UPGRADE_FROM_2X.value},
@@ -336,7 +404,7 @@ class LeaderMode:
 
     def _fleet_ready(self) -> tuple[bool, str]:
         owners = [lease.lease_owner for lease in self.table.list_leases().leases]
-        entries, _ = self.metrics_table.scan()
+        entries, _ = self.fleet_metrics.scan()
         updated = {e.worker_id: e.last_update_s for e in entries if e.last_update_s is not None}
         return fleet_ready_for_3x(
             self.table.gsi_active(), owners, updated, self._wall(), self.config.metrics.report_s

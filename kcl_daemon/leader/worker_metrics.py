@@ -7,7 +7,14 @@ is upserted with ``lut`` = now (epoch seconds). With ``disableWorkerMetrics`` th
 worker is assignable from its first seconds. :meth:`withdraw` deletes the item on a graceful stop, so the
 leader stops assigning to this worker at once (Java keeps doing so for 60 s, KCL#1452); with a restart
 grace, :meth:`declare_restart` publishes the RESTARTING state instead, so its leases wait for it. Each item
-carries kcl-daemon's extra attribute (zone, capacity, state; :mod:`kcl_daemon.core.assignment.zones`).
+carries kcl-daemon's extra attribute (zone, capacity, state; :mod:`kcl_daemon.core.assignment.zones`) and
+KCL 3.5's support code (``sup`` = 1, refreshed ``slu``), without which a 3.5 leader never starts the table
+migration.
+
+:meth:`align_with_fleet` is told which live workers are Java workers reporting no CPU; while there are
+any, this worker reports no CPU either (logged when it changes), because a Java leader balances
+CPU-reporting and non-reporting workers as two separate groups and a lone CPU reporter would get no
+leases (contract §5.2).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from dataclasses import dataclass
 
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.assignment.decider import WorkerState
+from kcl_daemon.core.assignment.table_migration import SUPPORT_CODE
 from kcl_daemon.core.assignment.worker_metrics import CPU, FAILED_SAMPLE, WorkerMetricStats, append_sample
 from kcl_daemon.core.assignment.zones import WorkerExtras, extras_to_attribute
 from kcl_daemon.errors import KclError
@@ -62,6 +70,27 @@ class WorkerMetricsPublisher:
         self._history: tuple[float, ...] = ()
         self.last_published: WorkerMetricStats | None = None
         self._withdrawn = False
+        #: set while live Java workers report no CPU: report none either (why, for the log)
+        self.cpu_off_because: str | None = None
+
+    def align_with_fleet(self, java_without_cpu: tuple[str, ...]) -> None:
+        """Report CPU unless live Java workers without CPU are in the fleet (logged on each change)."""
+        if self.config.disabled:
+            return
+        because = None
+        if java_without_cpu:
+            names = ", ".join(java_without_cpu[:3]) + (" ..." if len(java_without_cpu) > 3 else "")
+            because = f"{len(java_without_cpu)} live Java worker(s) report no CPU ({names})"
+        if (because is None) != (self.cpu_off_because is None):
+            if because is not None:
+                logger.warning(
+                    "%s: this worker reports no CPU either, so a Java leader balances the whole fleet as "
+                    "one group (set disableWorkerMetrics to make it permanent)",
+                    because,
+                )
+            else:
+                logger.info("no live Java worker without CPU any more: reporting CPU again")
+        self.cpu_off_because = because
 
     def capture(self) -> None:
         value = self._sampler.sample()
@@ -78,13 +107,26 @@ class WorkerMetricsPublisher:
     def next_stats(self) -> WorkerMetricStats:
         """The item of the next report (consumes the captured samples)."""
         now = self._wall()
-        if self.config.disabled:
-            return WorkerMetricStats(self.config.worker_id, now, extra=self._extra())
+        if self.config.disabled or self.cpu_off_because is not None:
+            self._samples.clear()
+            return WorkerMetricStats(
+                self.config.worker_id,
+                now,
+                extra=self._extra(),
+                support_code=SUPPORT_CODE,
+                support_updated_s=now,
+            )
         sample = sum(self._samples) / len(self._samples) if self._samples else FAILED_SAMPLE
         self._samples.clear()
         self._history = append_sample(self._history, sample, self.config.history)
         return WorkerMetricStats(
-            self.config.worker_id, now, {CPU: self._history}, {CPU: (100.0,)}, extra=self._extra()
+            self.config.worker_id,
+            now,
+            {CPU: self._history},
+            {CPU: (100.0,)},
+            extra=self._extra(),
+            support_code=SUPPORT_CODE,
+            support_updated_s=now,
         )
 
     async def publish_once(self) -> None:
@@ -123,6 +165,8 @@ class WorkerMetricsPublisher:
             last.stats if last is not None else {},
             last.operating_range if last is not None else {},
             extra=self._extra(WorkerState.RESTARTING, now + grace_s),
+            support_code=SUPPORT_CODE,
+            support_updated_s=now,
         )
         publish = self._table.publish  # type: ignore[attr-defined]
         try:

@@ -1,53 +1,151 @@
-"""The Prometheus endpoint: ``prometheus_client``'s HTTP server on a daemon thread, 127.0.0.1 by default."""
+"""The metrics port: ``/metrics`` (Prometheus), ``/healthz`` (liveness) and ``/readyz`` (readiness).
+
+One small threaded WSGI server on a daemon thread, 127.0.0.1 by default (``run --metrics-host``). Its
+threads never wait for the event loop: the health answers are computed from plain state by a
+:class:`HealthSource` (the worker's), so ``/healthz`` still answers, red, while the loop is blocked.
+
+* ``/healthz``: 200 while the worker is alive, 503 when it should be restarted; JSON body
+  ``{"status": "ok"|"fail", "checks": [{"name", "ok", "detail"}, ...]}``. Before the worker exists
+  (start-up) it is 200 with one check saying so: starting is alive.
+* ``/readyz``: 200 when the worker does its job, 503 with the failing checks otherwise (also while it
+  starts and while it stops).
+* anything else: ``prometheus_client``'s exposition of the registry.
+"""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Protocol
+import socket
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from socketserver import ThreadingMixIn
+from typing import Any, Protocol
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import start_http_server
+import orjson
+from prometheus_client import make_wsgi_app
 
+from kcl_daemon.core.health import Check, HealthReport
 from kcl_daemon.errors import ConfigError
 from kcl_daemon.metrics.registry import DaemonMetrics
 
 logger = logging.getLogger(__name__)
 
+HEALTHZ = "/healthz"
+READYZ = "/readyz"
 
-class _Server(Protocol):
-    server_port: int
+Environ = dict[str, Any]
+StartResponse = Callable[..., Any]
 
-    def shutdown(self) -> None: ...
 
-    def server_close(self) -> None: ...
+class HealthSource(Protocol):
+    """What the worker answers (called on the server's threads; must not need the event loop)."""
+
+    def liveness(self) -> HealthReport: ...
+
+    def readiness(self) -> HealthReport: ...
+
+
+_STARTING_LIVE = HealthReport((Check("started", True, "starting: the worker is being built"),))
+_STARTING_READY = HealthReport((Check("started", False, "starting: the worker is being built"),))
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Probes every few seconds would flood the log."""
 
 
 @dataclass(slots=True)
 class PrometheusEndpoint:
-    server: _Server
+    server: WSGIServer
     host: str
+    #: set once the worker exists; until then /healthz says "starting" (200) and /readyz 503
+    health: HealthSource | None = None
+    _thread: threading.Thread | None = field(default=None, repr=False)
 
     @property
     def port(self) -> int:
-        return self.server.server_port
+        return int(self.server.server_port)
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/metrics"
+        return f"{self.base_url}/metrics"
 
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
 
 
+def health_response(report: HealthReport) -> tuple[str, bytes]:
+    """The HTTP status line and JSON body of one health answer."""
+    status = "200 OK" if report.ok else "503 Service Unavailable"
+    return status, orjson.dumps(report.as_json(), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def make_app(
+    metrics_app: Callable[[Environ, StartResponse], Iterable[bytes]],
+    health: Callable[[], HealthSource | None],
+) -> Callable[[Environ, StartResponse], Iterable[bytes]]:
+    """The WSGI app: the two health paths, and the metrics app for everything else."""
+
+    def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path not in (HEALTHZ, READYZ):
+            return metrics_app(environ, start_response)
+        source = health()
+        try:
+            if path == HEALTHZ:
+                report = _STARTING_LIVE if source is None else source.liveness()
+            else:
+                report = _STARTING_READY if source is None else source.readiness()
+        except Exception as exc:  # a bug in a check must answer, not hang the probe
+            logger.exception("health check %s failed", path)
+            report = HealthReport((Check("health-check", False, f"the check itself failed: {exc!r}"),))
+        status, body = health_response(report)
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+        start_response(status, headers)
+        return [body]
+
+    return app
+
+
 def serve(metrics: DaemonMetrics, port: int, host: str = "127.0.0.1") -> PrometheusEndpoint:
-    """Serve ``/metrics`` on ``host:port`` (port 0: any free port); ConfigError if that is impossible."""
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` (port 0: any free port);
+    ConfigError if that is impossible."""
+    holder: list[PrometheusEndpoint] = []
+    app = make_app(make_wsgi_app(metrics.registry), lambda: holder[0].health if holder else None)
+    server_class = _Server6 if ":" in host else _Server
     try:
-        server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
+        server = make_server(host, port, app, server_class, handler_class=_QuietHandler)
     except OSError as exc:
         raise ConfigError(
             [f"--metrics-port: cannot listen on {host}:{port}: {exc.strerror or exc}"]
         ) from None
     endpoint = PrometheusEndpoint(server, host)
-    logger.info("metrics: Prometheus endpoint on %s", endpoint.url)
+    holder.append(endpoint)
+    thread = threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True)
+    endpoint._thread = thread
+    thread.start()
+    logger.info(
+        "metrics: Prometheus endpoint on %s (health: %s%s, %s%s)",
+        endpoint.url,
+        endpoint.base_url,
+        HEALTHZ,
+        endpoint.base_url,
+        READYZ,
+    )
     return endpoint

@@ -1,5 +1,10 @@
 """The policies a simulated fleet can run: the 2.x taker, Java's 3.x leader, and this project's leader.
 
+The Java column is Java KCL 3.5.x as released: ``variance`` (the default decider) and, on request,
+``count`` (its LEASE_COUNT_BASED decider, 3.4.3+; kcl-daemon's implementation also lets a worker below
+the target take from one at the target when their counts differ by more than one, the rule of KCL #1837)
+and ``variance-1814`` (the variance decider with the fixed-width threshold KCL #1814 proposes).
+
 Each policy names the real pure decision code it drives and the fleet-level rules that come with it:
 how fast a dead leader is replaced, and whether a gracefully stopping worker declares a restart grace
 (only this project's workers publish one; Java has no such state).
@@ -12,6 +17,7 @@ from dataclasses import dataclass
 
 from kcl_daemon.core.assignment.assignor import CooperativeAssignor
 from kcl_daemon.core.assignment.decider import Decider
+from kcl_daemon.core.assignment.lease_count import LeaseCountDecider
 from kcl_daemon.core.assignment.variance import VarianceDecider
 
 
@@ -47,6 +53,24 @@ def variance(seed: int = 0) -> Policy:
     )
 
 
+def variance_1814(seed: int = 0) -> Policy:
+    return Policy(
+        "variance-1814",
+        Mode.LEADER,
+        "KCL 3.x variance decider with KCL #1814's fixed-width threshold (not yet released)",
+        decider=VarianceDecider(seed=seed, name="variance-1814", fixed_width_threshold=True),
+    )
+
+
+def count() -> Policy:
+    return Policy(
+        "count",
+        Mode.LEADER,
+        "KCL 3.4.3+: LeaseCountBasedLeaseAssignmentDecider behind a 120 s leader lock",
+        decider=LeaseCountDecider(),
+    )
+
+
 def cooperative() -> Policy:
     return Policy(
         "cooperative",
@@ -59,6 +83,8 @@ def cooperative() -> Policy:
 
 
 POLICY_NAMES = ("2.x", "variance", "cooperative")
+#: accepted by --policy, not run by default
+MORE_POLICY_NAMES = ("count", "variance-1814")
 
 
 def by_name(name: str, seed: int = 0) -> Policy:
@@ -66,6 +92,10 @@ def by_name(name: str, seed: int = 0) -> Policy:
         return taker_2x()
     if name == "variance":
         return variance(seed)
+    if name == "variance-1814":
+        return variance_1814(seed)
+    if name == "count":
+        return count()
     if name in ("cooperative", "ours"):  # "ours": its name before 0.3
         return cooperative()
-    raise ValueError(f"unknown policy {name!r}: choose from {', '.join(POLICY_NAMES)}")
+    raise ValueError(f"unknown policy {name!r}: choose from {', '.join((*POLICY_NAMES, *MORE_POLICY_NAMES))}")

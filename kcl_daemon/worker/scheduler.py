@@ -33,6 +33,7 @@ from kcl_daemon.consumer.ports import ChildLauncher
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings
 from kcl_daemon.consumer.shard_failures import TaskFailures, decide_after_failure, is_retriable
 from kcl_daemon.consumer.shard_task import ShardTask, ShardTaskContext
+from kcl_daemon.core.health import Phase
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.lifecycle.restart_policy import Park
 from kcl_daemon.core.lifecycle.states import ShardState, ShutdownReason
@@ -45,7 +46,7 @@ from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.retrieval.source import ShardRecordSource
 from kcl_daemon.shards.cleanup import ChildShardLookup, LeaseCleaner
 from kcl_daemon.shards.sync import ShardSyncConfig, ShardSyncer
-from kcl_daemon.supervise import LoopFactory, supervise
+from kcl_daemon.supervise import DEFAULT_BUSY_BUDGET_S, LoopBoard, LoopFactory, supervise
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -188,6 +189,9 @@ class Scheduler:
         #: Set when a background loop failed for good; ``failure`` says which and why.
         self.failed = asyncio.Event()
         self.failure: str | None = None
+        #: For the health endpoints: where the worker is in its life, and its supervised loops.
+        self.phase = Phase.STARTING
+        self.loop_board = LoopBoard()
         self.coordinator.listeners.taken.append(self._on_taken)
         self.coordinator.listeners.lost.append(self._on_lost)
 
@@ -201,7 +205,10 @@ class Scheduler:
             self.failure = f"{name}: {why}"
         self.failed.set()
 
-    def _supervised(self, name: str, factory: LoopFactory) -> asyncio.Task[None]:
+    def _supervised(
+        self, name: str, factory: LoopFactory, budget_s: float = DEFAULT_BUSY_BUDGET_S
+    ) -> asyncio.Task[None]:
+        activity = self.loop_board.add(name, budget_s)
         coro = supervise(
             name,
             factory,
@@ -209,8 +216,12 @@ class Scheduler:
             clock=self._clock,
             on_fatal=self._on_fatal,
             fatal=(LeaseTableGone,),
+            activity=activity,
         )
-        return asyncio.create_task(coro, name=name)
+        task = asyncio.create_task(coro, name=name)
+        # A loop cancelled on purpose (shutdown, a lease-mode switch) is no longer the liveness check's.
+        task.add_done_callback(lambda done: self.loop_board.remove(activity) if done.cancelled() else None)
+        return task
 
     def _loop(self, name: str, factory: LoopFactory) -> asyncio.Task[None]:
         task = self._supervised(name, factory)
@@ -225,7 +236,13 @@ class Scheduler:
             await self.syncer.sync_once()
         except Exception as exc:  # noqa: BLE001 - logged; the periodic sync retries
             logger.warning("initial shard sync failed, the periodic sync retries: %s", exc)
-        self._renewer = self._supervised("lease-renewer", self.coordinator.run_renewer)
+        # The renewer's own rounds are short (it starts one renewal task per lease and ticks every
+        # 0.25 s); the leases themselves are watched through their local expiry (core.health).
+        self._renewer = self._supervised(
+            "lease-renewer",
+            self.coordinator.run_renewer,
+            budget_s=max(self.config.coordinator.failover_s, 5.0),
+        )
         if self.lease_mode is None:
             self._loop("lease-taker", self.coordinator.run_taker)
         else:
@@ -234,6 +251,11 @@ class Scheduler:
         self._loop("shard-sync", lambda: self.syncer.run(first_delay_s=sync_delay))
         self._loop("lease-cleanup", self.cleaner.run)
         self._loop("status", self._report_status)
+        self.phase = Phase.RUNNING
+
+    @property
+    def table_name(self) -> str:
+        return str(getattr(self._table, "table_name", "the lease table"))
 
     def add_loop(self, name: str, factory: LoopFactory) -> asyncio.Task[None]:
         """Start one more supervised background loop (cancelled on shutdown)."""
@@ -391,6 +413,7 @@ class Scheduler:
         if self._stopping:
             return
         self._stopping = True
+        self.phase = Phase.STOPPING
         logger.info(
             "shutting down: asking %d shard(s) to finish (grace %.1fs)",
             len(self.tasks),
@@ -425,6 +448,7 @@ class Scheduler:
     async def close(self) -> None:
         """Stop everything at once (no grace, no release): for tests and fatal errors."""
         self._stopping = True
+        self.phase = Phase.STOPPING
         await _cancel([*self._loops, *self._runners.values(), *([self._renewer] if self._renewer else [])])
 
 

@@ -4,18 +4,16 @@ take its leases; the screen is the live view, the workers' logs are files. About
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from kcl_daemon.local.fleet import worker_properties
+from tests.support.daemon import run_cli
+from tests.support.paths import REPO, VENV_BIN
 
 pytestmark = pytest.mark.e2e
-
-REPO = Path(__file__).parents[2]
-VENV_BIN = REPO / ".venv" / "bin"
 
 
 def test_worker_properties_replace_endpoints_credentials_stream_and_worker_id() -> None:
@@ -37,11 +35,8 @@ def test_three_workers_share_the_shards_and_take_over_from_a_killed_one(tmp_path
         "failoverTimeMillis = 2000\nidleTimeBetweenReadsInMillis = 250\n"
     )
     env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run(
-        [sys.executable, "-m", "kcl_daemon", "run", "--local", "--properties", str(properties),
-         "--workers", "3", "--kill-after", "8", "--status-interval", "1", "--refreshes", "20"],
-        capture_output=True, text=True, timeout=120, check=False, env=env, cwd=tmp_path,
-    )  # fmt: skip
+    args = ("--local", "--workers", "3", "--kill-after", "8", "--status-interval", "1", "--refreshes", "20")
+    done = run_cli("run", *args, properties=properties, env=env, cwd=tmp_path, timeout_s=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     screens = done.stdout.split("lease table fleet-test at ")
     spread = [s for s in screens if "leases 4, shards 4, workers 3, unclaimed 0" in s]

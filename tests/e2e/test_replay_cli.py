@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO / "tests" / "fixtures"
-FAULTY = FIXTURES / "children" / "faulty_child.py"
-NODE_MODULES = REPO / ".cache" / "node" / "node_modules"
+from tests.support.daemon import run_cli
+from tests.support.paths import FAULTY, FIXTURES, NODE_MODULES, REPO
+
 VENV_BIN = Path(sys.executable).parent
 
 pytestmark = pytest.mark.e2e
@@ -32,24 +31,15 @@ def run_replay(
     props.write_text(properties, encoding="utf-8")
     records_file = tmp_path / "records.jsonl"
     records_file.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kcl_daemon",
-            "replay",
-            "--properties",
-            str(props),
-            "--records",
-            str(records_file),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    return run_cli(
+        "replay",
+        "--records",
+        str(records_file),
+        *args,
+        properties=props,
+        env=env,
         cwd=tmp_path,
-        env={**os.environ, **(env or {})},
-        check=False,
+        timeout_s=120,
     )
 
 
@@ -221,23 +211,7 @@ def test_bad_records_file_names_the_line(tmp_path: Path) -> None:
     (tmp_path / "app.properties").write_text(props)
     bad = tmp_path / "records.jsonl"
     bad.write_text('{"text": "ok", "partitionKey": "a"}\n\n{"text": "no key"}\n')
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kcl_daemon",
-            "replay",
-            "--properties",
-            "app.properties",
-            "--records",
-            "records.jsonl",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-        check=False,
-    )
+    result = run_cli("replay", "--records", "records.jsonl", properties="app.properties", cwd=tmp_path)
     assert result.returncode == 2
     assert 'records.jsonl:3: "partitionKey" is required' in result.stderr
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -17,11 +16,10 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-FAULTY = REPO / "tests" / "fixtures" / "children" / "faulty_child.py"
+from tests.support.daemon import Daemon
+from tests.support.paths import FAULTY
 
 pytestmark = pytest.mark.e2e
-DAEMON = (sys.executable, "-m", "kcl_daemon")
 
 
 def wait_for(check: Callable[[], bool], limit_s: float, what: str) -> None:
@@ -44,29 +42,21 @@ def child_pids(state: Path) -> list[int]:
     return [int(p) for p in path.read_text().split()] if path.exists() else []
 
 
-def start_daemon(tmp_path: Path, command: str, properties: str, *args: str) -> subprocess.Popen[str]:
+def start_daemon(tmp_path: Path, command: str, properties: str, *args: str) -> Daemon:
     props = tmp_path / "app.properties"
     props.write_text(properties, encoding="utf-8")
-    return subprocess.Popen(
-        [sys.executable, "-m", "kcl_daemon", command, "--properties", str(props), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-    )
+    return Daemon(command, *args, properties=props, log=tmp_path / "daemon.log", cwd=tmp_path)
 
 
-def finish(daemon: subprocess.Popen[str], limit_s: float) -> tuple[int, str]:
-    try:
-        _out, err = daemon.communicate(timeout=limit_s)
-    except subprocess.TimeoutExpired:
-        daemon.kill()
-        _out, err = daemon.communicate()
-        pytest.fail(f"the daemon did not exit within {limit_s}s; stderr: {err[-3000:]}")
-    return daemon.returncode, err
+def finish(daemon: Daemon, limit_s: float) -> tuple[int, str]:
+    """The exit status and the log (stdout and stderr) of a daemon that must exit within ``limit_s``."""
+    code = daemon.wait(limit_s)
+    if code is None:
+        pytest.fail(f"the daemon did not exit within {limit_s}s; log: {daemon.text()[-3000:]}")
+    return code, daemon.text()
 
 
-def hanging_replay(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+def hanging_replay(tmp_path: Path) -> tuple[Daemon, Path]:
     state = tmp_path / "state"
     state.mkdir()
     records = tmp_path / "records.jsonl"
@@ -91,11 +81,11 @@ def hanging_replay(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_replay_second_signal_stops_at_once_and_no_child_outlives_it(tmp_path: Path, sig: int) -> None:
     daemon, state = hanging_replay(tmp_path)
-    daemon.send_signal(sig)
+    daemon.send(sig)
     time.sleep(1.0)
-    assert daemon.poll() is None, "the first signal waits for the child to answer"
+    assert daemon.exit_status is None, "the first signal waits for the child to answer"
     sent = time.monotonic()
-    daemon.send_signal(sig)
+    daemon.send(sig)
     code, err = finish(daemon, 15)
     took = time.monotonic() - sent
     assert code == 130, err[-3000:]
@@ -106,7 +96,7 @@ def test_replay_second_signal_stops_at_once_and_no_child_outlives_it(tmp_path: P
     assert pids and not any(alive(pid) for pid in pids)
 
 
-def local_run(tmp_path: Path, fault: str) -> tuple[subprocess.Popen[str], Path, Path]:
+def local_run(tmp_path: Path, fault: str) -> tuple[Daemon, Path, Path]:
     state = tmp_path / "state"
     state.mkdir()
     log = tmp_path / "daemon.log"
@@ -117,40 +107,27 @@ def local_run(tmp_path: Path, fault: str) -> tuple[subprocess.Popen[str], Path, 
         "initialPositionInStream = TRIM_HORIZON\nidleTimeBetweenReadsInMillis = 250\n",
         encoding="utf-8",
     )
-    with log.open("wb") as out:
-        daemon = subprocess.Popen(
-            [*DAEMON, "run", "--local", "--status-interval", "1", "--properties", str(props)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            cwd=tmp_path,
-        )
+    daemon = Daemon("run", "--local", "--status-interval", "1", properties=props, log=log, cwd=tmp_path)
     return daemon, state, log
 
 
-def stop_and_wait(daemon: subprocess.Popen[str], limit_s: float) -> int:
-    try:
-        return daemon.wait(timeout=limit_s)
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
-            daemon.wait()
+def stop_and_wait(daemon: Daemon, limit_s: float) -> int | None:
+    """The exit status, or None if it did not exit within ``limit_s`` (it is killed then)."""
+    return daemon.wait(limit_s)
 
 
 def test_run_second_signal_kills_stuck_children_and_exits_130(tmp_path: Path) -> None:
     daemon, state, log = local_run(tmp_path, "hang-any")
     try:
         wait_for(lambda: (state / "faults.count").exists(), 60, "a child hanging on its first batch")
-        daemon.send_signal(signal.SIGTERM)
+        daemon.send(signal.SIGTERM)
         time.sleep(1.0)
-        assert daemon.poll() is None, "the first signal waits for the children (shutdown grace)"
+        assert daemon.exit_status is None, "the first signal waits for the children (shutdown grace)"
         sent = time.monotonic()
-        daemon.send_signal(signal.SIGTERM)
+        daemon.send(signal.SIGTERM)
         code = stop_and_wait(daemon, 15)
     finally:
-        if daemon.poll() is None:
-            daemon.kill()
+        daemon.kill()
     text = log.read_text(errors="replace")
     assert code == 130, text[-3000:]
     assert time.monotonic() - sent < 6, "a second signal stops within a few seconds"
@@ -162,7 +139,7 @@ def test_run_second_signal_kills_stuck_children_and_exits_130(tmp_path: Path) ->
 def test_run_sighup_stops_gracefully_like_sigterm(tmp_path: Path) -> None:
     daemon, state, log = local_run(tmp_path, "none")
     wait_for(lambda: (state / "delivered.log").exists(), 60, "records delivered")
-    daemon.send_signal(signal.SIGHUP)
+    daemon.send(signal.SIGHUP)
     code = stop_and_wait(daemon, 30)
     text = log.read_text(errors="replace")
     assert code == 0, text[-3000:]
@@ -183,18 +160,12 @@ def test_a_signal_during_start_up_stops_promptly_even_with_a_hanging_endpoint(tm
             f"kinesisEndpoint = {endpoint}\ndynamoDBEndpoint = {endpoint}\n",
             encoding="utf-8",
         )
-        env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
-        daemon = subprocess.Popen(
-            [sys.executable, "-m", "kcl_daemon", "run", "--properties", str(props)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
+        env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+        daemon = Daemon("run", properties=props, log=tmp_path / "daemon.log", env=env)
         time.sleep(2.5)  # importing, then blocked on the lease table's DescribeTable
-        assert daemon.poll() is None
+        assert daemon.exit_status is None
         sent = time.monotonic()
-        daemon.send_signal(signal.SIGTERM)
+        daemon.send(signal.SIGTERM)
         code, err = finish(daemon, 20)
     took = time.monotonic() - sent
     assert code == 0, err[-3000:]

@@ -8,7 +8,6 @@ checkpoint handler answers with the transcript's replies.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -21,9 +20,10 @@ from kcl_protocol import (
     decode_child_line,
     decode_daemon_line,
 )
-from tests.protocol.transcripts import TRANSCRIPT_DIR, Transcript, all_transcripts
+from tests.support.paths import CHILDREN
+from tests.support.transcripts import TRANSCRIPT_DIR, Transcript, all_transcripts
 
-CHILD = Path(__file__).resolve().parents[1] / "fixtures" / "children" / "transcript_child.py"
+CHILD = CHILDREN / "transcript_child.py"
 
 
 def _encode(message: dict[str, object]) -> bytes:

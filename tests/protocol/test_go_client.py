@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, require_tool
-from .transcripts import Transcript, client_transcripts, large_batch, replay
+from tests.support.paths import REPO
+from tests.support.requirements import require_tool
+from tests.support.transcripts import Transcript, client_transcripts, large_batch, replay
 
 pytestmark = pytest.mark.clients
 

@@ -12,11 +12,12 @@ import subprocess
 
 import pytest
 
-from .conftest import NODE_MODULES, REPO, require_path, require_tool
-from .transcripts import Transcript, client_transcripts, large_batch, replay
+from tests.support.paths import FIXTURES, NODE_MODULES, REPO
+from tests.support.requirements import require_path, require_tool
+from tests.support.transcripts import Transcript, client_transcripts, large_batch, replay
 
 CONFORMANCE = REPO / "clients" / "node" / "conformance.js"
-AWSKCL_CONFORMANCE = REPO / "tests" / "fixtures" / "awskcl_conformance.js"
+AWSKCL_CONFORMANCE = FIXTURES / "awskcl_conformance.js"
 TRANSCRIPTS = client_transcripts()
 
 # What the real aws-kcl 2.3.2 cannot do, by transcript name.

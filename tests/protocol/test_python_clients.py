@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, require_path
-from .transcripts import Transcript, client_transcripts, large_batch, replay
+from tests.support.paths import FIXTURES, REPO
+from tests.support.requirements import require_path
+from tests.support.transcripts import Transcript, client_transcripts, large_batch, replay
 
 pytestmark = pytest.mark.clients
 
 TRANSCRIPTS = {t.name: t for t in client_transcripts()}
-FIXTURES = REPO / "tests" / "fixtures"
 
 PROCESSORS: dict[str, list[str]] = {
     "kcl_client": [sys.executable, str(REPO / "clients" / "python" / "conformance.py")],

@@ -14,14 +14,15 @@ import base64
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import REPO, require_tool
-from .transcripts import Transcript, client_transcripts, large_batch, replay
+from tests.support.daemon import run_cli
+from tests.support.paths import REPO
+from tests.support.requirements import require_tool
+from tests.support.transcripts import Transcript, client_transcripts, large_batch, replay
 
 CLIENT = REPO / "clients" / "shell" / "kcl.sh"
 CONFORMANCE = REPO / "clients" / "shell" / "conformance.sh"
@@ -421,22 +422,12 @@ def test_sample_processor_logs_metadata_and_checkpoints(tmp_path: Path) -> None:
 @pytest.mark.e2e
 def test_sample_under_kcl_daemon_replay() -> None:
     bash()
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kcl_daemon",
-            "replay",
-            "--properties",
-            "app.properties",
-            "--records",
-            str(REPO / "samples" / "records.jsonl"),
-        ],
-        capture_output=True,
-        text=True,
+    result = run_cli(
+        "replay",
+        *("--records", str(REPO / "samples" / "records.jsonl")),
+        properties="app.properties",
         cwd=SAMPLE_DIR,
-        timeout=120,
-        check=False,
+        timeout_s=120,
     )
     # Exit 0: every shard ended cleanly at SHARD_END, so the sample checkpointed at shard end.
     assert result.returncode == 0, result.stdout + result.stderr

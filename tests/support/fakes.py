@@ -20,7 +20,11 @@ class FakeStore:
         self.failing = False
 
     def _check(
-        self, key: str, require_absent: bool = False, require_equal: Mapping[str, Any] | None = None
+        self,
+        key: str,
+        require_absent: bool = False,
+        require_equal: Mapping[str, Any] | None = None,
+        require_missing: tuple[str, ...] = (),
     ) -> None:
         if self.failing:
             raise TransientNetwork("connection reset")
@@ -30,6 +34,8 @@ class FakeStore:
                 raise LeaseConflict("exists")
             return
         if item is None or any(item.get(k) != v for k, v in (require_equal or {}).items()):
+            raise LeaseConflict("condition failed")
+        if any(name in item for name in require_missing):
             raise LeaseConflict("condition failed")
 
     def get(self, key: str) -> dict[str, Any] | None:
@@ -45,9 +51,10 @@ class FakeStore:
         *,
         require_absent: bool = False,
         require_equal: Mapping[str, Any] | None = None,
+        require_missing: tuple[str, ...] = (),
         entity_type: str | None = None,
     ) -> None:
-        self._check(key, require_absent, require_equal)
+        self._check(key, require_absent, require_equal, require_missing)
         self.items[key] = dict(attributes)
 
     def update(self, key: str, sets: Mapping[str, Any], *, require_equal: Mapping[str, Any]) -> None:

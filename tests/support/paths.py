@@ -17,6 +17,6 @@ CHILDREN: Final = FIXTURES / "children"
 #: every record it is given into one JSON-lines file ($KCL_TEST_RECORDS), see tests.support.recorder
 RECORDER: Final = CHILDREN / "recording_processor.py"
 #: fails, hangs or crashes on demand (its first argument), see its header
-FAULTY_CHILD: Final = CHILDREN / "faulty_child.py"
+FAULTY: Final = CHILDREN / "faulty_child.py"
 #: a lease table as Java KCL 2.x wrote it (items of ``aws dynamodb scan``)
 JAVA_KCL2_TABLE: Final = FIXTURES / "java_kcl2_lease_table.json"

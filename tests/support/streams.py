@@ -6,7 +6,20 @@ import time
 import uuid
 from typing import Any
 
+import boto3  # noqa: TID251 - a plain client, one attempt: what the test sees is what the service did
+from botocore.config import Config  # noqa: TID251
+
 from kcl_daemon.aws.clients import AwsClients
+from tests.support.emulators import REGION
+
+
+def kinesis_client(endpoint: str, read_timeout_s: float = 30) -> Any:
+    """A plain boto3 Kinesis client for ``endpoint`` that never retries."""
+    return boto3.session.Session(region_name=REGION).client(
+        "kinesis",
+        endpoint_url=endpoint,
+        config=Config(retries={"total_max_attempts": 1}, read_timeout=read_timeout_s),
+    )
 
 
 def wait_active(kinesis: Any, name: str, timeout_s: float = 10.0) -> None:

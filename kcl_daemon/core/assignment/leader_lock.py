@@ -8,7 +8,9 @@ mixed fleet has exactly one leader:
 * a missing lock is taken with ``attribute_not_exists``; a released one with ``isReleased = "1"``;
 * expiry is *observational*: a lock may be stolen only after this process has seen the **same**
   ``recordVersionNumber`` for longer than the item's own ``leaseDuration`` (no clocks are compared across
-  hosts), and the steal is conditional on that ``recordVersionNumber``;
+  hosts), and the steal is conditional on that ``recordVersionNumber``. Such a lock is *always* taken
+  over, whoever wrote it (our own worker id from an earlier run included) and whatever else is wrong
+  with it (contract §9.4: Java fleets have stalled for good on a dead leader's lock);
 * the holder heartbeats (new ``recordVersionNumber``) conditionally on the one it wrote and its name.
 
 A holder whose heartbeats fail stops considering itself leader once the lock could be stolen by others:
@@ -40,30 +42,43 @@ class LockItemError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class LockItem:
-    owner: str
-    record_version: str
+    owner: str | None
+    #: None when the item has none (a malformed lock: taken over conditionally on its absence)
+    record_version: str | None
     duration_s: float
     released: bool = False
+    #: what is wrong with the item, if anything (it is still judged, with Java's 120 s when needed)
+    problem: str | None = None
 
 
 def parse_lock(item: Mapping[str, object] | None) -> LockItem | None:
-    """The lock from its plain item; None when absent. Raises :class:`LockItemError` if malformed."""
+    """The lock from its plain item; None when absent.
+
+    A malformed item is still a lock, so it can never stall the fleet: a missing owner or record
+    version is kept as None and an unreadable ``leaseDuration`` falls back to Java's 120 s, with the
+    problem named in :attr:`LockItem.problem`. Like any other lock it is taken over once it has not
+    changed for that duration (contract §9.4)."""
     if item is None:
         return None
+    problems = []
     owner = item.get(OWNER_NAME)
-    rvn = item.get(RECORD_VERSION)
     if not isinstance(owner, str) or not owner:
-        raise LockItemError(f"Leader item: {OWNER_NAME} is missing or not a string: {owner!r}")
+        problems.append(f"{OWNER_NAME} is missing or not a string ({owner!r})")
+        owner = None
+    rvn = item.get(RECORD_VERSION)
     if not isinstance(rvn, str) or not rvn:
-        raise LockItemError(f"Leader item: {RECORD_VERSION} is missing or not a string: {rvn!r}")
+        problems.append(f"{RECORD_VERSION} is missing or not a string ({rvn!r})")
+        rvn = None
     raw = item.get(LEASE_DURATION)
     try:
         duration_s = float(str(raw)) / 1000.0
     except ValueError:
-        raise LockItemError(f"Leader item: {LEASE_DURATION} is not a number of ms: {raw!r}") from None
-    if duration_s <= 0:
-        raise LockItemError(f"Leader item: {LEASE_DURATION} must be positive, not {raw!r}")
-    return LockItem(owner, rvn, duration_s, str(item.get(IS_RELEASED, "")) == "1")
+        duration_s = 0.0
+    if not duration_s > 0 or duration_s != duration_s:  # not a positive number (NaN included)
+        problems.append(f"{LEASE_DURATION} is not a positive number of ms ({raw!r}); Java's 120 s assumed")
+        duration_s = JAVA_LEASE_DURATION_S
+    problem = f"Leader item: {'; '.join(problems)}" if problems else None
+    return LockItem(owner, rvn, duration_s, str(item.get(IS_RELEASED, "")) == "1", problem)
 
 
 def lock_attributes(owner: str, record_version: str, duration_s: float) -> dict[str, str]:
@@ -75,16 +90,21 @@ def lock_attributes(owner: str, record_version: str, duration_s: float) -> dict[
     }
 
 
+#: what an observation records for a lock item without a record version (never a UUID)
+NO_VERSION: Final = "<no recordVersionNumber>"
+
+
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """The record version this process last saw on the lock, and since when (monotonic seconds)."""
+    """The record version this process last saw on the lock (None: no lock), and since when
+    (monotonic seconds)."""
 
     record_version: str | None
     since: float
 
 
 def observe(previous: Observation | None, lock: LockItem | None, now: float) -> Observation:
-    rvn = None if lock is None else lock.record_version
+    rvn = None if lock is None else (lock.record_version or NO_VERSION)
     if previous is not None and previous.record_version == rvn:
         return previous
     return Observation(rvn, now)
@@ -110,7 +130,7 @@ class Action(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Plan:
     action: Action
-    # STEAL: the record version the put is conditional on.
+    # STEAL: the record version the put is conditional on (None: conditional on there being none).
     expected_version: str | None = None
     reason: str = ""
 
@@ -140,6 +160,7 @@ def plan(lock: LockItem | None, seen: Observation, me: str, held: Held | None, n
         return Plan(
             Action.STEAL,
             expected_version=lock.record_version,
-            reason=f"{lock.owner}'s lock unchanged for {age:.1f}s > {lock.duration_s:.1f}s",
+            reason=f"{lock.owner or 'an unnamed owner'}'s lock unchanged for {age:.1f}s "
+            f"> {lock.duration_s:.1f}s",
         )
     return Plan(Action.WAIT, reason=f"held by {lock.owner} (unchanged for {age:.1f}s)")

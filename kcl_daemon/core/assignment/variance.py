@@ -40,6 +40,13 @@ Differences that the interface forces, each deliberate:
 
 Randomness (the donor's lease order) comes from ``random.Random`` seeded with the decider's ``seed`` and
 the run number kept in :class:`DeciderState`, so a run is reproducible.
+
+``fixed_width_threshold`` is the opt-in of KCL #1814 (open, not in a release): the threshold becomes a
+band of ``reBalanceThresholdPercentage`` points centred on the average (``avg ± t/2``) instead of
+``avg x (1 ± t/100)``, which at low CPU is narrower than normal jitter; zero-throughput leases are never
+picked to move; and a balancing run whose expected effect on the metric is under 1 point moves nothing
+(the effect is read as the throughput to move extrapolated onto the metric, ``tp x avg / target tp``;
+contract §5.2).
 """
 
 from __future__ import annotations
@@ -234,9 +241,19 @@ def _assign_expired_or_unassigned(run: _Run) -> None:
         run.assign(lease.lease_key, worker, expired_phase=True)
 
 
-def _donors(run: _Run, name: str, average: float) -> list[_Worker]:
-    threshold = run.config.rebalance_threshold_percent / 100
-    upper, lower = average * (1 + threshold), average * (1 - threshold)
+#: KCL #1814: a balancing run expected to change the metric by less than this many points moves nothing
+MIN_EXPECTED_IMPACT_POINTS: Final = 1.0
+
+
+def _band(run: _Run, average: float, fixed_width: bool) -> tuple[float, float]:
+    t = run.config.rebalance_threshold_percent
+    if fixed_width:
+        return average + t / 2, average - t / 2
+    return average * (1 + t / 100), average * (1 - t / 100)
+
+
+def _donors(run: _Run, name: str, average: float, fixed_width: bool = False) -> list[_Worker]:
+    upper, lower = _band(run, average, fixed_width)
     triggered = False
     donors: list[_Worker] = []
     most_loaded: _Worker | None = None
@@ -256,9 +273,16 @@ def _donors(run: _Run, name: str, average: float) -> list[_Worker]:
     return donors if triggered else []
 
 
-def _leases_to_take(run: _Run, worker_id: str, amount: float, rng: random.Random) -> list[str]:
-    # A finished (SHARD_END) lease counts in the donor's totals but is never moved.
-    existing = sorted(key for key in run.held.get(worker_id, ()) if not run.leases[key].finished)
+def _leases_to_take(
+    run: _Run, worker_id: str, amount: float, rng: random.Random, fixed_width: bool = False
+) -> list[str]:
+    # A finished (SHARD_END) lease counts in the donor's totals but is never moved; with #1814 neither is a
+    # lease without throughput (moving it changes nothing).
+    existing = sorted(
+        key
+        for key in run.held.get(worker_id, ())
+        if not run.leases[key].finished and not (fixed_width and run.throughput[key] <= 0)
+    )
     if not existing:
         return []
     if run.assigned_tp.get(worker_id, 0.0) == 0:
@@ -277,14 +301,15 @@ def _leases_to_take(run: _Run, worker_id: str, amount: float, rng: random.Random
     return taken
 
 
-def _balance_variance(run: _Run, rng: random.Random) -> None:
+def _balance_variance(run: _Run, rng: random.Random, fixed_width: bool = False) -> None:
     to_take: dict[str, float] = {}
     max_take = -1.0
+    chosen = ""
     for name in sorted(run.averages):
         average = run.averages[name]
         this_metric: dict[str, float] = {}
         total = 0.0
-        for donor in _donors(run, name, average):
+        for donor in _donors(run, name, average, fixed_width):
             value = donor.metrics[name]
             fraction = (value - average) / value if value else 0.0
             amount = run.assigned_tp.get(donor.worker_id, 0.0) * fraction * run.config.dampening_percent / 100
@@ -293,8 +318,14 @@ def _balance_variance(run: _Run, rng: random.Random) -> None:
         if max_take < total:
             max_take = total
             to_take = this_metric
+            chosen = name
+    if fixed_width and to_take:
+        average = run.averages[chosen]
+        impact = max_take * average / run.target_tp if run.target_tp > 0 else 0.0
+        if impact < MIN_EXPECTED_IMPACT_POINTS:
+            return
     for donor_id, amount in sorted(to_take.items(), key=lambda item: (-item[1], item[0])):
-        for lease_key in _leases_to_take(run, donor_id, amount, rng):
+        for lease_key in _leases_to_take(run, donor_id, amount, rng, fixed_width):
             worker = run.pop()
             if worker is None:
                 continue
@@ -328,6 +359,8 @@ class VarianceDecider:
     balancing_frequency: int = DEFAULT_BALANCING_FREQUENCY
     seed: int = 0
     name: str = "variance"
+    #: KCL #1814's opt-in (see the module docstring)
+    fixed_width_threshold: bool = False
 
     def __post_init__(self) -> None:
         if self.balancing_frequency < 1:
@@ -346,6 +379,7 @@ class VarianceDecider:
         run = _load(leases, workers, config)
         _assign_expired_or_unassigned(run)
         if run_number % self.balancing_frequency == 0:
-            _balance_variance(run, random.Random(f"{self.seed}:{run_number}"))  # noqa: S311 - not security
+            rng = random.Random(f"{self.seed}:{run_number}")  # noqa: S311 - not security
+            _balance_variance(run, rng, self.fixed_width_threshold)
         next_state = DeciderState({**state.values, RUN_COUNTER: float(run_number + 1)})
         return Decision(_moves(run), next_state)

@@ -1,12 +1,19 @@
 """The ``WorkerMetricStats`` item (contract §3.9) and the leader's reading of it (contract §5.2, §5.4). Pure.
 
-Item: ``wid`` (worker id), ``lut`` (last update, epoch **seconds**), ``sts`` (metric short name -> the
-last N averaged samples; -1 = "capture failed in that interval"), ``opr`` (metric -> ``[maxUtilization]``).
-``C`` is CPU percent. A worker with empty maps is a "default metric" worker, balanced by throughput.
+Item: ``wid`` (worker id; ``leaseKey`` in a single-table lease table, with ``entityType`` =
+``WORKER_METRIC_STATS``), ``lut`` (last update, epoch **seconds**), ``sts`` (metric short name -> the
+last N averaged samples; -1 = "capture failed in that interval"), ``opr`` (metric -> ``[maxUtilization]``),
+and from KCL 3.5 ``sup`` (support code, 1 = supports the table migration) with ``slu`` (when ``sup`` was
+last refreshed, epoch seconds). ``C`` is CPU percent. A worker with empty maps is a "default metric"
+worker, balanced by throughput.
 
 The leader ignores an entry without ``lut``, or whose metrics lack a non-zero operating range; it
 treats an entry older than 2 x the reporter period as a dead worker; a worker whose latest sample of any
 metric is -1 gets no new leases. The value of a metric is the EMA (alpha 0.5) of its samples, -1s skipped.
+
+:func:`java_workers_without_cpu` finds live workers that are not kcl-daemons (no kcl-daemon extra
+attribute) and report no CPU: a Java worker outside EC2/ECS/EKS. A Java leader balances such workers and
+CPU-reporting ones as two separate groups, so a kcl-daemon worker that sees them reports no CPU either.
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ WORKER_ID: Final = "wid"
 LAST_UPDATE: Final = "lut"
 STATS: Final = "sts"
 OPERATING_RANGE: Final = "opr"
+SUPPORT_CODE: Final = "sup"
+SUPPORT_UPDATED: Final = "slu"
+ENTITY_TYPE: Final = "WORKER_METRIC_STATS"
 CPU: Final = "C"
 FAILED_SAMPLE: Final = -1.0
 DEFAULT_EMA_ALPHA: Final = 0.5
@@ -38,6 +48,9 @@ class WorkerMetricStats:
     operating_range: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     #: kcl-daemon's extra attribute (zone, capacity, restart grace; core.zones), None for Java workers
     extra: Mapping[str, object] | None = None
+    #: KCL 3.5: ``sup`` and ``slu`` (None when the writer predates 3.5)
+    support_code: int | None = None
+    support_updated_s: float | None = None
 
     @property
     def is_default_metric(self) -> bool:
@@ -89,6 +102,9 @@ def to_item(stats: WorkerMetricStats) -> dict[str, object]:
     }
     if stats.extra is not None:
         item[EXTRA_ATTRIBUTE] = dict(stats.extra)
+    if stats.support_code is not None:
+        item[SUPPORT_CODE] = stats.support_code
+        item[SUPPORT_UPDATED] = int(stats.support_updated_s or stats.last_update_s or 0)
     return item
 
 
@@ -115,15 +131,34 @@ def from_item(item: Mapping[str, object], key_name: str = WORKER_ID) -> WorkerMe
     if lut is not None and not isinstance(lut, int | float):
         raise WorkerMetricsItemError(f"worker metrics of {worker}: {LAST_UPDATE} is not a number")
     extra = item.get(EXTRA_ATTRIBUTE)
+    sup, slu = item.get(SUPPORT_CODE), item.get(SUPPORT_UPDATED)
     return WorkerMetricStats(
         worker,
         None if lut is None else float(lut),
         _series(worker, STATS, item.get(STATS)),
         _series(worker, OPERATING_RANGE, item.get(OPERATING_RANGE)),
         extra if isinstance(extra, Mapping) else None,
+        int(sup) if isinstance(sup, int | float) else None,
+        float(slu) if isinstance(slu, int | float) else None,
     )
 
 
 def assignable(stats: WorkerMetricStats, now_s: float, reporter_period_s: float) -> bool:
     """May the leader give this worker leases? (valid, alive, latest sample not failed)"""
     return stats.is_valid() and not stats.is_dead(now_s, reporter_period_s) and not stats.latest_failed()
+
+
+def java_workers_without_cpu(
+    entries: Sequence[WorkerMetricStats], now_s: float, reporter_period_s: float
+) -> tuple[str, ...]:
+    """Live workers that are not kcl-daemons and publish no CPU (empty maps: Java outside EC2/ECS/EKS)."""
+    return tuple(
+        sorted(
+            stats.worker_id
+            for stats in entries
+            if stats.extra is None
+            and stats.is_valid()
+            and not stats.is_dead(now_s, reporter_period_s)
+            and CPU not in stats.stats
+        )
+    )

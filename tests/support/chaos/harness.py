@@ -1,6 +1,6 @@
 """A chaos run of several kcl-daemon processes: reshards, a SIGKILL and a DynamoDB fault window.
 
-Shared by the CI chaos test (``tests/integration/test_chaos.py``, short) and ``bench/chaos.py`` (longer, any
+Shared by the CI chaos test (``tests/e2e/test_chaos.py``, short) and ``bench/chaos.py`` (longer, any
 seed). Everything random (event times, victims, shards, fault decisions, partition keys) comes from the
 seed. The daemons run the recording processor (every record into one JSON-lines file); their DynamoDB
 traffic goes through the fault-injecting proxy, their Kinesis traffic straight to the emulator.
@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
 import re
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -31,9 +29,11 @@ from typing import Any
 
 from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients
 from tests.support.chaos.classify import ALLOWED_REASONS, classify, describe, parse_takes
+from tests.support.daemon import Daemon
 from tests.support.emulators import REGION
 from tests.support.fault_proxy import Fault, FaultProxy, Phase, rule
 from tests.support.paths import RECORDER
+from tests.support.streams import wait_for_stream
 
 
 @dataclass(frozen=True)
@@ -91,22 +91,6 @@ class ChaosReport:
         ]
 
 
-class _Daemon:
-    def __init__(self, name: str, properties: Path, records: Path, log: Path) -> None:
-        self.name = name
-        self.log = log
-        env = {**os.environ, "KCL_TEST_RECORDS": str(records), "KCL_TEST_WORKER": name}
-        with log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "kcl_daemon", "run", "--properties", str(properties)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                cwd=properties.parent,
-            )
-
-
 class _Producer(threading.Thread):
     """PutRecords at a steady rate; remembers every record the stream accepted."""
 
@@ -141,17 +125,6 @@ class _Producer(threading.Thread):
             self.error = exc
 
 
-def _wait_active(clients: AwsClients, stream: str, limit_s: float = 30.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while True:
-        summary = clients.kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
-        if summary["StreamStatus"] == "ACTIVE":
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"stream {stream} not ACTIVE within {limit_s}s")
-        time.sleep(0.05)
-
-
 def _open_shards(clients: AwsClients, stream: str) -> list[dict[str, Any]]:
     shards = clients.kinesis.list_shards(StreamName=stream)["Shards"]
     open_ = [s for s in shards if "EndingSequenceNumber" not in s["SequenceNumberRange"]]
@@ -164,7 +137,7 @@ def _split(clients: AwsClients, stream: str, rng: random.Random) -> str:
     clients.kinesis.split_shard(
         StreamName=stream, ShardToSplit=shard["ShardId"], NewStartingHashKey=str((lo + hi) // 2)
     )
-    _wait_active(clients, stream)
+    wait_for_stream(clients, stream, timeout_s=30.0)
     return f"split {shard['ShardId']}"
 
 
@@ -179,7 +152,7 @@ def _merge(clients: AwsClients, stream: str, rng: random.Random) -> str:
     clients.kinesis.merge_shards(
         StreamName=stream, ShardToMerge=a["ShardId"], AdjacentShardToMerge=b["ShardId"]
     )
-    _wait_active(clients, stream)
+    wait_for_stream(clients, stream, timeout_s=30.0)
     return f"merge {a['ShardId']}+{b['ShardId']}"
 
 
@@ -244,8 +217,8 @@ def run_chaos(
     table = f"chaos-{uuid.uuid4().hex[:8]}"
     records = workdir / "records.jsonl"
     clients.kinesis.create_stream(StreamName=stream, ShardCount=config.shards)
-    _wait_active(clients, stream)
-    daemons: dict[str, _Daemon] = {}
+    wait_for_stream(clients, stream, timeout_s=30.0)
+    daemons: dict[str, Daemon] = {}
     killed = report.killed
     with FaultProxy(dynamodb_endpoint, seed=config.seed) as proxy:
 
@@ -253,7 +226,14 @@ def run_chaos(
             props = _properties(
                 workdir / f"{name}.properties", name, table, stream, kinesis_endpoint, proxy.endpoint, config
             )
-            daemons[name] = _Daemon(name, props, records, workdir / f"{name}.log")
+            daemons[name] = Daemon(
+                "run",
+                properties=props,
+                log=workdir / f"{name}.log",
+                name=name,
+                env={"KCL_TEST_RECORDS": str(records), "KCL_TEST_WORKER": name},
+                cwd=props.parent,
+            )
 
         try:
             for i in range(config.daemons):
@@ -299,7 +279,7 @@ def run_chaos(
                         faults_off_at = now + config.fault_window_s
                         report.events.append(f"{now:.1f}s faults on for {config.fault_window_s:.0f}s")
                     elif what == "kill":
-                        live = sorted(n for n, d in daemons.items() if d.process.poll() is None)
+                        live = sorted(n for n, d in daemons.items() if d.exit_status is None)
                         leases: dict[str, set[str]] = defaultdict(set)
                         for item in clients.dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]:
                             if item.get("checkpoint", {}).get("S") != "SHARD_END":
@@ -307,7 +287,7 @@ def run_chaos(
                         # a victim without leases would measure no takeover: pick among those with some
                         victim = rng.choice([n for n in live if leases[n]] or live)
                         owned = leases[victim]
-                        daemons[victim].process.send_signal(signal.SIGKILL)
+                        daemons[victim].send(signal.SIGKILL)
                         kill_times[victim] = time.time()
                         victims_leases[victim] = owned
                         killed.add(victim)
@@ -330,14 +310,9 @@ def run_chaos(
         finally:
             proxy.clear()
             for daemon in daemons.values():
-                if daemon.process.poll() is None:
-                    daemon.process.send_signal(signal.SIGTERM)
+                daemon.send(signal.SIGTERM)
             for name, daemon in daemons.items():
-                try:
-                    report.exit_codes[name] = daemon.process.wait(timeout=40)
-                except subprocess.TimeoutExpired:
-                    daemon.process.kill()
-                    report.exit_codes[name] = None
+                report.exit_codes[name] = daemon.wait(40)  # None: killed after 40 s
             report.faults = Counter()
             for (_, fault, phase), n in proxy.injected.items():
                 report.faults[f"{fault}/{phase}" if fault != "latency" else fault] += n

@@ -1,0 +1,87 @@
+"""Leader election shell over an in-memory lock table: one leader, stealing a stale lock, stepping down."""
+
+from __future__ import annotations
+
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from kcl_daemon.leader.election import LeaderElection
+from tests.support.clocks import FakeClock
+from tests.support.fakes import FakeStore
+
+POOL = ThreadPoolExecutor(1)
+
+
+def _election(store: FakeStore, worker: str, clock: FakeClock) -> LeaderElection:
+    versions = (f"{worker}-{n}" for n in itertools.count())
+    return LeaderElection(store, worker, clock, POOL, duration_s=10.0, new_version=lambda: next(versions))
+
+
+async def test_one_leader_and_a_stale_lock_is_stolen_after_its_duration() -> None:
+    store, clock = FakeStore(), FakeClock()
+    a, b = _election(store, "a", clock), _election(store, "b", clock)
+    assert await a.check_once()
+    assert not await b.check_once()
+    assert store.items["Leader"]["leaseDuration"] == "10000"
+    for _ in range(8):  # a heartbeats every 2.5 s: b never sees a stale lock
+        clock.now += 2.5
+        assert await a.check_once()
+        assert not await b.check_once()
+    # a dies; b steals once it has seen the same record version for > 10 s
+    first_seen = clock.now
+    while not await b.check_once():
+        clock.now += 1.0
+        assert clock.now - first_seen <= 11.0
+    assert store.items["Leader"]["ownerName"] == "b"
+    assert not a.is_leader() or not await a.check_once()  # a's heartbeat fails its condition
+
+
+async def test_a_leader_that_cannot_write_steps_down_before_the_lock_can_be_stolen() -> None:
+    store, clock = FakeStore(), FakeClock()
+    a = _election(store, "a", clock)
+    changes: list[bool] = []
+    a.on_change.append(changes.append)
+    assert await a.check_once()
+    store.failing = True
+    clock.now += 2.5
+    assert await a.check_once()  # one failed heartbeat: still leader for now
+    clock.now += 6.5  # 9 s since the last successful heartbeat: within 1 s of being stealable
+    assert not a.is_leader()
+    assert changes == [True, False]
+
+
+async def test_release_deletes_our_lock_and_a_java_lock_gets_its_own_duration() -> None:
+    store, clock = FakeStore(), FakeClock()
+    a = _election(store, "a", clock)
+    assert await a.check_once()
+    await a.release("shutdown")
+    assert "Leader" not in store.items
+    store.items["Leader"] = {"ownerName": "java", "recordVersionNumber": "j1", "leaseDuration": "120000"}
+    assert not await a.check_once()
+    clock.now += 60
+    assert not await a.check_once()
+    clock.now += 61
+    assert await a.check_once()
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"ownerName": "x"},
+        {"ownerName": "x", "recordVersionNumber": "r", "leaseDuration": "?"},
+        {"recordVersionNumber": "r", "leaseDuration": "120000", "entityType": "LEADER"},
+    ],
+)
+async def test_a_malformed_lock_is_taken_over_once_unchanged_for_javas_duration(item: dict[str, Any]) -> None:
+    store, clock = FakeStore(), FakeClock()
+    store.items["Leader"] = item
+    a = _election(store, "a", clock)
+    assert not await a.check_once()
+    clock.now += 119.0
+    assert not await a.check_once()
+    clock.now += 2.0
+    assert await a.check_once()  # conditional on the record version it saw (or on there being none)
+    assert store.items["Leader"]["ownerName"] == "a"

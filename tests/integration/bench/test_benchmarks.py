@@ -1,0 +1,71 @@
+"""Smoke test for the benchmarks under bench/: each runs at a tiny size, exits 0 and prints its figures.
+
+No timing is asserted: the figures are for people (bench/README.md), and machines are noisy.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.paths import REPO
+
+pytestmark = pytest.mark.integration
+
+BENCH = REPO / "bench"
+
+
+def run_bench(script: str, *args: str) -> str:
+    pytest.importorskip("moto.server", reason="the benchmarks need the local extra (moto)")
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_read_throughput_prints_both_figures_and_the_ratio() -> None:
+    out = run_bench(
+        "read_throughput.py", "--records", "200", "--shards", "2", "--runs", "1", "--deep-records", "0"
+    )
+    assert "200 records in 2 shard(s)" in out
+    assert "baseline (raw boto3" in out and "kcl-daemon, start to all delivered" in out
+    assert "ratio daemon/baseline" in out and "records/s" in out
+
+
+def test_first_record_prints_in_process_and_cli_times() -> None:
+    out = run_bench("first_record.py", "--records", "200", "--shards", "2", "--runs", "1", "--cli-runs", "1")
+    assert "baseline (child's first reply + raw read)" in out
+    assert "kcl-daemon in-process" in out and "ratio daemon/baseline" in out
+    assert "kcl-daemon run --local" in out and "ms" in out
+
+
+def test_metrics_overhead_prints_on_off_and_the_ratio() -> None:
+    out = run_bench("metrics_overhead.py", "--batches", "20", "--records", "50", "--runs", "1")
+    assert "metrics off (baseline)" in out and "metrics on" in out and "ratio on/off" in out
+
+
+def test_vs_java_without_java_prints_the_daemon_against_the_raw_loop() -> None:
+    out = run_bench("vs_java.py", "--no-java", "--scenario", "2:600:100", "--runs", "1")
+    assert "kcl-daemon against the raw GetRecords loop only" in out
+    assert "raw loop" in out and "kcl-daemon" in out and "CPU-s/10k" in out and "peak RSS MB" in out
+    assert "vs raw loop: records/s x" in out
+
+
+def test_profile_retrieval_prints_cpu_per_10k_and_the_profile() -> None:
+    out = run_bench("profile_retrieval.py", "--records", "400", "--shards", "2", "--top", "5")
+    assert "CPU-s per 10k" in out
+    assert "event loop thread, by tottime" in out and "GetRecords threads, by cumulative" in out
+
+
+def test_balance_prints_the_comparison_speed_cost_and_failover() -> None:
+    out = run_bench("balance.py", "--quick", "--runs", "1")
+    assert "scale-out" in out and "cooperative (grace 120 s)" in out
+    assert "unowned leases over" in out and "x variance" in out
+    assert "ratio" in out and "Failover of a crashed worker" in out
