@@ -209,12 +209,21 @@ class CapacityProxy:
                     request["ReturnConsumedCapacity"] = "TOTAL"
                     body = json.dumps(request).encode()
                     head = _with_length(head, len(body))
-                if upstream is None:
-                    upstream = await asyncio.open_connection(self._up_host, self._up_port)
-                up_reader, up_writer = upstream
-                up_writer.write(head + body)
-                await up_writer.drain()
-                response = await _read_message(up_reader)
+                response = None
+                for _ in range(2):  # dynalite closes an idle kept-alive connection: once more on a new one
+                    reused = upstream is not None
+                    if upstream is None:
+                        upstream = await asyncio.open_connection(self._up_host, self._up_port)
+                    try:
+                        upstream[1].write(head + body)
+                        await upstream[1].drain()
+                        response = await _read_message(upstream[0])
+                    except (ConnectionError, asyncio.IncompleteReadError):
+                        response = None
+                    if response is not None or not reused:
+                        break
+                    upstream[1].close()
+                    upstream = None
                 if response is None:
                     return
                 status = int(response[0].split(b" ", 2)[1])
