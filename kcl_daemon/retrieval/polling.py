@@ -130,6 +130,7 @@ class PollingRecordSource:
         self._shard: Shard | None = shard  # what ListShards last said; None = not listed any more
         self._position: _Position | None = None
         self._last_call_started: float | None = None
+        self._last_success_ended: float | None = None  # idle time counts from here, as in Java
         self._last_millis_behind: int | None = None
 
     @property
@@ -196,7 +197,11 @@ class PollingRecordSource:
         self._position = None
 
     async def _wait_turn(self, interval_s: float) -> None:
-        delay = seconds_until_next_read(self._clock.monotonic(), self._last_call_started, interval_s)
+        now = self._clock.monotonic()
+        delay = max(
+            seconds_until_next_read(now, self._last_call_started, MIN_IDLE_BETWEEN_READS_S),
+            seconds_until_next_read(now, self._last_success_ended, interval_s),
+        )
         if delay > 0:
             await self._clock.sleep(delay)
 
@@ -233,6 +238,7 @@ class PollingRecordSource:
         except Throttled:
             self.stats.throttled += 1
             raise
+        self._last_success_ended = self._clock.monotonic()
         verdict = await self._judge(result, position)
         if verdict.outcome is ReadOutcome.INVALID:
             self.stats.inconsistent_responses += 1
