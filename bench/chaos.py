@@ -1,27 +1,58 @@
 """Chaos benchmark: kcl-daemon processes under reshards, SIGKILLs and DynamoDB fault windows.
 
 Starts kinesalite and dynalite on 127.0.0.1 (from ``.cache/node``, as ``scripts/bootstrap.sh`` installs
-them), then for each ``--seed`` runs ``tests/support/chaos/harness.py``: several daemons with the
-recording processor, records produced at a steady rate, a split and a merge, SIGKILLs (each victim
-restarted 2 s later), DynamoDB fault windows through the fault-injecting proxy. Prints, per seed, the
-records produced, lost and duplicated (with the reason of every duplicate), the takeover times after each
-SIGKILL and the faults injected. The goal: 0 lost, and duplicates only from crashes and steals.
+them), then for each ``--seed`` x ``--mode`` (``leader``: KCL 3.x leader-based assignment; ``taker``: the
+2.x-compatible taker) x ``--host`` (``idle``; ``hog``: a busy loop on every core at the daemons'
+priority) runs ``tests/support/chaos/harness.py``: several daemons with the recording processor, records
+produced at a steady rate, a split and a merge, SIGKILLs (each victim restarted 2 s later), DynamoDB
+fault windows through the fault-injecting proxy, then a drain of ``--drain-s``. Prints, per run, the
+records produced, undelivered at the end of the drain and duplicated (with the reason of every
+duplicate), the leases a worker gave up while the table still named it, tracebacks, the takeover and
+resumption times after each SIGKILL and the faults injected; then one table of every run. The goal:
+0 undelivered, duplicates only from crashes and steals, 0 leases dropped while named, 0 tracebacks,
+resumption within failover + 3 s (a killed leader: plus the leader lock's duration).
 
-    .venv/bin/python bench/chaos.py --seed 1 --seed 2 --seed 3
+    .venv/bin/python bench/chaos.py --seed 1 --seed 2 --seed 3 --mode leader --mode taker \
+        --host idle --host hog
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
 
-from tests.support.chaos.harness import ChaosConfig, run_chaos
+from tests.support.chaos.harness import ChaosConfig, ChaosReport, run_chaos
 from tests.support.emulators import EmulatorUnavailable, running_emulators
+
+
+def table(reports: list[ChaosReport], failover_s: float) -> str:
+    """One Markdown row per run."""
+    rows = [
+        "| seed | mode | host | produced | undelivered after drain | duplicated | not from crash/steal "
+        "| dropped while named | tracebacks | resumption p50 / max (s) | leader kills | wall (s) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in reports:
+        resumed = f"{statistics.median(r.resumed_s):.1f} / {max(r.resumed_s):.1f}" if r.resumed_s else "n/a"
+        dup = sum(r.duplicates.values())
+        rows.append(
+            f"| {r.seed} | {r.mode} | {'hog' if r.hog else 'idle'} | {r.produced} | {len(r.lost)} | "
+            f"{dup} ({100 * dup / max(r.produced, 1):.1f} %) | {r.bad_duplicates} | "
+            f"{r.dropped_while_named} | {r.tracebacks} | {resumed} | {r.leader_killed} | {r.wall_s:.0f} |"
+        )
+    every = [t for r in reports for t in r.resumed_s]
+    if every:
+        rows.append(
+            f"\nresumption over every run: p50 {statistics.median(every):.1f} s, max {max(every):.1f} s "
+            f"(target failover + 3 = {failover_s + 3:.0f} s; a killed leader: plus the lock's duration)"
+        )
+    return "\n".join(rows)
 
 
 def main() -> int:
@@ -35,14 +66,24 @@ def main() -> int:
     parser.add_argument("--fault-windows", type=int, default=2)
     parser.add_argument("--fault-window-s", type=float, default=12.0)
     parser.add_argument("--failover-s", type=float, default=3.0)
+    parser.add_argument("--mode", choices=["leader", "taker"], action="append", help="default: both")
+    parser.add_argument("--host", choices=["idle", "hog"], action="append", help="default: idle")
+    parser.add_argument("--drain-s", type=float, default=60.0, help="time allowed to deliver the rest")
     parser.add_argument("--keep", action="store_true", help="keep the daemons' logs and records")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kcl-chaos-"))
     failures = 0
+    reports: list[ChaosReport] = []
     try:
         # kinesalite and dynalite with the preload that survives a SIGKILLed daemon's aborted requests
         with running_emulators(work) as backend:
-            for seed in args.seed or [1]:
+            runs = [
+                (seed, mode, host)
+                for seed in args.seed or [1]
+                for mode in args.mode or ["leader", "taker"]
+                for host in args.host or ["idle"]
+            ]
+            for seed, mode, host in runs:
                 config = ChaosConfig(
                     seed=seed,
                     shards=args.shards,
@@ -53,9 +94,11 @@ def main() -> int:
                     kills=args.kills,
                     fault_windows=args.fault_windows,
                     fault_window_s=args.fault_window_s,
-                    settle_limit_s=120.0,
+                    settle_limit_s=args.drain_s,
+                    lease_mode=mode,
+                    cpu_hog=host == "hog",
                 )
-                run_dir = work / f"seed-{seed}"
+                run_dir = work / f"seed-{seed}-{mode}-{host}"
                 run_dir.mkdir()
                 report = run_chaos(
                     config,
@@ -65,11 +108,18 @@ def main() -> int:
                     say=lambda line: print(f"  {line}"),
                 )
                 print("\n".join(report.lines()), flush=True)
-                failures += bool(report.lost) or report.bad_duplicates > 0
+                reports.append(report)
+                failures += (
+                    bool(report.lost)
+                    or report.bad_duplicates > 0
+                    or report.dropped_while_named > 0
+                    or report.tracebacks > 0
+                )
     except EmulatorUnavailable as exc:
         shutil.rmtree(work, ignore_errors=True)
         print(f"the emulators are needed: {exc}", file=sys.stderr)
         return 2
+    print(table(reports, args.failover_s))
     if args.keep:
         print(f"logs and records kept in {work}")
     else:

@@ -166,6 +166,16 @@ LEASE_IO: Final = RetryPolicy(
 STARTUP: Final = RetryPolicy(
     "startup", max_attempts=10, deadline_s=60.0, initial_backoff_s=0.2, max_backoff_s=5.0
 )
+# One attempt and no retry: for callers that repeat and reconcile on their own (the lease keeper).
+SINGLE_ATTEMPT: Final = RetryPolicy(
+    "single_attempt", max_attempts=1, deadline_s=60.0, initial_backoff_s=0.0, max_backoff_s=0.0
+)
+# Start-up reads and writes of single items (Migration3.0, where the coordinator state lives): as STARTUP,
+# a throttle or a timeout at start-up is waited out, never fatal at once. Its read timeout (botocore's
+# 5 s) is well inside the deadline, so one hung call leaves room for the next ones.
+STARTUP_ITEM: Final = RetryPolicy(
+    "startup_item", max_attempts=10, deadline_s=60.0, initial_backoff_s=0.2, max_backoff_s=5.0
+)
 # A lease-table write at shard end (child leases, childShardIds, the SHARD_END checkpoint) is retried in
 # place, whatever the error, for as long as the lease is held: the child must not be restarted (and the
 # shard's last batch sent again) for a fault of the lease table.

@@ -44,8 +44,10 @@ from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.assignment.client_version import ClientVersionConfig
 from kcl_daemon.core.assignment.decider import DeciderConfig
 from kcl_daemon.core.assignment.layout import LayoutReport, describe_layout
+from kcl_daemon.core.assignment.passes import expiry_interval_for
 from kcl_daemon.core.assignment.table_migration import TableLayoutConfig, effective_complete_bake_s
 from kcl_daemon.core.assignment.zones import resolve_zone
+from kcl_daemon.core.keeping import attempt_timeout_for
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import StreamSpec, parse_stream_list, recreated_stream
 from kcl_daemon.core.stream_identity import parse_stream_identity, split_lease_key
@@ -195,7 +197,8 @@ def plan_worker(
 
 
 def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
-    """The KCL 3.x settings (contract §4.3 timings: assignment every 2 x failover, discovery at half that)."""
+    """The KCL 3.x settings (contract §4.3 timings: assignment every 2 x failover; discovery, as the leader's
+    expiry passes, every min(1 s, failover / 10))."""
     interval = settings.effective_lease_assignment_interval_s
     return LeaderModeConfig(
         worker_id=worker_id,
@@ -225,7 +228,9 @@ def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
             disabled=settings.disable_worker_metrics,
             zone=worker_zone(settings, worker_id),
         ),
-        discovery_s=max(interval / 2 - 0.025, 0.1),
+        # Java queries at half the assignment interval (10 s at the defaults); a KEYS_ONLY query of one key
+        # every min(1 s, failover / 10) lets a worker start a lease moved to it within about a second
+        discovery_s=min(max(interval / 2 - 0.025, 0.1), expiry_interval_for(settings.failover_s)),
         lock_duration_s=settings.effective_leader_lock_duration_s,
         lock_heartbeat_s=settings.effective_leader_lock_heartbeat_s,
         handoff_timeout_s=settings.graceful_lease_handoff_timeout_s,
@@ -396,6 +401,7 @@ def build_scheduler(
         lease_mode=lease_mode,
         syncer=syncer,
         make_stream_source=make_stream_source,
+        keeper_table=None if clients.lease_keeper is None else table.twin(clients.lease_keeper),
     )
 
 
@@ -468,8 +474,12 @@ async def _run_until_stopped(
             starting.cancel()
             with contextlib.suppress(asyncio.CancelledError, KclError):
                 await starting
-            logger.info("stopped during start-up: no lease was taken")
-            await scheduler.close()
+            if scheduler.may_hold_leases:  # a leader may have assigned us leases already: give them up
+                logger.info("stopped during start-up")
+                await scheduler.shutdown()
+            else:
+                logger.info("stopped during start-up: no lease was taken")
+                await scheduler.close()
             return ExitStatus.OK
         starting.result()
     except KclError as exc:
@@ -558,9 +568,12 @@ def run_from_settings(
             "retrievalMode DEFAULT resolves to FANOUT (enhanced fan-out, as in Java: no polling key is "
             "set): a stream consumer is registered; set retrievalMode = POLLING to poll instead"
         )
+    keeper_timeout = attempt_timeout_for(settings.failover_s)
     if not local:
         client_settings = replace(
-            client_settings_from(settings), max_pool_connections=threads_calling_aws(plan)
+            client_settings_from(settings),
+            max_pool_connections=threads_calling_aws(plan),
+            lease_keeper_timeout_s=keeper_timeout,
         )
         clients = build_clients(client_settings)
         runtime = with_metrics(clients, client_settings)
@@ -584,7 +597,7 @@ def run_from_settings(
             logger.info("progress: %d records produced; %s", produced, scheduler.status().line())
 
         # The daemon's own clients: the sample producer's PutRecords calls are not the daemon's to count.
-        clients = stack.backend.build_clients()
+        clients = stack.backend.build_clients(ClientSettings(lease_keeper_timeout_s=keeper_timeout))
         runtime = with_metrics(clients, None)
         return asyncio.run(
             run_worker(plan, clients, on_status=progress, status_every_s=status_every_s, metrics=runtime)

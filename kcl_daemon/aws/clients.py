@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import boto3
@@ -22,6 +22,7 @@ from botocore.config import Config
 from botocore.exceptions import NoRegionError
 
 from kcl_daemon.aws.credentials import is_anonymous, session_for
+from kcl_daemon.aws.errors import guard_responses
 from kcl_daemon.config.keys import KEYS_BY_FIELD
 from kcl_daemon.config.providers import ProviderSpec, parse_providers
 from kcl_daemon.errors import ConfigError
@@ -47,12 +48,24 @@ class ClientSettings:
     credentials: Chain | None = None  # None: boto3's default chain
     dynamodb_credentials: Chain | None = None  # None: same as credentials
     cloudwatch_credentials: Chain | None = None  # None: same as credentials
+    #: a second DynamoDB client for the lease keeper, whose connect and read timeouts are this (one
+    #: renewal attempt's budget, kcl_daemon.core.keeping.attempt_timeout_for); None: no such client
+    lease_keeper_timeout_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class AwsClients:
     dynamodb: DynamoDBClient
     kinesis: KinesisClient
+    #: the lease keeper's own DynamoDB client (short timeouts), when the settings asked for one
+    lease_keeper: DynamoDBClient | None = None
+
+
+def keeper_settings(settings: ClientSettings) -> ClientSettings:
+    """The settings of the lease keeper's client: the same, with one attempt's timeouts."""
+    timeout = settings.lease_keeper_timeout_s
+    assert timeout is not None
+    return replace(settings, connect_timeout_s=timeout, read_timeout_s=timeout)
 
 
 def botocore_config(settings: ClientSettings, *, anonymous: bool = False) -> Config:
@@ -80,7 +93,15 @@ def build_clients(settings: ClientSettings) -> AwsClients:
         return sessions[chain]
 
     try:
-        return AwsClients(
+        keeper = None
+        if settings.lease_keeper_timeout_s is not None:
+            keeper = session(dynamodb_chain).client(
+                "dynamodb",
+                endpoint_url=settings.dynamodb_endpoint,
+                config=botocore_config(keeper_settings(settings), anonymous=is_anonymous(dynamodb_chain)),
+            )
+            guard_responses(keeper)
+        clients = AwsClients(
             dynamodb=session(dynamodb_chain).client(
                 "dynamodb",
                 endpoint_url=settings.dynamodb_endpoint,
@@ -91,11 +112,15 @@ def build_clients(settings: ClientSettings) -> AwsClients:
                 endpoint_url=settings.kinesis_endpoint,
                 config=botocore_config(settings, anonymous=is_anonymous(settings.credentials)),
             ),
+            lease_keeper=keeper,
         )
     except NoRegionError:
         raise ConfigError(
             ["no AWS region: set regionName, or AWS_DEFAULT_REGION, or region in ~/.aws/config"]
         ) from None
+    guard_responses(clients.dynamodb)
+    guard_responses(clients.kinesis)
+    return clients
 
 
 def _chain(settings: Settings, field: str) -> Chain | None:

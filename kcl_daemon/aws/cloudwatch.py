@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from kcl_daemon.aws.clients import ClientSettings, botocore_config
 from kcl_daemon.aws.credentials import is_anonymous, session_for
-from kcl_daemon.aws.errors import map_aws_errors
+from kcl_daemon.aws.errors import guard_responses, map_aws_errors
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
@@ -39,6 +39,7 @@ def build_cloudwatch_client(settings: ClientSettings, endpoint: str | None) -> C
     session = session_for(chain, settings.region)
     config = botocore_config(settings, anonymous=is_anonymous(chain))
     client: CloudWatchClient = session.client("cloudwatch", endpoint_url=endpoint, config=config)
+    guard_responses(client)
     return client
 
 

@@ -26,7 +26,7 @@ from botocore.exceptions import ClientError
 
 from kcl_daemon.aws.errors import error_code, map_aws_errors
 from kcl_daemon.errors import DependencyUnavailable, LeaseConflict
-from kcl_daemon.retry import LEASE_IO, STARTUP
+from kcl_daemon.retry import LEASE_IO, STARTUP, RetryPolicy
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -100,15 +100,17 @@ class CoordinatorStore:
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                with map_aws_errors(f"describe table {self.table_name}"):
-                    status = self._client.describe_table(TableName=self.table_name)["Table"]["TableStatus"]
-                if status == "ACTIVE":
+                if STARTUP.call(self._status) == "ACTIVE":  # a throttle while polling is waited out
                     return created
             except DependencyUnavailable:
                 pass
             if time.monotonic() >= deadline:
                 raise DependencyUnavailable(f"table {self.table_name} not ACTIVE after {wait_s}s")
             time.sleep(poll_s)
+
+    def _status(self) -> str:
+        with map_aws_errors(f"describe table {self.table_name}"):
+            return str(self._client.describe_table(TableName=self.table_name)["Table"]["TableStatus"])
 
     def delete_table(self) -> None:
         """DeleteTable (``kcl-daemon migrate remove-legacy-tables``); absent is fine."""
@@ -136,9 +138,11 @@ class CoordinatorStore:
 
     # -- items -----------------------------------------------------------------------------------
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The item (strongly consistent read, as Java), plain values; None if absent."""
-        return LEASE_IO.call(self._get, key)
+    def get(self, key: str, *, policy: RetryPolicy | None = None) -> dict[str, Any] | None:
+        """The item (strongly consistent read, as Java), plain values; None if absent.
+
+        Retried under ``policy`` (``LEASE_IO`` by default; ``STARTUP_ITEM`` at start-up)."""
+        return (policy or LEASE_IO).call(self._get, key)
 
     def _get(self, key: str) -> dict[str, Any] | None:
         with map_aws_errors(f"get {key} from {self.table_name}"):

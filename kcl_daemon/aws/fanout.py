@@ -160,6 +160,9 @@ _SUBSCRIBE_ERRORS: Final[dict[str, type[AwsError]]] = {
 }
 
 
+_IDLE: Final[Mapping[str, Any]] = {}
+
+
 class Subscription:
     """One open SubscribeToShard stream. Iterating yields its events until Kinesis ends it (about 5
     minutes), nothing arrives for the client's read timeout (it ends too), or it fails with a mapped
@@ -173,13 +176,13 @@ class Subscription:
         events: Iterator[Mapping[str, Any]] = iter(self._stream)
         try:
             while True:
-                try:
-                    with map_aws_errors(self._what, _SUBSCRIBE_ERRORS):
+                with map_aws_errors(self._what, _SUBSCRIBE_ERRORS):  # a broken stream: TransientNetwork
+                    try:
                         event = next(events, None)
-                except urllib3.exceptions.ReadTimeoutError:
+                    except urllib3.exceptions.ReadTimeoutError:
+                        event = _IDLE
+                if event is _IDLE:
                     return  # nothing for a whole read timeout (an idle shard): end; the caller resubscribes
-                except (urllib3.exceptions.HTTPError, OSError) as exc:  # the stream broke mid-read
-                    raise TransientNetwork(f"{self._what}: the event stream broke: {exc!r}") from exc
                 if event is None:
                     return
                 body = event.get("SubscribeToShardEvent")

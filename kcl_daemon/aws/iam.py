@@ -28,7 +28,7 @@ class Need(enum.StrEnum):
     LEGACY_TABLES = "legacy-tables"  #: the KCL 3.0-3.4 layout: coordinator-state + worker-metrics tables
     FANOUT = "fanout"  #: retrievalMode FANOUT (enhanced fan-out)
     CLOUDWATCH = "cloudwatch"  #: metricsLevel other than NONE
-    OPERATOR = "operator"  #: the operator commands (doctor, checkpoint, deregister-consumer)
+    OPERATOR = "operator"  #: the operator commands (doctor, checkpoint, migrate, deregister-consumer)
 
 
 class Resource(enum.StrEnum):
@@ -74,13 +74,15 @@ ACTIONS: Final[tuple[IamAction, ...]] = (
     _a("dynamodb:CreateTable", COORD, [M, T], "create <app>-CoordinatorState (KCL 3.0-3.4 layout)"),
     _a("dynamodb:PutItem", COORD, [M, T], "write Migration3.0; take the Leader lock"),
     _a("dynamodb:UpdateItem", COORD, [L, T], "heartbeat the Leader lock"),
-    _a("dynamodb:DeleteItem", COORD, [L, T], "release the Leader lock"),
-    # worker metrics (kcl-daemon writes them to the side table in every layout, contract §9.2.6)
-    _a("dynamodb:DescribeTable", METRICS, [M], "wait for <app>-WorkerMetricStats to be ACTIVE"),
-    _a("dynamodb:CreateTable", METRICS, [M], "create <app>-WorkerMetricStats"),
-    _a("dynamodb:UpdateItem", METRICS, [M], "publish this worker's metrics"),
-    _a("dynamodb:Scan", METRICS, [M], "the leader reads every worker's metrics"),
-    _a("dynamodb:DeleteItem", METRICS, [M], "withdraw on a graceful stop; the leader deletes stale ones"),
+    _a("dynamodb:DeleteItem", COORD, [L, T], "release the Leader lock; the table migration moves items out"),
+    _a("dynamodb:ConditionCheckItem", COORD, [L, T], "the table migration's moves are fenced on the lock"),
+    # worker metrics: in the side table in the KCL 3.0-3.4 layout, in the lease table (its rows above)
+    # in the single-table layout (contract §9.2.6)
+    _a("dynamodb:DescribeTable", METRICS, [M, T], "wait for <app>-WorkerMetricStats to be ACTIVE"),
+    _a("dynamodb:CreateTable", METRICS, [M, T], "create <app>-WorkerMetricStats"),
+    _a("dynamodb:UpdateItem", METRICS, [M, T], "publish this worker's metrics"),
+    _a("dynamodb:Scan", METRICS, [M, T], "the leader reads every worker's metrics"),
+    _a("dynamodb:DeleteItem", METRICS, [M, T], "withdraw on a graceful stop; the leader deletes stale ones"),
     # the stream
     _a("kinesis:ListShards", Resource.STREAM, [A], "shard sync; where a shard ends"),
     _a("kinesis:GetShardIterator", Resource.STREAM, [A], "start reading a shard"),
@@ -93,6 +95,10 @@ ACTIONS: Final[tuple[IamAction, ...]] = (
     # what doctor reads beyond a 2.x worker's own actions
     _a("dynamodb:DescribeTable", METRICS, [Need.OPERATOR], "doctor: does the worker-metrics table exist"),
     _a("dynamodb:Scan", METRICS, [Need.OPERATOR], "doctor: stale worker-metrics items"),
+    # kcl-daemon migrate (contract §9)
+    _a("dynamodb:UpdateTable", LEASES, [Need.OPERATOR], "migrate rollback: delete the lease-owner GSI"),
+    _a("dynamodb:DeleteTable", COORD, [Need.OPERATOR], "migrate remove-legacy-tables"),
+    _a("dynamodb:DeleteTable", METRICS, [Need.OPERATOR], "migrate remove-legacy-tables"),
     # metrics
     _a("cloudwatch:PutMetricData", Resource.ANY, [Need.CLOUDWATCH], "publish metrics"),
 )
@@ -103,6 +109,12 @@ NOT_IN_POLICIES: Final[dict[str, str]] = {
     "kinesis:PutRecords": "provision.py, the sample producer of `run --local` only",
     "sts:AssumeRole": "the ASSUME_ROLE credentials provider: granted to the base identity on the role",
     "sts:GetCallerIdentity": "doctor's identity check; every identity may call it, no policy grants it",
+}
+
+
+#: Calls that are no IAM action of their own: each part of them is authorised as its own action.
+AUTHORISED_BY_PARTS: Final[dict[str, tuple[str, ...]]] = {
+    "dynamodb:TransactWriteItems": ("dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"),
 }
 
 
@@ -131,15 +143,15 @@ CASES: Final[tuple[Case, ...]] = (
     Case(
         "kcl-daemon-3x-single-table",
         frozenset({A, M, L, Need.CLOUDWATCH}),
-        "KCL 3.x on a KCL 3.5 single-table lease table (Leader and Migration3.0 in the lease table); "
-        "kcl-daemon still publishes worker metrics to <app>-WorkerMetricStats (contract §9.2.6)",
+        "KCL 3.x on a KCL 3.5 single-table lease table: Leader, Migration3.0 and the worker metrics in the "
+        "lease table (contract §9.2.6)",
     ),
     Case("kcl-daemon-fanout", frozenset({Need.FANOUT}), "add to any of the above for enhanced fan-out"),
     Case(
         "kcl-daemon-operator",
         frozenset({Need.OPERATOR}),
-        "add for the operator commands: deregister-consumer, and what doctor reads beyond a 2.x worker's "
-        "actions (checkpoint needs the worker's own)",
+        "add for the operator commands: deregister-consumer, migrate, and what doctor reads beyond a "
+        "2.x worker's actions (checkpoint needs the worker's own)",
     ),
 )
 

@@ -21,7 +21,7 @@ from kcl_daemon.aws.errors import map_aws_errors
 from kcl_daemon.aws.records_page import EncodedRawRecord
 from kcl_daemon.core.shards.graph import ChildShard, Shard
 from kcl_daemon.core.shards.iterator import IteratorPosition
-from kcl_daemon.errors import AwsError, IteratorExpired, ShardNotFound
+from kcl_daemon.errors import AwsError, InconsistentResponse, IteratorExpired, ShardNotFound
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
@@ -204,8 +204,8 @@ class Kinesis:
         if isinstance(body, bytes):
             try:
                 page = records_page.parse_page(body)
-            except (KeyError, ValueError, TypeError) as exc:
-                raise AwsError(f"{what}: malformed response: {exc!r}") from exc
+            except (KeyError, ValueError, TypeError) as exc:  # a body cut short or garbled: read again
+                raise InconsistentResponse(f"{what}: malformed response: {exc!r}") from exc
             return GetRecordsResult(
                 page.records, page.next_iterator, page.millis_behind_latest, page.child_shards
             )

@@ -55,7 +55,13 @@ from kcl_daemon.core.lease_codec import (
 from kcl_daemon.core.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
 from kcl_daemon.core.scan_segments import CACHE_S, scan_segments
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.errors import DependencyUnavailable, KclError, LeaseConflict, TransientNetwork
+from kcl_daemon.errors import (
+    DependencyUnavailable,
+    InconsistentResponse,
+    KclError,
+    LeaseConflict,
+    TransientNetwork,
+)
 from kcl_daemon.retry import LEASE_IO, STARTUP, RetryPolicy
 
 if TYPE_CHECKING:
@@ -153,12 +159,15 @@ class DynamoLeaseTable:
         *,
         item_retry: RetryPolicy = LEASE_IO,
         setup_retry: RetryPolicy = STARTUP,
+        reconcile_renewals: bool = True,
         scan_segments: int = 0,
     ) -> None:
         self._client = client
         self.table_name = table_name
         self._item_retry = item_retry
         self._setup_retry = setup_retry
+        #: False for the lease keeper's table: its renewals are single attempts it reconciles itself
+        self._reconcile_renewals = reconcile_renewals
         self.configured_segments = scan_segments
         self._segments: tuple[int, float] | None = None  # (segments, when resolved: monotonic)
         self._segments_lock = threading.Lock()
@@ -399,6 +408,8 @@ class DynamoLeaseTable:
         try:
             return self._update(lease.lease_key, expr, "renew")
         except LeaseConflict:
+            if not self._reconcile_renewals:
+                raise
             current = self.get_lease(lease.lease_key, consistent=True)
             if lease.lease_owner is None:
                 raise
@@ -525,7 +536,10 @@ class DynamoLeaseTable:
                 ReturnValues="ALL_NEW",
                 **expr.arguments(),
             )
-        return lease_from_item(response["Attributes"])
+        attributes = response.get("Attributes")
+        if not isinstance(attributes, Mapping):  # the write's outcome is unknown: reconciled by a read
+            raise InconsistentResponse(f"{what} lease {lease_key}: the reply carries no item")
+        return lease_from_item(attributes)
 
     def _meta_update(self, lease_key: str, expr: _Expression, what: str) -> bool:
         try:

@@ -17,7 +17,7 @@ In 2.x mode the class behaves exactly as :class:`DynamoLeaseTable` (no throughpu
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcl_daemon.aws.errors import map_aws_errors
 from kcl_daemon.aws.lease_table import (
@@ -36,6 +36,10 @@ from kcl_daemon.core.lease_codec import (
     OWNER_SWITCHES,
     THROUGHPUT_KBPS,
 )
+from kcl_daemon.retry import SINGLE_ATTEMPT
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 #: lease key -> the throughput to write with its renewal (None: nothing known yet)
 ThroughputSource = Callable[[str], float | None]
@@ -48,6 +52,15 @@ def format_kbps(value: float) -> str:
 
 class LeaseTable3x(DynamoLeaseTable):
     throughput_source: ThroughputSource | None = None
+    #: a twin on another client (the lease keeper's) takes its renewals' throughput from this table
+    _throughput_of: LeaseTable3x | None = None
+
+    def twin(self, client: DynamoDBClient) -> LeaseTable3x:
+        """This table on ``client``, for the lease keeper: single attempts (no retry, no re-read of its
+        own), renewals with the throughput this table's source knows."""
+        twin = LeaseTable3x(client, self.table_name, item_retry=SINGLE_ATTEMPT, reconcile_renewals=False)
+        twin._throughput_of = self
+        return twin
 
     def lease_keys_owned_by(self, worker_id: str) -> list[str]:
         """Keys the GSI lists for ``worker_id`` (eventually consistent: read each item before adopting)."""
@@ -136,8 +149,9 @@ class LeaseTable3x(DynamoLeaseTable):
         return self._update(lease.lease_key, expr, "release")
 
     def _extend_renew(self, lease: Lease, expr: _Expression) -> None:
-        if self.throughput_source is None:
+        source = (self._throughput_of or self).throughput_source
+        if source is None:
             return
-        kbps = self.throughput_source(lease.lease_key)
+        kbps = source(lease.lease_key)
         if kbps is not None:
             expr.set(THROUGHPUT_KBPS, {"N": format_kbps(kbps)})

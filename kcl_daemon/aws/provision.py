@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Final
 import boto3
 from botocore.exceptions import ClientError
 
-from kcl_daemon.aws.clients import AwsClients, ClientSettings, botocore_config
-from kcl_daemon.aws.errors import error_code, map_aws_errors
+from kcl_daemon.aws.clients import AwsClients, ClientSettings, botocore_config, keeper_settings
+from kcl_daemon.aws.errors import error_code, guard_responses, map_aws_errors
 from kcl_daemon.errors import DependencyUnavailable
 
 if TYPE_CHECKING:
@@ -52,16 +52,27 @@ def build_clients_with_credentials(settings: ClientSettings, credentials: Static
         region_name=settings.region,
     )
     config = botocore_config(settings)
-    return AwsClients(
+    keeper = None
+    if settings.lease_keeper_timeout_s is not None:
+        keeper_config = botocore_config(keeper_settings(settings))
+        keeper = session.client("dynamodb", endpoint_url=settings.dynamodb_endpoint, config=keeper_config)
+        guard_responses(keeper)
+    clients = AwsClients(
         dynamodb=session.client("dynamodb", endpoint_url=settings.dynamodb_endpoint, config=config),
         kinesis=session.client("kinesis", endpoint_url=settings.kinesis_endpoint, config=config),
+        lease_keeper=keeper,
     )
+    guard_responses(clients.dynamodb)
+    guard_responses(clients.kinesis)
+    return clients
 
 
 def close_clients(clients: AwsClients) -> None:
-    """Close both clients' connection pools (botocore >= 1.33 has ``close()``)."""
+    """Close the clients' connection pools (botocore >= 1.33 has ``close()``)."""
     clients.kinesis.close()
     clients.dynamodb.close()
+    if clients.lease_keeper is not None:
+        clients.lease_keeper.close()
 
 
 def _describe_stream_summary(client: KinesisClient, stream_name: str) -> Mapping[str, Any]:

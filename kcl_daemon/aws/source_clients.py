@@ -17,6 +17,7 @@ from botocore.exceptions import NoRegionError, ProfileNotFound
 
 from kcl_daemon.aws.clients import ClientSettings, botocore_config
 from kcl_daemon.aws.credentials import is_anonymous, session_for
+from kcl_daemon.aws.errors import guard_responses
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.config.providers import parse_providers
@@ -82,11 +83,13 @@ def _client(key: _Key) -> object:
             settings = ClientSettings(region=key.region, read_timeout_s=10.0, max_pool_connections=64)
             try:
                 session, anonymous = _session(key.credentials, key.region)
-                _clients[key] = _raw_timestamps(session).client(
+                client = _raw_timestamps(session).client(
                     key.service,  # type: ignore[call-overload]
                     endpoint_url=key.endpoint,
                     config=botocore_config(settings, anonymous=anonymous),
                 )
+                guard_responses(client)
+                _clients[key] = client
             except NoRegionError:
                 raise ConfigError(
                     ["kinesis source: no AWS region: set option region, or AWS_DEFAULT_REGION"]

@@ -63,6 +63,10 @@ logger = logging.getLogger(__name__)
 #: Runs when the shard has ended, before ``shardEnded`` is sent (the scheduler creates the child
 #: leases here). False means "give the lease up": the child then gets ``leaseLost`` instead.
 BeforeShardEnd = Callable[[], Awaitable[bool]]
+#: Whether a batch expected to take so many seconds may be sent now (the lease's delivery fence).
+MayDeliver = Callable[[float], bool]
+#: How often a batch held back by the fence checks again (a lease renewed late flows again at once).
+FENCE_POLL_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +115,7 @@ class ShardConsumer:
         before_shard_end: BeforeShardEnd | None = None,
         stream: str | None = None,
         observer: ShardObserver = NULL_SHARD_OBSERVER,
+        may_deliver: MayDeliver | None = None,
     ) -> None:
         self.shard_id = shard_id
         #: multi-stream: the serialized stream identity, told to the child in ``initialize``
@@ -124,6 +129,8 @@ class ShardConsumer:
         self._clock = clock or SystemClock()
         self._before_shard_end = before_shard_end
         self._observer = observer
+        self._may_deliver = may_deliver
+        self._last_batch_s = 0.0
         self._signal: ShardEvent | None = None
         self._wake = asyncio.Event()
         self._session: ChildSession | None = None
@@ -291,14 +298,18 @@ class ShardConsumer:
             last = records[-1]
             self._in_flight_up_to = ExtendedSequenceNumber(last.sequence_number, last.sub_sequence_number)
             self._largest_delivered = max(self._largest_delivered, self._in_flight_up_to)
+        if not await self._deliverable():
+            return  # a signal came while the lease could not be confirmed: the batch is not sent
         self.stats.batches += 1
         self.stats.records_delivered += len(records)
         payload_bytes = sum(record.size for record in records)  # never decodes a payload to count it
         self.stats.bytes_delivered += payload_bytes
         self._report_batch(records, batch.millis_behind_latest, payload_bytes)
+        started = self._clock.monotonic()
         await self._step(
             self._send(ProcessRecords(records, batch.millis_behind_latest)), ShardEvent.BATCH_DONE
         )
+        self._last_batch_s = self._clock.monotonic() - started
         if self.state is ShardState.PROCESSING:
             self._history = self._history.after_progress(self._in_flight_up_to)
             self.records_in_flight = 0
@@ -312,6 +323,18 @@ class ShardConsumer:
         self.records_in_flight = records
         if self.behind and not was_behind:
             self.progress_at = self._clock.monotonic()
+
+    async def _deliverable(self) -> bool:
+        """The delivery fence: wait while the lease may not carry this batch to its end (its renewals are
+        late); False if a signal (lease lost, shutdown) comes first."""
+        if self._may_deliver is None or self._may_deliver(self._last_batch_s):
+            return True
+        logger.info("shard %s: lease not confirmed in time, holding the next batch back", self.shard_id)
+        while not self._may_deliver(self._last_batch_s):
+            if self._signal is not None or await sleep_unless_set(self._clock, FENCE_POLL_S, self._wake):
+                return False
+        logger.info("shard %s: lease confirmed again, delivering", self.shard_id)
+        return True
 
     def _report_batch(
         self, records: tuple[AnyRecord, ...], millis_behind_latest: int | None, payload_bytes: int

@@ -62,6 +62,9 @@ class LeaseReads(Protocol):
 class LeaseHolder(CheckpointWriter, Protocol):
     def drop(self, lease_key: str, why: str) -> None: ...
 
+    def may_deliver(self, lease_key: str, expected_batch_s: float) -> bool:
+        """The delivery fence: whether a batch may be sent to the lease's child now."""
+
 
 @dataclass(frozen=True, slots=True)
 class ShardTaskContext:
@@ -181,6 +184,7 @@ class ShardTask:
                 observer=self._ctx.shard_observer(
                     self.key
                 ),  # several streams: one series per stream and shard
+                may_deliver=functools.partial(self._ctx.coordinator.may_deliver, self.key),
             )
             if self._lost:
                 self.consumer.lease_lost()

@@ -24,8 +24,10 @@ MAX_HASH_KEY: Final = 2**128 - 1
 _EMPTY: Final[Mapping[str, object]] = MappingProxyType({})
 
 # Java StreamIdentifier: "(?<accountId>[0-9]+):(?<streamName>[^:]+):(?<creationEpoch>[0-9]+)".
-_STREAM_IDENTIFIER = re.compile(r"(?P<account>[0-9]+):(?P<stream>[^:]+):(?P<epoch>[0-9]+)")
-_MULTI_STREAM_KEY = re.compile(r"(?P<account>[0-9]+):(?P<stream>[^:]+):(?P<epoch>[0-9]+):(?P<shard>[^:]+)")
+_STREAM_IDENTIFIER = re.compile(r"(?P<account>[0-9]+):(?P<stream>[^:]+):(?P<epoch>[0-9]{1,19})")
+_MULTI_STREAM_KEY = re.compile(
+    r"(?P<account>[0-9]+):(?P<stream>[^:]+):(?P<epoch>[0-9]{1,19}):(?P<shard>[^:]+)"
+)
 
 
 class InvalidLeaseKey(ValueError):

@@ -122,15 +122,22 @@ class _Reader:
             return default
         if not isinstance(text, str):
             raise self.fail(name, f"N value is not a string: {text!r}")
+        if len(text) > _MAX_INTEGER_CHARS:
+            raise self.fail(name, f"not an integer in Java's long range: {_shown(text)}")
         try:
             number = Decimal(text)
         except InvalidOperation:
             raise self.fail(name, f"not a number: {text!r}") from None
+        if number.is_finite() and number.adjusted() > 18:
+            # before int(): "1e100000000" is 11 characters and a 10^8-digit integer
+            raise self.fail(name, f"not an integer in Java's long range: {_shown(text)}")
         if not number.is_finite() or number != number.to_integral_value():
             raise self.fail(name, f"not an integer: {text!r}")
         result = int(number)
         if result < 0:
             raise self.fail(name, f"negative: {text!r}")
+        if result > _LONG_MAX:
+            raise self.fail(name, f"not an integer in Java's long range: {_shown(text)}")
         return result
 
     def double(self, name: str) -> float | None:
@@ -180,9 +187,17 @@ class _Reader:
         text = self.string(name)
         if not text:
             return None
-        if not (text.isascii() and text.isdigit()) or int(text) > 2**128 - 1:
-            raise self.fail(name, f"not a decimal hash key in 0..2^128-1: {text!r}")
+        if not (text.isascii() and text.isdigit()) or len(text) > 39 or int(text) > 2**128 - 1:
+            raise self.fail(name, f"not a decimal hash key in 0..2^128-1: {_shown(text)}")
         return int(text)
+
+
+_LONG_MAX = 2**63 - 1
+_MAX_INTEGER_CHARS = 40  # Java's long has 19 digits; room for a sign, zeros and a ".0"
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 60 else f"{text[:40]!r}... ({len(text)} chars)"
 
 
 def lease_from_item(item: Item) -> Lease:

@@ -1,10 +1,14 @@
 """Extended sequence numbers: a Kinesis sequence number plus a KPL sub-sequence number, and their order.
 
-A checkpoint is either a numeric Kinesis sequence number (any length of decimal digits) or one of the
-sentinels ``TRIM_HORIZON``, ``LATEST``, ``AT_TIMESTAMP`` and ``SHARD_END``. Ordering follows the Java
-KCL: ``SHARD_END`` is above everything; otherwise AT_TIMESTAMP < TRIM_HORIZON < LATEST < any numeric
-value, numbers compare as integers (never as strings: emulators hand out "9" and "10"), and ties are
-broken by the sub-sequence number.
+A checkpoint is either a numeric Kinesis sequence number (ASCII decimal digits, any number of them:
+whether Kinesis accepts it is :mod:`kcl_daemon.core.lifecycle.checkpoint_validity`'s question) or one of
+the sentinels ``TRIM_HORIZON``,
+``LATEST``, ``AT_TIMESTAMP`` and ``SHARD_END``. Ordering follows the Java KCL: ``SHARD_END`` is above
+everything; otherwise AT_TIMESTAMP < TRIM_HORIZON < LATEST < any numeric value, numbers compare by
+value (never as strings: emulators hand out "9" and "10"), and ties are broken by the sub-sequence
+number. Values are compared as (digit count without leading zeros, digits), which is the integer order
+without ever converting to ``int``: no size can make a comparison raise (Python refuses to convert
+strings of more than 4300 digits).
 """
 
 from __future__ import annotations
@@ -37,6 +41,12 @@ def is_numeric_sequence_number(value: str) -> bool:
     return value.isascii() and value.isdigit()
 
 
+def _digits_key(value: str) -> tuple[int, str]:
+    """The integer order of a digit string, by (length without leading zeros, digits)."""
+    digits = value.lstrip("0")
+    return (len(digits), digits)
+
+
 @total_ordering
 @dataclass(frozen=True, slots=True)
 class ExtendedSequenceNumber:
@@ -47,8 +57,9 @@ class ExtendedSequenceNumber:
 
     def __post_init__(self) -> None:
         seq = self.sequence_number
-        if not (is_numeric_sequence_number(seq) or seq in Sentinel.__members__):
-            raise InvalidSequenceNumber(f"{seq!r} is not a sequence number or a sentinel")
+        if not isinstance(seq, str) or not (is_numeric_sequence_number(seq) or seq in Sentinel.__members__):
+            shown = seq if not isinstance(seq, str) or len(seq) <= 40 else f"{seq[:40]}... ({len(seq)} chars)"
+            raise InvalidSequenceNumber(f"{shown!r} is not a sequence number or a sentinel")
         if self.sub_sequence_number < 0:
             raise InvalidSequenceNumber(f"sub-sequence number {self.sub_sequence_number} is negative")
 
@@ -60,12 +71,13 @@ class ExtendedSequenceNumber:
     def is_shard_end(self) -> bool:
         return self.sequence_number == Sentinel.SHARD_END
 
-    def _key(self) -> tuple[int, int, int]:
+    def _key(self) -> tuple[int, int, str, int]:
         seq = self.sequence_number
         if seq == Sentinel.SHARD_END:
-            return (1, 0, 0)
-        value = _SENTINEL_RANK[seq] if seq in _SENTINEL_RANK else int(seq)
-        return (0, value, self.sub_sequence_number)
+            return (2, 0, "", 0)
+        if seq in _SENTINEL_RANK:
+            return (0, _SENTINEL_RANK[seq], "", self.sub_sequence_number)
+        return (1, *_digits_key(seq), self.sub_sequence_number)
 
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, ExtendedSequenceNumber):

@@ -51,7 +51,7 @@ def parse_stream_identity(text: str) -> StreamIdentity:
     if len(parts) != 3:
         raise ValueError(f"stream identity {text!r} is not accountId:streamName:creationEpoch")
     account, name, epoch = parts
-    if not epoch.isdigit():
+    if not (epoch.isascii() and epoch.isdigit()) or len(epoch) > 19:
         raise ValueError(f"stream identity {text!r}: creation epoch {epoch!r} is not a whole number")
     return StreamIdentity(account, name, int(epoch))
 

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from kcl_daemon.core.assignment.leader_lock import LockItemError, parse_lock
+from kcl_daemon.core.assignment.layout import TableFacts, describe_layout
+from kcl_daemon.core.assignment.leader_lock import parse_lock
+from kcl_daemon.core.assignment.table_migration import MetricsRow as LayoutMetricsRow
+from kcl_daemon.core.assignment.table_migration import Place
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.doctor.facts import (
@@ -33,7 +36,6 @@ from kcl_daemon.doctor.facts import (
     WorkerMetricsFacts,
 )
 from kcl_daemon.doctor.findings import CheckResult, Finding, Severity, result
-from kcl_daemon.doctor.layout import describe_layout
 
 ERROR, WARNING = Severity.ERROR, Severity.WARNING
 LEASE_KEY = "leaseKey"
@@ -213,11 +215,47 @@ def check_layout(facts: LayoutFacts) -> CheckResult:
     title = "table layout, migration state and versions"
     if facts.error is not None:
         return result("layout", title, skipped=f"could not read the coordinator state: {facts.error}")
-    report = describe_layout(facts)
-    lines = list(report.lines)
-    lines += _versions(facts)
-    found = [Finding(ERROR if w.error else WARNING, w.message, w.fix) for w in report.warnings]
+    report = describe_layout(_table_facts(facts))
+    lines = report.lines()
+    lines = [line for line in lines if not line.startswith("warning: ")] + _versions(facts)
+    found = [
+        Finding(ERROR, text, _LAYOUT_FIX) if text in report.hazards else Finding(WARNING, text, _LAYOUT_FIX)
+        for text in report.warnings
+    ]
     return result("layout", title, lines, found)
+
+
+_LAYOUT_FIX = "see docs/migrating.md: run KCL 3.5 or later (or kcl-daemon) on every worker of this table"
+
+
+def _table_facts(facts: LayoutFacts) -> TableFacts:
+    """What doctor read, as the layout description takes it (contract §9.2)."""
+    metrics_table = facts.metrics_table or facts.coordinator_table.replace(
+        "-CoordinatorState", "-WorkerMetricStats"
+    )
+
+    def row(found: MetricsRow, place: Place) -> LayoutMetricsRow:
+        # kcl-daemon supports the single-table layout whatever its item says
+        support = 1 if found.kcl_daemon else found.support_code
+        return LayoutMetricsRow(found.worker_id, place, found.last_update_s, support)
+
+    legacy_rows = tuple(row(m, Place.LEGACY) for m in facts.metrics if m.place != facts.lease_table)
+    exists = facts.metrics_table_exists if facts.metrics_table_exists is not None else bool(legacy_rows)
+    return TableFacts(
+        lease_table=facts.lease_table,
+        kinds={"LEASE": facts.leases_with_entity_type + facts.leases_without_entity_type},
+        lease_table_items=facts.lease_table_items,
+        unmarked_non_leases=(),
+        legacy_coordinator_table=facts.coordinator_table,
+        legacy_items=facts.legacy_items if facts.coordinator_table_exists else None,
+        legacy_metrics_table=metrics_table,
+        legacy_metrics=legacy_rows if exists else None,
+        lease_table_metrics=tuple(
+            row(m, Place.LEASE_TABLE) for m in facts.metrics if m.place == facts.lease_table
+        ),
+        now_s=facts.now_s,
+        reporter_period_s=facts.reporter_period_s,
+    )
 
 
 def _versions(facts: LayoutFacts) -> list[str]:
@@ -420,15 +458,21 @@ def check_leader(facts: LeaderFacts) -> CheckResult:
         return result("leader", title, skipped=f"could not read it: {facts.error}")
     if not facts.leader_mode and facts.first is None:
         return result("leader", title, skipped="the fleet runs KCL 2.x lease taking: no leader lock")
-    try:
-        first = parse_lock(facts.first)
-        second = parse_lock(facts.second) if facts.second is not None else first
-    except LockItemError as exc:
+    first = parse_lock(facts.first)
+    second = parse_lock(facts.second) if facts.second is not None else first
+    problem = (second.problem if second is not None else None) or (
+        first.problem if first is not None else None
+    )
+    if problem is not None:
         return result(
             "leader",
             title,
             findings=[
-                Finding(ERROR, f"the Leader item in {facts.place} is not a lock: {exc}", "delete the item")
+                Finding(
+                    ERROR,
+                    f"the Leader item in {facts.place} is not a lock as the lock client writes it: {problem}",
+                    "delete the item; workers take such an item over once its leaseDuration passed unchanged",
+                )
             ],
         )
     if second is None:

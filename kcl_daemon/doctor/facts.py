@@ -101,6 +101,9 @@ class LayoutFacts:
     now_s: float = 0.0
     reporter_period_s: float = 30.0
     error: str | None = None
+    #: the side worker-metrics table's name and whether it exists (None: not known; rows read from it say so)
+    metrics_table: str = ""
+    metrics_table_exists: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

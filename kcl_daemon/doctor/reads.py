@@ -162,6 +162,8 @@ async def _doctor(settings: Settings, wait_s: float, clock: Clock) -> DoctorRepo
                 time.time(),
                 settings.worker_metrics_report_s,
                 raw_error or legacy_error or items_error,
+                names.metrics_table,
+                metrics_exists if metrics_error is None else None,
             )
         )
     )

@@ -14,10 +14,19 @@ A pending hand-off is left alone until ``handoff timeout + failover`` has passed
 since it was first seen; after that the lease counts as expired and is reassigned with a plain assign,
 which clears the stuck ``checkpointOwner`` (KCL#1718/#1729/#1743/#1765: a hand-off never stays stuck).
 
+Runs are of two kinds (:mod:`kcl_daemon.core.assignment.passes`): a *balance* pass every
+``leaseAssignmentIntervalMillis`` (the decider's whole round, as Java), and in between an *expiry* pass
+every ``min(1 s, failover / 10)`` and when the earliest observed lease comes due, which applies only
+plain assignments of leases that must be placed now (unowned, expired, a stuck hand-off) and passes a
+gone worker's finished (SHARD_END) lease to a live worker, whose cleanup deletes it. A dead worker (an
+expired lease and no metrics since: :func:`~kcl_daemon.core.assignment.passes.dead_workers`) is given
+nothing, by any decider. So a dead worker's leases move one failover after their last renewal was seen,
+not one to two assignment intervals later.
+
 After three consecutive failed runs the leader releases its lock (Java's rule). A new leader runs at
 once, and again one failover later (when the leases of a dead leader can first count as expired).
-After each successful run the ``after_run`` hook (the table migration's leader step) is given the run's
-report, whose ``live_owners`` are the owners of the leases that are not expired.
+After each successful balance run the ``after_run`` hook (the table migration's leader step) is given
+the run's report, whose ``live_owners`` are the owners of the leases that are not expired.
 """
 
 from __future__ import annotations
@@ -41,6 +50,17 @@ from kcl_daemon.core.assignment.decider import (
     WorkerState,
     WorkerView,
 )
+from kcl_daemon.core.assignment.passes import (
+    PassKind,
+    dead_workers,
+    earliest_due,
+    expiry_interval_for,
+    expiry_moves,
+    finished_lease_moves,
+    must_place,
+    next_pass_at,
+    plan_pass,
+)
 from kcl_daemon.core.assignment.worker_metrics import CPU, WorkerMetricStats, assignable
 from kcl_daemon.core.assignment.zones import WorkerExtras, WorkerExtrasError, extras_from_attribute
 from kcl_daemon.core.expiry import LeaseObservations
@@ -63,6 +83,16 @@ class AssignmentConfig:
     reporter_period_s: float = 30.0
     stale_metrics_s: float = 86400.0
     decider: DeciderConfig = field(default_factory=DeciderConfig)
+    #: how often the leader looks for expired leases between balance rounds (None: from the failover)
+    expiry_interval_s: float | None = None
+
+    @property
+    def expiry_s(self) -> float:
+        return (
+            self.expiry_interval_s
+            if self.expiry_interval_s is not None
+            else expiry_interval_for(self.failover_s)
+        )
 
 
 @dataclass(slots=True)
@@ -72,6 +102,7 @@ class RunReport:
     moves: list[Move] = field(default_factory=list)
     applied: int = 0
     conflicts: int = 0
+    kind: PassKind = PassKind.BALANCE
     #: owners of the leases that are not expired, by the leader's observation
     live_owners: frozenset[str] = frozenset()
 
@@ -103,12 +134,16 @@ class AssignmentLoop:
         self._state = DeciderState()
         self._failures = 0
         self._leader_since: float | None = None
+        self._balance_due_at = 0.0
+        self._earliest_due: float | None = None
+        self._entries: list[WorkerMetricStats] | None = None  # the last balance pass's metrics scan
+        self._dead: dict[str, float] = {}
         #: Told each scan (the fleet figures of kcl_daemon.metrics come from the leader in 3.x mode).
         self.observer: WorkerObserver = NULL_WORKER_OBSERVER
-        #: Told the workers that received leases in a run (the leader wakes its own lease discovery).
-        self.on_assigned: Callable[[set[str]], None] | None = None
         #: awaited after each successful run while leading (the table migration's step)
         self.after_run: Callable[[RunReport], Awaitable[object]] | None = None
+        #: Told the workers that received leases in a run (the leader wakes its own lease discovery).
+        self.on_assigned: Callable[[set[str]], None] | None = None
         election.on_change.append(self._on_leadership)
 
     def _on_leadership(self, leading: bool) -> None:
@@ -118,6 +153,10 @@ class AssignmentLoop:
         self._state = DeciderState()
         self._failures = 0
         self._leader_since = self._clock.monotonic() if leading else None
+        self._balance_due_at = 0.0
+        self._earliest_due = None
+        self._entries = None
+        self._dead = {}
 
     async def _call(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
@@ -190,31 +229,51 @@ class AssignmentLoop:
             )
         return views, frozen
 
-    async def run_once(self) -> RunReport:
+    async def run_once(self, kind: PassKind = PassKind.BALANCE) -> RunReport:
         scan = await self._call(self._table.list_leases)
-        entries, problems = await self._call(self._metrics.scan)
+        if kind is PassKind.BALANCE or self._entries is None:
+            entries, problems = await self._call(self._metrics.scan)
+            self._entries = list(entries)
+            kind = PassKind.BALANCE
+        else:
+            entries, problems = self._entries, []
         for problem in [*scan.skipped, *problems]:
             logger.warning("assignment: skipping item: %s", problem)
         now = self._clock.monotonic()
         self._observations = self._observations.observe(scan.leases, now)
-        workers = self._workers(entries, now)
+        self._earliest_due = earliest_due(scan.leases, self._observations, self.config.failover_s, now)
         views, frozen = self._views(scan.leases, now)
-        decision = self.decider.decide(views, workers, now, self._state, self.config.decider)
-        self._state = decision.state
-        by_key = {lease.lease_key: lease for lease in scan.leases}
-        expired = {view.lease_key for view in views if view.expired or view.owner is None}
-        self.observer.scanned(
-            scan.leases, frozenset(v.lease_key for v in views if v.expired and v.owner is not None)
-        )
-        report = RunReport(len(views), len(workers))
+        workers = self._live_workers(views, self._workers(entries, now), now)
+        report = RunReport(len(views), len(workers), kind=kind)
         report.live_owners = frozenset(v.owner for v in views if v.owner is not None and not v.expired)
+        by_key = {lease.lease_key: lease for lease in scan.leases}
+        finished = finished_lease_moves(views, workers)
+        if kind is PassKind.EXPIRY and not finished and not (must_place(views) - frozen):
+            self.last = report
+            return report  # nothing to place: the common case, one scan and no decision
+        decision = self.decider.decide(views, workers, now, self._state, self.config.decider)
+        if kind is PassKind.BALANCE:
+            self._state = decision.state
+            decided = list(decision.moves)
+            self.observer.scanned(
+                scan.leases, frozenset(v.lease_key for v in views if v.expired and v.owner is not None)
+            )
+        else:
+            decided = expiry_moves(decision.moves, views)
+        expired = {view.lease_key for view in views if view.expired or view.owner is None}
         # The loop's own safety net, whatever the decider: a pending hand-off within its time, a lease
-        # that vanished, and a finished (SHARD_END) lease are never moved.
+        # that vanished, a finished (SHARD_END) lease (but see finished_lease_moves) and a move to a
+        # worker judged dead are never applied.
+        live_ids = {w.worker_id for w in workers}
         moves = [
             m
-            for m in decision.moves
-            if m.lease_key not in frozen and m.lease_key in by_key and not by_key[m.lease_key].is_shard_end
+            for m in decided
+            if m.lease_key not in frozen
+            and m.lease_key in by_key
+            and not by_key[m.lease_key].is_shard_end
+            and m.to_worker in live_ids
         ]
+        moves += finished
         report.moves = moves
         results = await asyncio.gather(
             *(self._apply(by_key[m.lease_key], m, m.lease_key in expired) for m in moves),
@@ -233,17 +292,39 @@ class AssignmentLoop:
         }
         if receivers and self.on_assigned is not None:
             self.on_assigned(receivers)
-        await self._clean_stale(entries)
+        if kind is PassKind.BALANCE:
+            await self._clean_stale(entries)
         self.last = report
         if moves:
             logger.info(
-                "assignment: %d lease(s), %d worker(s): %d move(s) applied, %d conflict(s)",
+                "assignment (%s): %d lease(s), %d worker(s): %d move(s) applied, %d conflict(s)",
+                kind.value,
                 report.leases,
                 report.workers,
                 report.applied,
                 report.conflicts,
             )
         return report
+
+    def _live_workers(
+        self, views: Sequence[LeaseView], workers: list[WorkerView], now: float
+    ) -> list[WorkerView]:
+        """``workers`` without those judged dead (see :func:`dead_workers`); RESTARTING ones stay (the
+        decider keeps their leases for them)."""
+        offset = self._wall() - now  # monotonic -> epoch seconds
+        last_change = {
+            key: observed.changed_at + offset
+            for key, observed in self._observations.entries.items()
+            if observed.changed_at != float("-inf")
+        }
+        dead = dead_workers(views, workers, last_change, self._dead)
+        for worker_id in dead.keys() - self._dead.keys():
+            logger.info(
+                "assignment: worker %s looks dead (an expired lease, no metrics since): gets nothing",
+                worker_id,
+            )
+        self._dead = dead
+        return [w for w in workers if w.worker_id not in dead]
 
     async def _apply(self, lease: Lease, move: Move, expired: bool) -> None:
         if lease.lease_counter != move.lease_counter:
@@ -299,18 +380,46 @@ class AssignmentLoop:
                 return min(interval, first_expiry - now)
         return interval
 
+    def _next_wake(self) -> float:
+        """Seconds until the next pass: the expiry interval, sooner for a balance round or a lease due."""
+        now = self._clock.monotonic()
+        if not self._election.is_leader():
+            return self.config.expiry_s
+        wake = next_pass_at(
+            now,
+            leading=True,
+            balance_due_at=self._balance_due_at,
+            earliest_due=self._earliest_due,
+            interval_s=self.config.expiry_s,
+        )
+        return max(wake - now, 0.0)
+
     async def run(self) -> None:
         while True:
             self._election.gained.clear()
-            if self._election.is_leader():
+            now = self._clock.monotonic()
+            kind = plan_pass(
+                now, leading=self._election.is_leader(), balance_due_at=self._balance_due_at, suspicious=False
+            )
+            if kind is not None:
                 try:
-                    report = await self.run_once()
+                    if kind is PassKind.BALANCE:
+                        self._balance_due_at = now + self._next_sleep()
+                    report = await self.run_once(kind)
                     self._failures = 0
-                    if self.after_run is not None and self._election.is_leader():
+                    if (
+                        report.kind is PassKind.BALANCE
+                        and self.after_run is not None
+                        and self._election.is_leader()
+                    ):
                         await self._after(report)
                 except KclError as exc:
+                    if kind is PassKind.EXPIRY:  # the next one is a second away; balance runs count
+                        logger.info("expiry pass failed: %s", exc)
+                        await sleep_unless_set(self._clock, self.config.expiry_s, self._election.gained)
+                        continue
                     self._failures += 1
                     logger.warning("assignment run failed (%d in a row): %s", self._failures, exc)
                     if self._failures >= MAX_FAILED_RUNS:
                         await self._election.release(f"{MAX_FAILED_RUNS} assignment runs failed in a row")
-            await sleep_unless_set(self._clock, self._next_sleep(), self._election.gained)
+            await sleep_unless_set(self._clock, self._next_wake(), self._election.gained)

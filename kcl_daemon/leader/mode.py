@@ -31,10 +31,10 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.assignment.assignor import CooperativeAssignor
@@ -67,8 +67,10 @@ from kcl_daemon.leader.table_migration import MigrationConfig, TableMigrationDri
 from kcl_daemon.leader.tables import FleetMetrics, MetricsWriter, Tables
 from kcl_daemon.leader.throughput import ThroughputTracker
 from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig, WorkerMetricsPublisher
+from kcl_daemon.retry import STARTUP_ITEM
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 STRATEGIES = ("COOPERATIVE", "VARIANCE", "LEASE_COUNT_BASED")
 MIGRATION_ENTITY_TYPE = "CLIENT_VERSION_MIGRATION"
@@ -165,6 +167,14 @@ class LeaderMode:
         item = await self._call(functools.partial(self.tables.read, MIGRATION_KEY))
         return parse_client_version(None if item is None else item.get("cv")), item
 
+    async def _startup(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """``fn()`` under the ``STARTUP_ITEM`` policy: a throttle or a timeout at start-up is waited out."""
+        retrying = STARTUP_ITEM.async_retrying(sleep=self._clock.sleep, monotonic=self._clock.monotonic)
+        async for attempt in retrying:
+            with attempt:
+                return await fn()
+        raise AssertionError("unreachable: the retry policy re-raises the last error")  # pragma: no cover
+
     async def start_tables(self) -> None:
         """The table layout and migration status at start-up (a layout conflict stops the worker)."""
         try:
@@ -175,9 +185,13 @@ class LeaderMode:
             raise KclError(f"cannot tell the table-migration status: {exc}") from None
 
     async def resolve_version(self) -> ClientVersion:
-        """Read ``Migration3.0``, resolve it against the config, write what Java would write."""
-        for _ in range(3):
-            stored, item = await self._read_version()
+        """Read ``Migration3.0``, resolve it against the config, write what Java would write.
+
+        Every call is retried (``STARTUP_ITEM``); a write whose outcome is unknown is settled by reading
+        again: if it was applied, the read shows the version just written and nothing is left to do."""
+        unknown_writes = 0
+        for _ in range(3 + STARTUP_ITEM.max_attempts):
+            stored, item = await self._startup(self._read_version)
             resolution = resolve(self.config.client_version, stored)
             if resolution.write is None:
                 logger.info("client version %s: %s", resolution.version.value, resolution.reason)
@@ -214,7 +228,14 @@ class LeaderMode:
                     )
                 await self._call(put)
             except LeaseConflict:
-                continue  # another worker wrote first: read again
+                continue  # another worker wrote first (or our own earlier attempt did): read again
+            except KclError as exc:
+                unknown_writes += 1
+                if not exc.retriable or unknown_writes >= STARTUP_ITEM.max_attempts:
+                    raise
+                logger.warning("writing Migration3.0 failed, reading it again: %s", exc)
+                await self._clock.sleep(min(STARTUP_ITEM.initial_backoff_s * 2**unknown_writes, 5.0))
+                continue
             logger.info("client version %s written: %s", resolution.write.value, resolution.reason)
             return resolution.write
         raise KclError("Migration3.0 kept changing while this worker resolved its client version")

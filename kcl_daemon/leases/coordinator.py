@@ -1,23 +1,20 @@
-"""Renews the leases this worker holds and takes new ones, KCL 2.x style (contract §4).
+"""The leases this worker holds, and the 2.x taker that takes new ones (contract §4).
 
-The shell around :func:`kcl_daemon.core.taking.taker.plan_takes`, :class:`LeaseObservations` and
+The asyncio face of the :class:`~kcl_daemon.leases.keeper.LeaseKeeper`, and the shell around
+:func:`kcl_daemon.core.taking.taker.plan_takes`, :class:`LeaseObservations` and
 :func:`kcl_daemon.core.reconcile.reconcile`:
 
-* every held lease has its own renewal loop (``run_renewer`` keeps one per lease), so one slow call
-  never delays another lease's renewal. Each call's deadline is the lease's own local expiry
-  (:func:`kcl_daemon.core.expiry.held_lease_deadline`: the time the last successful write was *sent*
-  plus the failover time, minus a margin), so a lease is given up by our clock before any other
-  worker can see it expire, and its child is told before anyone can take it over;
-* every counter-fenced write (renew, take, steal, checkpoint, release) whose outcome is unknown (a
-  5xx, a dropped connection, a timeout) or that fails its condition is followed by a consistent
-  re-read and reconciled: ours with the counter (and checkpoint) we wrote means it was applied; only a
-  different owner or counter means the lease is lost. A throttled write was rejected, not applied
-  (botocore makes one attempt per call), so it is retried without a re-read, which would only add load
-  to a table that is over its capacity. Retries follow the ``LEASE_IO`` policy, cut to the lease's
-  remaining time;
+* every write of a held lease (renewal, checkpoint, release) is the keeper's: on its own thread, with
+  short attempts repeated until the lease's own deadline, unknown outcomes settled by a consistent read
+  (:mod:`kcl_daemon.core.keeping`). A lease is lost when the table shows another owner or its item
+  cannot be read, or when no write has been confirmed for a whole failover time past its deadline;
+  past the deadline and until then, its records are held back (:meth:`LeaseCoordinator.may_deliver`)
+  while the writes go on;
+* a take or steal is a counter-fenced write reconciled after an unknown outcome or a condition failure
+  (``LEASE_IO``); a steal re-reads its lease first (see :meth:`LeaseCoordinator._fresh_steal_candidate`)
+  and its shard starts only after the victim's next renewal has had time to fail (one renewal period),
+  so the two never deliver at once;
 * a lease item that cannot be decoded affects that lease only: it is given up with a warning;
-* ``take_once`` scans the table, updates the counter observations, asks the planner, and attempts each
-  planned take; a steal re-reads its lease first (see :meth:`LeaseCoordinator._fresh_steal_candidate`);
 * a lease table that stays missing for the failover time raises :class:`LeaseTableGone` from
   ``run_renewer`` (fatal: the worker stops and exits non-zero).
 
@@ -28,18 +25,19 @@ exception that climbs the stack.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import concurrent.futures
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from random import Random
 from typing import Protocol, TypeVar
 
 from kcl_daemon.blocking import run_blocking
-from kcl_daemon.clock import Clock
+from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.core.expiry import LeaseObservations, held_lease_deadline
+from kcl_daemon.core.keeping import KeepTimings, may_deliver
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.lease_codec import CorruptLeaseItem, ScanResultLike
 from kcl_daemon.core.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
@@ -54,6 +52,7 @@ from kcl_daemon.errors import (
     Throttled,
     TransientNetwork,
 )
+from kcl_daemon.leases.keeper import KeeperEvent, KeeperTable, LeaseKeeper
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 from kcl_daemon.retry import LEASE_IO
 
@@ -66,7 +65,7 @@ T = TypeVar("T")
 class LeaseTableOps(Protocol):
     """The lease-table operations the coordinator needs (synchronous; run on thread pools)."""
 
-    def list_leases(self) -> ScanResultLike: ...
+    def list_leases(self, *, consistent: bool = False) -> ScanResultLike: ...
 
     def get_lease(self, lease_key: str, *, consistent: bool = False) -> Lease | None: ...
 
@@ -139,6 +138,9 @@ class LeaseCoordinator:
         rng: Random | None = None,
         renew_pool: Executor | None = None,
         io_pool: Executor | None = None,
+        keeper_table: KeeperTable | None = None,
+        attempt_timeout_s: float | None = None,
+        threaded_keeper: bool | None = None,
     ) -> None:
         self.config = config
         self.held: dict[str, HeldLease] = {}
@@ -151,34 +153,20 @@ class LeaseCoordinator:
         self._clock = clock
         self._rng = rng or Random()  # noqa: S311 - shuffles lease choices; not security
         self._observations = LeaseObservations()
-        self._renew_pool: Executor = renew_pool or ThreadPoolExecutor(4, thread_name_prefix="lease-renew")
-        self._io_pool: Executor = io_pool or ThreadPoolExecutor(2, thread_name_prefix="lease-io")
-        self._locks: dict[str, asyncio.Lock] = {}
-
-    def _lock(self, lease_key: str) -> asyncio.Lock:
-        """Serializes the writes to one held lease: a renewal and a checkpoint both fence on the counter,
-        so running them at once would make one of them fail and look like a lost lease."""
-        return self._locks.setdefault(lease_key, asyncio.Lock())
-
-    @contextlib.asynccontextmanager
-    async def _locked(self, lease_key: str, deadline: float) -> AsyncIterator[None]:
-        """The lease's lock, waited for no longer than ``deadline``."""
-        lock = self._lock(lease_key)
-        remaining = deadline - self._clock.monotonic()
-        if remaining <= 0:
-            raise TransientNetwork(f"lease {lease_key}: no time left before its deadline")
-        acquire = asyncio.ensure_future(lock.acquire())
-        await asyncio.wait({acquire}, timeout=remaining)
-        if acquire.cancel():  # still waiting (Lock.acquire gives nothing away when cancelled)
-            with contextlib.suppress(asyncio.CancelledError):
-                await acquire
-            raise TransientNetwork(
-                f"lease {lease_key}: another write held it until the deadline ({remaining:.1f}s)"
-            )
-        try:
-            yield
-        finally:
-            lock.release()
+        self._io_pool = io_pool or ThreadPoolExecutor(2, thread_name_prefix="lease-io")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: stolen leases: no records before this time (monotonic), see take_once
+        self._not_before: dict[str, float] = {}
+        #: the keeper runs its own thread on the system clock; on a fake clock the caller drives it
+        self._threaded = isinstance(clock, SystemClock) if threaded_keeper is None else threaded_keeper
+        self.keeper = LeaseKeeper(
+            keeper_table or table,
+            config.worker_id,
+            KeepTimings.for_failover(config.failover_s, attempt_timeout_s=attempt_timeout_s),
+            renew_pool or ThreadPoolExecutor(4, thread_name_prefix="lease-renew"),
+            monotonic=clock.monotonic,
+            notify=self._from_keeper,
+        )
 
     def _held(self, lease: Lease, sent_at: float) -> HeldLease:
         return HeldLease(lease, sent_at, self.config.failover_s)
@@ -192,7 +180,10 @@ class LeaseCoordinator:
         if remaining <= 0:
             raise TransientNetwork(f"{what}: no time left before the deadline")
         try:
-            async with asyncio.timeout(remaining):  # no task of its own, unlike asyncio.wait_for
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation that
+            # arrives after the call finished but before this task resumed (cpython gh-86296), and a
+            # cancelled renewal loop then went on renewing for ever
+            async with asyncio.timeout(remaining):
                 result = await self._call(pool, fn)
         except TimeoutError:
             raise TransientNetwork(f"{what}: no answer within {remaining:.1f}s") from None
@@ -205,7 +196,8 @@ class LeaseCoordinator:
 
     def check_table(self) -> None:
         """Raise :class:`LeaseTableGone` once the table has been missing for the failover time."""
-        since = self.table_missing_since
+        # with leases held the keeper's attempts (every renewal period) are the freshest evidence
+        since = self.keeper.missing_since if self.held else self.table_missing_since
         if since is not None and self._clock.monotonic() - since >= self.config.failover_s:
             raise LeaseTableGone(
                 f"the lease table has been missing for {self._clock.monotonic() - since:.1f}s "
@@ -268,7 +260,35 @@ class LeaseCoordinator:
                     raise failure
                 raise TransientNetwork(f"{what}: {failure}; {verdict.reason}") from failure
 
+    # -- what the keeper tells us (on the event loop) ----------------------------------------------
+
+    def _from_keeper(self, event: KeeperEvent) -> None:
+        """Called on a keeper or pool thread: hand the event to the event loop."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(self._on_keeper_event, event)
+        except RuntimeError:  # the loop closed meanwhile: nobody is listening any more
+            return
+
+    def _on_keeper_event(self, event: KeeperEvent) -> None:
+        key = event.lease_key
+        if event.kind == "confirmed" and event.lease is not None:
+            self.observer.renewed(event.latency_s)
+            if key in self.held:
+                self.held[key] = self._held(event.lease, event.confirmed_at)
+                self._observations = self._observations.record_write(
+                    key, event.lease.lease_counter, event.confirmed_at
+                )
+        elif event.kind == "lost":
+            level = logging.WARNING if event.unreadable else logging.INFO
+            self._lose(key, event.reason, level=level)
+        elif event.kind == "released":
+            self.held.pop(key, None)
+
     def _lose(self, lease_key: str, why: str, *, level: int = logging.INFO) -> None:
+        self.keeper.forget(lease_key)
         if self.held.pop(lease_key, None) is not None:
             self.observer.lease_lost()
             logger.log(level, "lease %s lost: %s", lease_key, why)
@@ -279,54 +299,55 @@ class LeaseCoordinator:
         level = logging.WARNING if isinstance(exc, LeaseUnreadable) else logging.INFO
         self._lose(lease_key, str(exc.args[0]) if exc.args else str(exc), level=level)
 
-    async def renew_once(self) -> None:
-        """Renew every held lease once, each on its own (one slow renewal delays no other)."""
-        await asyncio.gather(*(self._renew(key) for key in list(self.held)))
+    def _hold(self, lease: Lease, sent_at: float, *, validated: bool = True) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.held[lease.lease_key] = self._held(lease, sent_at)
+        self._observations = self._observations.record_write(lease.lease_key, lease.lease_counter, sent_at)
+        self.keeper.hold(lease, sent_at, validated=validated)
 
-    async def _renew(self, key: str) -> None:
-        held = self.held.get(key)
-        if held is None:
-            return
-        deadline = held.deadline
-        now = self._clock.monotonic()
-        if now >= deadline:
-            self._lose(key, f"not renewed for {now - held.renewed_at:.1f}s (local expiry)")
-            return
-        try:
-            async with self._locked(key, deadline):
-                current = self.held.get(key)
-                if current is None:
-                    return
-                sent_at = self._clock.monotonic()
-                write = LeaseWrite(WriteKind.RENEW, current.lease, self.config.worker_id)
-                renewed = await self._write(write, self._table.renew, self._renew_pool, deadline)
-        except LeaseConflict as exc:
-            self._lose_for(key, exc)
-            return
-        except KclError as exc:
-            self.observer.renew_failed()
-            now = self._clock.monotonic()
-            if now >= deadline:
-                self._lose(key, f"not renewed for {now - held.renewed_at:.1f}s (local expiry); last: {exc}")
+    async def _settle(self, future: concurrent.futures.Future[T]) -> T:
+        """The keeper's answer. With its thread running, just wait; otherwise (a fake clock) drive it."""
+        self._loop = asyncio.get_running_loop()
+        while not future.done():
+            if self.keeper.running:
+                return await asyncio.wrap_future(future)
+            wake = self.keeper.tick()
+            if future.done():
+                break
+            if self.keeper.in_flight():
+                await asyncio.sleep(0.001)  # real time: an attempt is running on the keeper's pool
             else:
-                logger.warning("renewing lease %s failed, will retry: %s", key, exc)
-            return
-        self.observer.renewed(self._clock.monotonic() - sent_at)
-        if key in self.held:
-            self.held[key] = self._held(renewed, sent_at)
-            self._observations = self._observations.record_write(key, renewed.lease_counter, sent_at)
+                await self._clock.sleep(max(wake - self._clock.monotonic(), 0.001))
+        await asyncio.sleep(0)  # the keeper's events (call_soon_threadsafe) run before we go on
+        return future.result()
 
-    async def _keep_renewing(self, key: str) -> None:
-        """Renew one lease every ``renew_interval_s`` until it is no longer held; wake at its local
-        expiry if that comes first (a renewal that keeps failing then loses it on time)."""
-        while key in self.held:
-            started = self._clock.monotonic()
-            await self._renew(key)
-            held = self.held.get(key)
-            if held is None:
-                return
-            wake = min(started + self.config.renew_interval_s, held.deadline)
-            await self._clock.sleep(max(wake - self._clock.monotonic(), 0.0))
+    # -- held leases -------------------------------------------------------------------------------
+
+    async def renew_once(self) -> None:
+        """Renew every held lease at once and wait for each to be confirmed or lost (tests, the fleet
+        stepper: in the daemon the keeper renews on its own schedule)."""
+        waiters = [self.keeper.renew_now(key) for key in list(self.held)]
+        for waiter in waiters:
+            await self._settle(waiter)
+
+    def valid_for_s(self, lease_key: str) -> float:
+        """Seconds the lease's records may still be delivered (negative: not now)."""
+        return self.keeper.deliver_until(lease_key) - self._clock.monotonic()
+
+    def may_deliver(self, lease_key: str, expected_batch_s: float) -> bool:
+        """Whether a batch expected to take ``expected_batch_s`` may be sent to the lease's child now:
+        not past the lease's deadline, and not before a stolen lease's previous owner has stopped."""
+        not_before = self._not_before.get(lease_key)
+        if not_before is not None:
+            if self._clock.monotonic() < not_before:
+                return False
+            del self._not_before[lease_key]
+        return may_deliver(
+            self.keeper.deliver_until(lease_key),
+            self._clock.monotonic(),
+            expected_batch_s,
+            self.config.failover_s,
+        )
 
     async def checkpoint(
         self,
@@ -335,76 +356,108 @@ class LeaseCoordinator:
         *,
         child_shard_ids: Iterable[str] | None = None,
     ) -> Lease:
-        """Write ``target`` with the held lease's counter; raises :class:`LeaseConflict` (and the lease is
-        lost) if this worker no longer holds it. The write counts as a renewal. A write with an unknown
-        outcome is reconciled and retried within the lease's remaining time; the last error is raised
-        (the lease stays held) when that runs out."""
-        held = self.held.get(lease_key)
-        if held is None:
-            raise LeaseConflict(f"lease {lease_key} is not held by {self.config.worker_id}")
-        deadline = held.deadline
-        async with self._locked(lease_key, deadline):
-            held = self.held.get(lease_key)
-            if held is None:
-                raise LeaseConflict(f"lease {lease_key} is not held by {self.config.worker_id}")
-            write_fn = functools.partial(self._checkpoint_write, target=target, children=child_shard_ids)
-            write = LeaseWrite(WriteKind.CHECKPOINT, held.lease, self.config.worker_id, checkpoint=target)
-            sent_at = self._clock.monotonic()
-            try:
-                written = await self._write(write, write_fn, self._io_pool, deadline)
-            except LeaseConflict as exc:
-                self._lose_for(lease_key, exc)
-                raise
-            if lease_key in self.held:
-                self.held[lease_key] = self._held(written, sent_at)
-                self._observations = self._observations.record_write(
-                    lease_key, written.lease_counter, sent_at
-                )
-            return written
+        """Write ``target`` with the held lease's counter (the keeper's next write of it).
 
-    def _checkpoint_write(
-        self, lease: Lease, *, target: ExtendedSequenceNumber, children: Iterable[str] | None
-    ) -> Lease:
-        return self._table.checkpoint(lease, target, child_shard_ids=children)
+        Raises :class:`LeaseConflict` (and the lease is lost) if this worker no longer holds it,
+        :class:`Throttled` or :class:`TransientNetwork` when it could not be confirmed in time (the
+        lease stays held; the write may still apply)."""
+        if lease_key not in self.held:
+            raise LeaseConflict(f"lease {lease_key} is not held by {self.config.worker_id}")
+        written = await self._settle(self.keeper.checkpoint(lease_key, target, child_shard_ids))
+        assert written is not None
+        if lease_key in self.held and written.lease_counter >= self.held[lease_key].lease.lease_counter:
+            self.held[lease_key] = HeldLease(written, self.held[lease_key].renewed_at, self.config.failover_s)
+        return written
 
     async def release(self, lease_key: str) -> bool:
         """Give the lease up (graceful shutdown) so another worker takes it at once; no listener fires."""
-        held = self.held.get(lease_key)
-        if held is None:
+        if lease_key not in self.held:
             return False
-        deadline = self._clock.monotonic() + LEASE_IO.deadline_s
-        async with self._locked(lease_key, deadline):
-            held = self.held.pop(lease_key, None)
-            if held is None:
-                return False
-            write = LeaseWrite(WriteKind.RELEASE, held.lease, self.config.worker_id)
+        try:
+            await self._settle(self.keeper.release(lease_key))
+        except LeaseConflict as exc:
+            logger.info("lease %s not released: %s", lease_key, exc)
+            return False
+        except KclError as exc:
+            logger.warning("releasing lease %s failed; it expires instead: %s", lease_key, exc)
+            return False
+        finally:
+            self.held.pop(lease_key, None)
+            self.keeper.forget(lease_key)
+        logger.info("lease %s released", lease_key)
+        self.observer.lease_handed_off()
+        return True
+
+    async def release_named(self) -> int:
+        """Graceful stop, after the held leases are released: give up what the table still names us on.
+
+        A consistent scan finds the leases owned by this worker that it does not hold: assigned by a
+        leader but not adopted yet, or a take whose write landed as its loop was cancelled. Each is
+        released, fenced on the counter read; one handed off *to* us (``checkpointOwner`` set) is given
+        back to the worker that still serves it. Returns how many were given up; a failure is a warning
+        (those leases expire instead)."""
+        me = self.config.worker_id
+        try:
+            scan = await self._call(
+                self._io_pool, functools.partial(self._table.list_leases, consistent=True)
+            )
+        except KclError as exc:
+            logger.warning("cannot look for leases still naming this worker; they expire instead: %s", exc)
+            return 0
+        released = 0
+        for lease in scan.leases:
+            if lease.lease_owner != me or lease.lease_key in self.held:
+                continue
+            back_to = lease.checkpoint_owner if lease.checkpoint_owner not in (None, me) else None
+            assign = getattr(self._table, "assign", None)
+            if back_to is not None and assign is not None:
+                write = functools.partial(assign, lease, back_to)
+                done = (
+                    f"lease {lease.lease_key} handed back to {back_to} (a hand-off to this worker, not begun)"
+                )
+            else:
+                write = functools.partial(self._table.release, lease)
+                done = f"lease {lease.lease_key} released (assigned to this worker, not started)"
             try:
-                await self._write(write, self._table.release, self._io_pool, deadline)
-            except LeaseConflict as exc:
-                logger.info("lease %s not released: %s", lease_key, exc)
-                return False
+                await self._call(self._io_pool, write)
+            except LeaseConflict:
+                continue  # moved meanwhile: no longer ours
             except KclError as exc:
-                logger.warning("releasing lease %s failed; it expires instead: %s", lease_key, exc)
-                return False
-            logger.info("lease %s released", lease_key)
-            self.observer.lease_handed_off()
-            return True
+                logger.warning("lease %s not released; it expires instead: %s", lease.lease_key, exc)
+                continue
+            logger.info("%s", done)
+            released += 1
+        return released
 
     def drop(self, lease_key: str, why: str) -> None:
         """Forget a held lease without writing (it expires for the others); no listener fires."""
+        self.keeper.forget(lease_key)
         if self.held.pop(lease_key, None) is not None:
             logger.warning("lease %s dropped: %s", lease_key, why)
 
     def adopt(self, lease: Lease) -> bool:
         """Hold a lease another worker (the 3.x leader) assigned to us, as read; fires ``taken``.
 
-        Java's lease discovery: a fresh local renewal time, no write (the next renewal is the first)."""
+        Java's lease discovery, with one difference: the lease is renewed at once, and its records flow
+        once that renewal is confirmed (we cannot know when the leader's write was sent)."""
         if lease.lease_key in self.held or lease.lease_owner != self.config.worker_id:
             return False
-        now = self._clock.monotonic()
-        self.held[lease.lease_key] = self._held(lease, now)
-        self._observations = self._observations.record_write(lease.lease_key, lease.lease_counter, now)
+        self._hold(lease, self._clock.monotonic(), validated=False)
         logger.info("lease %s adopted (assigned by the leader)", lease.lease_key)
+        self.observer.lease_taken("assigned")
+        for listener in self.listeners.taken:
+            listener(lease)
+        return True
+
+    def adopt_written(self, lease: Lease, sent_at: float) -> bool:
+        """Hold a lease this worker assigned to itself as leader (``lease`` as the write returned it, the
+        write sent at ``sent_at``): deliverable at once, no discovery needed; fires ``taken``."""
+        if lease.lease_key in self.held or lease.lease_owner != self.config.worker_id:
+            return False
+        if lease.checkpoint_owner is not None:
+            return False  # a hand-off to us: the old owner checkpoints first (discovery adopts it)
+        self._hold(lease, sent_at)
+        logger.info("lease %s adopted (assigned to itself as leader)", lease.lease_key)
         self.observer.lease_taken("assigned")
         for listener in self.listeners.taken:
             listener(lease)
@@ -414,7 +467,10 @@ class LeaseCoordinator:
         held = self.held.get(lease_key)
         return None if held is None else held.lease
 
+    # -- the 2.x taker -------------------------------------------------------------------------------
+
     async def take_once(self) -> TakePlan:
+        self._loop = asyncio.get_running_loop()
         started = self._clock.monotonic()
         scan = await self._bounded(
             self._io_pool, self._table.list_leases, started + LEASE_IO.deadline_s * 2, "scan"
@@ -456,10 +512,10 @@ class LeaseCoordinator:
             except KclError as exc:
                 logger.warning("taking lease %s failed: %s", planned.lease_key, exc)
                 continue
-            self.held[taken.lease_key] = self._held(taken, sent_at)
-            self._observations = self._observations.record_write(
-                taken.lease_key, taken.lease_counter, sent_at
-            )
+            self._hold(taken, sent_at)
+            if planned.kind is TakeKind.STEAL:
+                # the victim delivers until its next renewal fails (within one renewal period): ours wait
+                self._not_before[taken.lease_key] = sent_at + self.config.renew_interval_s + 2 * EPSILON_S
             logger.info("lease %s taken (%s): %s", taken.lease_key, planned.kind.value, planned.reason)
             self.observer.lease_taken(planned.kind.value)
             for listener in self.listeners.taken:
@@ -487,28 +543,25 @@ class LeaseCoordinator:
             return None
         return fresh
 
+    # -- the loops -------------------------------------------------------------------------------------
+
     async def run_renewer(self) -> None:
-        """Keep one renewal loop per held lease; raise :class:`LeaseTableGone` when the table stays
-        missing, and the error of a renewal loop that failed unexpectedly (the supervisor restarts us)."""
-        keepers: dict[str, asyncio.Task[None]] = {}
+        """Keep the held leases (the keeper's thread, or on a fake clock this loop drives it); raise
+        :class:`LeaseTableGone` when the table stays missing (fatal). Cancelling it stops the keeper."""
+        self._loop = asyncio.get_running_loop()
         tick = min(self.config.renew_interval_s, 0.25)
         try:
+            if self._threaded:
+                self.keeper.start()
             while True:
                 self.check_table()
-                for key, task in list(keepers.items()):
-                    if task.done():
-                        del keepers[key]
-                        task.result()  # a renewal loop that failed: raise its error
-                for key in list(self.held):
-                    if key not in keepers:
-                        keepers[key] = asyncio.create_task(self._keep_renewing(key), name=f"renew-{key}")
-                await self._clock.sleep(tick)
+                if self._threaded:
+                    await self._clock.sleep(tick)
+                    continue
+                wake = self.keeper.tick()
+                await self._clock.sleep(min(max(wake - self._clock.monotonic(), 0.001), tick))
         finally:
-            for task in keepers.values():
-                task.cancel()
-            for task in keepers.values():
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            self.keeper.stop()
 
     async def run_taker(self) -> None:
         while True:

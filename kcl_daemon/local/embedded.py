@@ -161,6 +161,7 @@ class EmbeddedBackend:
             read_timeout_s=base.read_timeout_s,
             max_pool_connections=base.max_pool_connections,
             max_attempts=base.max_attempts,
+            lease_keeper_timeout_s=base.lease_keeper_timeout_s,
         )
 
     def build_clients(self, base: ClientSettings | None = None) -> AwsClients:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import orjson
 
+from kcl_daemon.core.lifecycle.checkpoint_validity import MAX_SEQUENCE_DIGITS
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, is_numeric_sequence_number
 from kcl_daemon.errors import RecordsFileError
 from kcl_protocol import CheckpointErrorName, Record
@@ -75,6 +76,10 @@ def _parse_record(obj: object, where: str, now_ms: int) -> tuple[str | None, Rec
     seq = obj.get("sequenceNumber")
     if seq is not None and not (isinstance(seq, str) and is_numeric_sequence_number(seq)):
         raise _problem(where, '"sequenceNumber" must be a string of decimal digits')
+    if seq is not None and len(seq) > MAX_SEQUENCE_DIGITS:
+        raise _problem(
+            where, f'"sequenceNumber" has {len(seq)} digits; Kinesis\' have at most {MAX_SEQUENCE_DIGITS}'
+        )
     sub = obj.get("subSequenceNumber", 0)
     if not isinstance(sub, int) or isinstance(sub, bool) or sub < 0:
         raise _problem(where, '"subSequenceNumber" must be a whole number >= 0')

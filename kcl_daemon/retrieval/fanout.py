@@ -236,7 +236,8 @@ class FanoutRecordSource:
             pump.stop()
         if done is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(done), timeout=10.0)
+                async with asyncio.timeout(10.0):  # not wait_for: it can swallow a cancellation (3.11)
+                    await asyncio.shield(done)
 
     def _ensure_pump(self) -> asyncio.Queue[_Item]:
         if self._queue is not None:

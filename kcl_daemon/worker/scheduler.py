@@ -14,7 +14,8 @@ the caller stops the worker and exits non-zero.
 Graceful shutdown (:meth:`Scheduler.shutdown`): stop taking leases, ask every child to shut down
 (``shutdownRequested``: the processor checkpoints), wait at most ``shutdown_grace_s``, stop what is
 still running, then release every held lease so the other workers take them at once, without waiting
-for the failover time.
+for the failover time, and every lease the table still names this worker on without its holding it
+(assigned by a leader and not adopted yet, a take that landed as the taker stopped), in both lease modes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -59,6 +61,8 @@ T = TypeVar("T")
 IO_THREADS = 32
 #: ListShards for the periodic shard sync.
 SYNC_THREADS = 1
+#: between the two looks for leases still naming this worker at a graceful stop
+RELEASE_SWEEP_GAP_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +133,7 @@ class Scheduler:
         lease_mode: LeaseMode | None = None,
         syncer: Any = None,  # a MultiStreamSyncer (several streams); None: one ShardSyncer
         make_stream_source: Callable[[Shard, str], ShardRecordSource] | None = None,
+        keeper_table: Any = None,  # the lease keeper's table (its own client); None: ``table``
     ) -> None:
         self.config = config
         #: who assigns leases: None = the 2.x taker; else the KCL 3.x-aware mode (leases.leader_mode)
@@ -145,6 +150,7 @@ class Scheduler:
             clock,
             renew_pool=BlockingPool(config.max_lease_renewal_threads, thread_name_prefix="lease-renew"),
             io_pool=self._io_pool,
+            keeper_table=keeper_table,
         )
         self.syncer = syncer or ShardSyncer(
             shard_lister,
@@ -254,6 +260,11 @@ class Scheduler:
         self.phase = Phase.RUNNING
 
     @property
+    def may_hold_leases(self) -> bool:
+        """Start-up got as far as renewing (and, in leader mode, perhaps being assigned) leases."""
+        return self._renewer is not None
+
+    @property
     def table_name(self) -> str:
         return str(getattr(self._table, "table_name", "the lease table"))
 
@@ -264,6 +275,8 @@ class Scheduler:
     def stop_shard(self, lease_key: str) -> asyncio.Task[None] | None:
         """Hand-off: ask the shard's task to shut down and not to start again; returns its runner."""
         self._handing_off.add(lease_key)
+        if lease_key in self.parked:  # a parked shard has nothing to finish: hand it off now
+            self.parked[lease_key][1].set()
         task = self.tasks.get(lease_key)
         if task is not None:
             task.request_shutdown()
@@ -404,7 +417,13 @@ class Scheduler:
     async def _report_status(self) -> None:
         while True:
             await self._clock.sleep(self.config.status_interval_s)
-            logger.info("worker %s: %s", self.config.coordinator.worker_id, self.status().line())
+            logger.info(
+                "worker %s: %s; %d asyncio task(s), %d thread(s)",
+                self.config.coordinator.worker_id,
+                self.status().line(),
+                len(asyncio.all_tasks()),
+                threading.active_count(),
+            )
 
     # -- stop ------------------------------------------------------------------------------------
 
@@ -441,6 +460,13 @@ class Scheduler:
                 self.coordinator.drop(key, "kept for this worker's restart grace")
             else:
                 released += await self.coordinator.release(key)
+        if not self.keep_leases_on_stop:
+            # what the table names us on without our holding it: leases a leader assigned us that we had
+            # not adopted, a take that landed as its loop stopped; once more after a moment for a leader's
+            # assignment in flight when our metrics item was withdrawn
+            released += await self.coordinator.release_named()
+            await self._clock.sleep(RELEASE_SWEEP_GAP_S)
+            released += await self.coordinator.release_named()
         if self._renewer is not None:
             await _cancel([self._renewer])
         logger.info("shutdown complete: %d lease(s) released", released)

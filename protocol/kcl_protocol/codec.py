@@ -278,12 +278,18 @@ def _lenient_sub_sequence_number(value: object) -> int | None:
             number = Decimal(value)
         except InvalidOperation:
             number = Decimal("NaN")
-        if not number.is_finite() or number != number.to_integral_value() or abs(number) > _LONG_MAX:
+        # adjusted() first: to_integral_value() of 1e100000000 overflows the decimal context
+        if (
+            not number.is_finite()
+            or number.adjusted() > 18
+            or number != number.to_integral_value()
+            or abs(number) > _LONG_MAX
+        ):
             raise ValueError(
                 f"subSequenceNumber {_preview(str(value))} is not a whole number in Java's long range"
             )
         return int(number)  # 1.0 -> 1, as Jackson coerces it
-    if text is not None and text.lstrip("-").isdigit():
+    if text is not None and text.isascii() and text.lstrip("-").isdigit():
         if len(text.lstrip("-")) > 19 or abs(int(text)) > _LONG_MAX:
             raise ValueError(f"subSequenceNumber {_preview(text)} is outside Java's long range")
         return int(text)
@@ -318,7 +324,7 @@ def decode_child_line(line: bytes) -> ChildMessage | ChannelMessage | NoiseLine:
     except orjson.JSONDecodeError:
         try:  # numbers orjson cannot hold (a 5,000-digit integer) are still JSON
             obj = _exact_json(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
             return NoiseLine("not JSON", _preview(text))
     if not isinstance(obj, dict):
         return NoiseLine("JSON but not an object", _preview(text))
@@ -327,7 +333,10 @@ def decode_child_line(line: bytes) -> ChildMessage | ChannelMessage | NoiseLine:
         if action == "status":
             return Status(response_for=_opt_str(obj.get("responseFor"), "responseFor"))
         if action == "checkpoint":
-            exact = _exact_json(stripped)
+            try:
+                exact = _exact_json(stripped)
+            except RecursionError:  # orjson read it, but an unused field nests deeper than Python's stack
+                return CheckpointRequest(None, None, "the message nests too deeply to be read exactly")
             assert isinstance(exact, dict)
             return _checkpoint_request(exact)
         if action in CHANNEL_ACTIONS:

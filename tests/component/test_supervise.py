@@ -83,7 +83,7 @@ class BrokenTable:
     def create_table_if_missing(self) -> bool:
         return False
 
-    def list_leases(self) -> object:
+    def list_leases(self, *, consistent: bool = False) -> object:
         raise RuntimeError("a bug in the scan")
 
 

@@ -173,3 +173,14 @@ def test_planned_move_is_a_hand_off_without_duplicates_and_crash_failover(
     took = time.monotonic() - killed_at
     FIGURES[f"worker SIGKILL on {backend.name}"] = f"leases reassigned {took:.1f}s after the kill"
     assert took <= FAILOVER_S + ASSIGN_EVERY_S + 6.0
+
+
+def test_a_stop_right_after_start_leaves_no_lease_naming_the_worker(
+    fleet: LeaderFleet, lease_table: DynamoLeaseTable
+) -> None:
+    """Issue 17: SIGTERM as soon as the leader (itself) has assigned it leases, before it has adopted or
+    started them; the table must not name it afterwards (the others would wait a failover for them)."""
+    fleet.start("daemon-a")
+    fleet.wait(lambda: owners(lease_table).get("daemon-a", 0) > 0, 60, "leases assigned to daemon-a")
+    assert fleet.daemons["daemon-a"].stop(signal.SIGTERM) == 0
+    assert owners(lease_table).get("daemon-a", 0) == 0, owners(lease_table)

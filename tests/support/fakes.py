@@ -78,7 +78,7 @@ class FakeTable:
     def __init__(self, leases: list[Lease]) -> None:
         self.items = {lease.lease_key: lease for lease in leases}
 
-    def list_leases(self) -> Scan:
+    def list_leases(self, *, consistent: bool = False) -> Scan:
         return Scan(list(self.items.values()))
 
     def get_lease(self, lease_key: str, *, consistent: bool = False) -> Lease | None:

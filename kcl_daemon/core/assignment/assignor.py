@@ -3,9 +3,9 @@
 One :meth:`CooperativeAssignor.decide` call is one leader round over plain views (the :class:`Decider`
 interface).
 
-1. **Members.** ACTIVE workers receive leases, except a *suspect* one (it owns leases and every one of
-   them is expired: it is dead but its metrics are not stale yet; it stays suspect, across rounds,
-   until it publishes newer metrics). A RESTARTING worker whose ``grace_until`` has not passed is
+1. **Members.** ACTIVE workers receive leases, except a *suspect* one (it owns an expired lease: it is
+   dead but its metrics are not stale yet; it stays suspect, across rounds, until it publishes newer
+   metrics). A RESTARTING worker whose ``grace_until`` has not passed is
    *frozen*: its leases wait for it, expired or not, and count for nobody else; back ACTIVE before its
    grace ends, its still-expired leases stay its own (it renews them on adoption); after the grace it
    is treated as gone. A LEAVING worker's leases are handed off.
@@ -222,7 +222,7 @@ class CooperativeAssignor:
             if key.startswith(_GRACE_PREFIX) and until > now:
                 graces.setdefault(key[len(_GRACE_PREFIX) :], until)
         returning = {w.worker_id for w in workers if w.state is WorkerState.ACTIVE and w.worker_id in graces}
-        suspects = _suspects(workers, _all_expired_owners(live) - returning, state)
+        suspects = _suspects(workers, _expired_owners(live) - returning, state)
         members = {
             w.worker_id: w
             for w in sorted(workers, key=lambda w: w.worker_id)
@@ -471,15 +471,15 @@ class CooperativeAssignor:
         return True
 
 
-def _all_expired_owners(leases: Iterable[LeaseView]) -> set[str]:
-    """Workers whose every lease is expired: dead, even if their metrics item is not stale yet."""
-    live: set[str] = set()
-    expired: set[str] = set()
-    for lease in leases:
-        if lease.owner is None or lease.checkpoint_owner is not None:
-            continue
-        (expired if lease.expired else live).add(lease.owner)
-    return expired - live
+def _expired_owners(leases: Iterable[LeaseView]) -> set[str]:
+    """Workers owning an expired lease (not in a hand-off): dead, even if their metrics item is not stale
+    yet. Any one such lease is enough: a lease assigned to a dead worker after its death is not expired
+    yet, and waiting for all of them gave the dead worker leases (and its own expired ones) back."""
+    return {
+        lease.owner
+        for lease in leases
+        if lease.owner is not None and lease.checkpoint_owner is None and lease.expired
+    }
 
 
 def _suspects(
@@ -487,7 +487,7 @@ def _suspects(
 ) -> dict[str, float]:
     """Workers to give nothing, with the metrics time they were suspected at.
 
-    A worker becomes suspect when every lease it owns is expired, and stays suspect (across rounds,
+    A worker becomes suspect when it owns an expired lease, and stays suspect (across rounds,
     after its leases have gone elsewhere) until it publishes newer metrics than it had then.
     """
     out: dict[str, float] = {}

@@ -97,6 +97,9 @@ class LayoutReport:
     legacy_tables_removable: bool
     warnings: tuple[str, ...] = ()
     kinds: Mapping[str, int] = field(default_factory=dict)
+    #: the warnings that mean the fleet is broken now, not just untidy: two live leader locks, or a
+    #: KCL 3.0-3.4 worker on a single-table lease table (doctor reports them as errors)
+    hazards: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         """A short human report (one fact per line)."""
@@ -240,8 +243,9 @@ def describe_layout(facts: TableFacts) -> LayoutReport:
         None if migration is None and legacy is None else lock_place(migration or TableMigrationStatus.INIT)
     )
     live = [lock for lock in locks if not lock.released]
+    hazards: list[str] = []
     if len(live) == 2:
-        warnings.append(
+        hazards.append(
             f"a Leader lock in both tables ({live[0].owner} in the legacy table, {live[1].owner} in the "
             "lease "
             "table): if both are live the fleet has two leaders; the stale one is taken over after its "
@@ -261,7 +265,15 @@ def describe_layout(facts: TableFacts) -> LayoutReport:
                 "lease table); workers read the legacy one"
             )
 
-    warnings += _metrics_warnings(facts, layout)
+    warnings += hazards
+    metrics_warnings = _metrics_warnings(facts, layout)
+    if layout is TableLayout.SINGLE_TABLE:
+        hazards += metrics_warnings
+    if layout is TableLayout.LEGACY and migration is None:
+        # nobody asked for the table migration: older workers are a fact about it, not a problem
+        note += "".join(f"; {text}" for text in metrics_warnings)
+    else:
+        warnings += metrics_warnings
     for key in facts.unmarked_non_leases:
         warnings.append(
             f"item {key!r} in the lease table has no entityType and is not a lease: a Java 3.5 leader would "
@@ -285,6 +297,7 @@ def describe_layout(facts: TableFacts) -> LayoutReport:
         removable,
         tuple(warnings),
         dict(facts.kinds),
+        tuple(hazards),
     )
 
 

@@ -36,10 +36,6 @@ JAVA_LEASE_DURATION_S: Final = 120.0
 JAVA_HEARTBEAT_S: Final = 30.0
 
 
-class LockItemError(ValueError):
-    """A ``Leader`` item that is not a lock item (names the attribute)."""
-
-
 @dataclass(frozen=True, slots=True)
 class LockItem:
     owner: str | None

@@ -9,12 +9,15 @@
 * During ``shardEnded`` the largest permitted value is ``SHARD_END``, and a checkpoint at the very last
   record of the shard is written as ``SHARD_END``.
 * A target equal to the last checkpoint is a success that writes nothing.
+* A number the daemon cannot use (more digits than Kinesis allows, a sub-sequence number outside Java's
+  ``long``, anything of any size) is refused with ``IllegalArgumentException``: no input raises.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kcl_daemon.core.lifecycle.checkpoint_validity import unusable_checkpoint
 from kcl_daemon.core.sequence import SHARD_END, ExtendedSequenceNumber, InvalidSequenceNumber
 
 ILLEGAL_ARGUMENT = "IllegalArgumentException"
@@ -58,8 +61,10 @@ def decide_checkpoint(
     else:
         try:
             target = ExtendedSequenceNumber(sequence_number, sub_sequence_number or 0)
-        except InvalidSequenceNumber as exc:
+        except (InvalidSequenceNumber, ValueError, TypeError) as exc:
             return RefuseCheckpoint(ILLEGAL_ARGUMENT, str(exc))
+        if (problem := unusable_checkpoint(target)) is not None:
+            return RefuseCheckpoint(ILLEGAL_ARGUMENT, problem)
         if target < bounds.last_checkpoint:
             return RefuseCheckpoint(
                 ILLEGAL_ARGUMENT, f"{target} is before the last checkpoint {bounds.last_checkpoint}"

@@ -54,6 +54,9 @@ class FakeCoordinator:
         self.held[lease_key] = replace(self.held[lease_key], checkpoint=target)
         return self.held[lease_key]
 
+    def may_deliver(self, lease_key: str, expected_batch_s: float) -> bool:
+        return lease_key in self.held
+
     def drop(self, lease_key: str, why: str) -> None:
         self.held.pop(lease_key, None)
         self.dropped.append(lease_key)

@@ -226,11 +226,9 @@ async def test_a_checkpoint_request_the_codec_cannot_use_is_answered_not_skipped
     faulty, healthy, sleep, delivered = await run_pair(tmp_path, "bad-checkpoint", action=10.0)
     replies = [json.loads(line) for line in (tmp_path / "shard-A" / "replies.log").read_text().splitlines()]
     # 0.0 is coerced to 0 as Java does (a valid checkpoint at the batch's last record)
-    assert [r["error"] for r in replies] == [
-        None,
-        "IllegalArgumentException",
-        "IllegalArgumentException",
-    ]
+    # then a 5,000-digit sequence number (as a string and as a JSON number) and an exponent that
+    # would overflow: refused with the Java name, never a traceback (issue 17)
+    assert [r["error"] for r in replies] == [None] + ["IllegalArgumentException"] * 5
     assert replies[0]["subSequenceNumber"] == 0
     assert faulty.state is ShardState.SHUTDOWN_COMPLETE and faulty.stats.child_failures == 0
     assert faulty.checkpoint == SHARD_END and sleep.sleeps == []

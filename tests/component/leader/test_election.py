@@ -85,3 +85,15 @@ async def test_a_malformed_lock_is_taken_over_once_unchanged_for_javas_duration(
     clock.now += 2.0
     assert await a.check_once()  # conditional on the record version it saw (or on there being none)
     assert store.items["Leader"]["ownerName"] == "a"
+
+
+async def test_a_lock_read_that_fails_is_a_warning_and_no_leadership_not_a_crash(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store, clock = FakeStore(), FakeClock()
+    store.failing = True  # a TransientNetwork (a mapped read timeout) on every call
+    election = _election(store, "a", clock)
+    assert not await election.check_once()
+    assert "cannot read the leader lock" in caplog.text
+    store.failing = False
+    assert await election.check_once()

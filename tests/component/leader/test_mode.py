@@ -14,10 +14,11 @@ from kcl_daemon.core.assignment.client_version import (
     ClientVersionConfig,
     fleet_ready_for_3x,
 )
+from kcl_daemon.errors import Throttled, TransientNetwork
 from kcl_daemon.leader.mode import LeaderMode, LeaderModeConfig, make_decider
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER
 from tests.support.clocks import FakeClock
-from tests.support.fake_tables import fake_tables
+from tests.support.fake_tables import FakeCoordinatorStore, fake_tables
 
 
 class _Scheduler:
@@ -98,3 +99,42 @@ def test_strategies() -> None:
     assert make_decider("VARIANCE").name == "variance"
     with pytest.raises(ValueError, match="BEST"):
         make_decider("BEST")
+
+
+class _FlakyStore(FakeCoordinatorStore):
+    """Throttles the first reads and loses the reply of the first (applied) write."""
+
+    def __init__(self, failing_reads: int, lose_first_write: bool) -> None:
+        super().__init__("app-CoordinatorState")
+        self.failing_reads = failing_reads
+        self.lose_first_write = lose_first_write
+        self.puts = 0
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        if self.failing_reads and key == "Migration3.0":
+            self.failing_reads -= 1
+            raise Throttled("get Migration3.0: ProvisionedThroughputExceededException")
+        return super().get(key)
+
+    def put(self, key: str, attributes: Any, **kwargs: Any) -> None:
+        self.puts += 1
+        super().put(key, attributes, **kwargs)
+        if self.lose_first_write:
+            self.lose_first_write = False
+            raise TransientNetwork("put Migration3.0: Read timeout on endpoint URL")
+
+
+@pytest.mark.parametrize("lose_first_write", [False, True])
+async def test_start_up_waits_out_throttles_and_settles_an_unknown_write_by_reading(
+    lose_first_write: bool,
+) -> None:
+    tables = fake_tables("w1")
+    store = _FlakyStore(failing_reads=4, lose_first_write=lose_first_write)
+    tables.legacy = store
+    clock = FakeClock()
+    mode = LeaderMode(LeaderModeConfig("w1"), _Table(), tables, clock)
+    await mode.start_tables()
+    version = await mode.resolve_version()
+    assert version is ClientVersion.V3X and store.items["Migration3.0"]["cv"] == ClientVersion.V3X.value
+    assert store.puts == 1, "an applied write whose reply was lost is not written again"
+    assert clock.sleeps, "the throttled reads were retried after a backoff"

@@ -7,6 +7,7 @@ timing logic exactly, in simulated seconds.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from random import Random
 
 import pytest
@@ -47,15 +48,30 @@ async def test_a_lease_whose_counter_moved_is_lost_on_the_next_renewal() -> None
     assert lost == ["shardId-000000000000"] and not coordinator.held
 
 
-@pytest.mark.parametrize("silence_s", [10.5, 30.0])
-async def test_a_lease_not_renewed_for_the_failover_time_is_lost_locally(silence_s: float) -> None:
+async def test_past_its_deadline_a_lease_delivers_nothing_until_a_renewal_lands() -> None:
     table = FakeTable(shards(2))
     clock = SteppedClock()
     coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), clock, rng=Random(1))
     await coordinator.take_once()
-    clock.now += silence_s  # e.g. the renew pool was starved; DynamoDB may already show a new owner
+    key = "shardId-000000000000"
+    assert coordinator.may_deliver(key, 0.0)
+    clock.now += 10.5  # e.g. the renewals could not get through; the table still names us
+    assert key in coordinator.held and not coordinator.may_deliver(key, 0.0)
+    await coordinator.renew_once()  # nobody took it: the renewal lands, the records flow again
+    assert set(coordinator.held) == {key, "shardId-000000000001"} and coordinator.may_deliver(key, 0.0)
+
+
+async def test_a_lease_not_renewed_for_a_failover_time_past_its_deadline_is_given_up() -> None:
+    table = FakeTable(shards(2))
+    clock = SteppedClock()
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), clock, rng=Random(1))
+    lost: list[str] = []
+    coordinator.listeners.lost.append(lost.append)
+    await coordinator.take_once()
+    clock.now += 30.0  # past deadline (9 s) + the give-up time (10 s): lost without a write
     await coordinator.renew_once()
-    assert not coordinator.held
+    await asyncio.sleep(0)
+    assert not coordinator.held and sorted(lost) == ["shardId-000000000000", "shardId-000000000001"]
 
 
 class SlowScanTable(FakeTable):
@@ -65,7 +81,7 @@ class SlowScanTable(FakeTable):
         super().__init__(leases)
         self.during_scan = during_scan  # lease key -> new owner (None: the same owner just renewed)
 
-    def list_leases(self) -> Scan:
+    def list_leases(self, *, consistent: bool = False) -> Scan:
         snapshot = super().list_leases()
         for key, new_owner in self.during_scan.items():
             lease = self.items[key]
@@ -131,3 +147,36 @@ async def test_release_gives_the_lease_back_without_a_lost_event() -> None:
     assert not await coordinator.release("shardId-000000000001")
     assert table.items["shardId-000000000001"].lease_owner is None and not lost
     assert set(coordinator.held) == {"shardId-000000000000"}
+
+
+async def test_release_named_gives_up_leases_assigned_but_not_adopted_and_hands_back_hand_offs() -> None:
+    """Issue 17: a graceful stop right after start-up left the leases a leader had just assigned to this
+    worker owned by it (it held none of them yet); a hand-off to it went nowhere."""
+
+    class _Table3x(FakeTable):
+        def assign(self, lease: Lease, new_owner: str) -> Lease:
+            self._check(lease)
+            moved = replace(
+                lease, lease_owner=new_owner, checkpoint_owner=None, lease_counter=lease.lease_counter + 1
+            )
+            self.items[lease.lease_key] = moved
+            return moved
+
+    leases = shards(4)
+    table = _Table3x(
+        [
+            leases[0].taken_by("me"),  # held: released by release(), not by the sweep
+            leases[1].taken_by("me"),  # assigned by the leader, not adopted yet
+            replace(leases[2].taken_by("me"), checkpoint_owner="old"),  # a hand-off to us, not begun
+            leases[3].taken_by("other"),
+        ]
+    )
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), SteppedClock())
+    coordinator.adopt(table.items["shardId-000000000000"])
+    assert await coordinator.release_named() == 2
+    assert table.items["shardId-000000000001"].lease_owner is None
+    assert table.items["shardId-000000000002"].lease_owner == "old"
+    assert table.items["shardId-000000000002"].checkpoint_owner is None
+    assert table.items["shardId-000000000000"].lease_owner == "me"  # held: not the sweep's
+    assert table.items["shardId-000000000003"].lease_owner == "other"
+    assert await coordinator.release_named() == 0

@@ -18,6 +18,7 @@ from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import hash_range_is_complete
 from kcl_daemon.errors import DependencyUnavailable, LeaseConflict, TransientNetwork
+from tests.support.emulators import Backend
 from tests.support.streams import wait_for_stream
 
 pytestmark = pytest.mark.integration
@@ -183,7 +184,12 @@ def test_concurrent_takes_have_exactly_one_winner(lease_table: DynamoLeaseTable)
     assert (stored.lease_owner, stored.lease_counter) == (winners[0], 1)
 
 
-def test_checkpoint_racing_a_steal_has_one_winner(lease_table: DynamoLeaseTable) -> None:
+def test_checkpoint_racing_a_steal_has_one_winner(lease_table: DynamoLeaseTable, backend: Backend) -> None:
+    if backend.name == "moto":
+        # moto_server serves requests on threads and checks a condition, then writes, with no lock between:
+        # on a loaded machine two conditional writes racing on one item both pass (seen with 3 test
+        # workers on 2 cores). DynamoDB and dynalite (one event loop) apply each write atomically.
+        pytest.skip("moto_server's conditional writes are not atomic under concurrent requests")
     mine = lease_table.take(created(lease_table), "worker-a")
     for round_ in range(5):
         barrier = threading.Barrier(2)

@@ -243,9 +243,10 @@ def test_a_stale_leader_lock(app: App) -> None:
 
 
 def test_a_stale_worker_metrics_item(app: App) -> None:
+    three_x(app)
     for shard in app.shards:
         app.lease(shard)
-    metrics = app.side_table(f"{app.name}-WorkerMetricStats", "wid")
+    metrics = CoordinatorStore(app.clients.dynamodb, f"{app.name}-WorkerMetricStats", "wid")
     metrics.update("gone-worker", {"lut": int(time.time()) - 3600, "sts": {}, "opr": {}})
     app.start_living()
     only(app.doctor(), "worker gone-worker last reported")

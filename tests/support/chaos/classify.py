@@ -34,6 +34,7 @@ SLACK_S = 1.0  # log stamps (ms) and the child's clock reading come from differe
 
 _LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})")
 _TAKEN = re.compile(r"lease (\S+) taken \((\w+)\): (.*)$")
+_ADOPTED = re.compile(r"lease (\S+) adopted \(")
 _STEAL_VICTIM = re.compile(r"stealing from most loaded worker (\S+)")
 _EXPIRED_OWNER = re.compile(r"expired: owner (\S+) ")
 
@@ -50,16 +51,28 @@ class Take:
 Takes = Mapping[str, Mapping[str, list[Take]]]  # worker -> shard -> takes in log order
 
 
+def log_time(line: str) -> float | None:
+    """The epoch time of a log line (human format: local time with milliseconds), None if it has none."""
+    stamp = _LOG_TIME.match(line)
+    if stamp is None:
+        return None
+    return time.mktime(time.strptime(stamp[1], "%Y-%m-%d %H:%M:%S")) + int(stamp[2]) / 1000
+
+
 def parse_takes(log: str) -> dict[str, list[Take]]:
-    """shard -> [Take] from one daemon's log (human format: local-time stamps with milliseconds)."""
+    """shard -> [Take] from one daemon's log (human format: local-time stamps with milliseconds): the 2.x
+    taker's takes, and in leader mode the adoptions of leases the leader assigned (kind ``assigned``)."""
     found: dict[str, list[Take]] = defaultdict(list)
     for line in log.splitlines():
-        taken, stamp = _TAKEN.search(line), _LOG_TIME.match(line)
-        if not (taken and stamp):
+        when = log_time(line)
+        if when is None:
             continue
-        when = time.mktime(time.strptime(stamp[1], "%Y-%m-%d %H:%M:%S")) + int(stamp[2]) / 1000
-        owner = _STEAL_VICTIM.search(taken[3]) or _EXPIRED_OWNER.search(taken[3])
-        found[taken[1]].append(Take(when, taken[2], owner[1] if owner else None))
+        taken = _TAKEN.search(line)
+        if taken is not None:
+            owner = _STEAL_VICTIM.search(taken[3]) or _EXPIRED_OWNER.search(taken[3])
+            found[taken[1]].append(Take(when, taken[2], owner[1] if owner else None))
+        elif (adopted := _ADOPTED.search(line)) is not None:  # leader mode: the previous owner is unknown
+            found[adopted[1]].append(Take(when, "assigned", None))
     return found
 
 

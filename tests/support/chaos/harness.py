@@ -1,5 +1,9 @@
 """A chaos run of several kcl-daemon processes: reshards, a SIGKILL and a DynamoDB fault window.
 
+In either lease mode (``lease_mode``: ``leader``, KCL 3.x leader-based assignment, the default of a
+fresh fleet; ``taker``, the 2.x-compatible taker), on an idle host or with a busy loop on every core
+at the daemons' priority (``cpu_hog``).
+
 Shared by the CI chaos test (``tests/e2e/test_chaos.py``, short) and ``bench/chaos.py`` (longer, any
 seed). Everything random (event times, victims, shards, fault decisions, partition keys) comes from the
 seed. The daemons run the recording processor (every record into one JSON-lines file); their DynamoDB
@@ -7,16 +11,22 @@ traffic goes through the fault-injecting proxy, their Kinesis traffic straight t
 
 The report says how many records were produced, lost and duplicated, and why each duplicate happened
 (``tests/support/chaos/classify.py``: crash, steal, lease expired, same worker), with the evidence for the
-first few duplicates that no crash or steal explains.
+first few duplicates that no crash or steal explains; how many leases a worker gave up while the table
+still named it (a poller reads the table directly, not through the proxy, every 0.2 s); and, after each
+SIGKILL, how long until each of the victim's shards had a record processed by another worker.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
+import os
 import random
 import re
 import signal
+import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -28,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients
-from tests.support.chaos.classify import ALLOWED_REASONS, classify, describe, parse_takes
+from tests.support.chaos.classify import ALLOWED_REASONS, classify, describe, log_time, parse_takes
 from tests.support.daemon import Daemon
 from tests.support.emulators import REGION
 from tests.support.fault_proxy import Fault, FaultProxy, Phase, rule
@@ -48,6 +58,9 @@ class ChaosConfig:
     fault_windows: int = 1
     fault_window_s: float = 8.0
     settle_limit_s: float = 60.0
+    lease_mode: str = "taker"  # "leader": KCL 3.x leader-based assignment; "taker": the 2.x taker
+    cpu_hog: bool = False  # a busy loop on every core while the run lasts
+    reshard: bool = True
 
 
 @dataclass
@@ -65,6 +78,12 @@ class ChaosReport:
     killed: set[str] = field(default_factory=set)
     tracebacks: int = 0
     expired_leases: int = 0  # leases a live worker lost by its own clock (could not renew in time)
+    dropped_while_named: int = 0  # leases given up while the table still named the worker
+    late_old_owner: int = 0  # records a worker delivered after another worker's child started on the shard
+    resumed_s: list[float] = field(default_factory=list)  # SIGKILL -> a victim's shard's next record
+    leader_killed: int = 0
+    mode: str = "taker"
+    hog: bool = False
     unexplained: list[str] = field(default_factory=list)  # evidence for the first few bad duplicates
     wall_s: float = 0.0
 
@@ -77,10 +96,21 @@ class ChaosReport:
         reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(self.duplicates.items())) or "none"
         takeovers = ", ".join(f"{t:.1f}s" for t in sorted(self.takeover_s)) or "n/a"
         faults = ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items())) or "none"
+        resumed = (
+            f"p50 {statistics.median(self.resumed_s):.1f}s, max {max(self.resumed_s):.1f}s over "
+            f"{len(self.resumed_s)} shard(s)"
+            if self.resumed_s
+            else "n/a"
+        )
         return [
-            f"seed {self.seed}: {self.produced} produced, {self.delivered} delivered, {len(self.lost)} lost, "
+            f"seed {self.seed} ({self.mode} mode, {'CPU hog' if self.hog else 'idle'}): "
+            f"{self.produced} produced, {self.delivered} delivered, {len(self.lost)} lost, "
             f"{dup_total} duplicated ({100 * dup_total / max(self.produced, 1):.2f}%: {reasons})",
             f"  takeover after SIGKILL: {takeovers}",
+            f"  resumption after SIGKILL (next record by another worker): {resumed}; "
+            f"leader killed {self.leader_killed} time(s)",
+            f"  leases dropped while the table still named the worker: {self.dropped_while_named}; "
+            f"records delivered by an old owner after the new owner's child started: {self.late_old_owner}",
             f"  DynamoDB faults injected: {sum(self.faults.values())} of {self.dynamodb_calls} calls "
             f"({faults})",
             f"  leases lost by local expiry (live workers): {self.expired_leases}; "
@@ -184,8 +214,13 @@ def _properties(path: Path, worker: str, table: str, stream: str, kinesis: str, 
         "shardSyncIntervalMillis = 3000\n"
         "shutdownGraceMillis = 15000\n"
         "childStopTimeoutMillis = 2000\n"
-        # the chaos figures are of the 2.x taker: keep it (pure 2.x, no KCL 3.x items written)
-        "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1\n"
+        "retrievalMode = POLLING\n"  # kinesalite has no enhanced fan-out
+        # taker: pure 2.x, no KCL 3.x items written; leader: the 3.x default of a fresh fleet
+        + (
+            "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1\n"
+            if config.lease_mode == "taker"
+            else ""
+        )
     )
     return path
 
@@ -202,6 +237,88 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+class _TablePoller(threading.Thread):
+    """Reads the lease table (consistently, not through the proxy) every ``period_s``: each lease's
+    owner over time, to tell whether a worker gave a lease up while the table still named it."""
+
+    def __init__(self, clients: AwsClients, table: str, period_s: float = 0.2) -> None:
+        super().__init__(name="chaos-table-poller", daemon=True)
+        self.clients, self.table, self.period_s = clients, table, period_s
+        self.timeline: dict[str, list[tuple[float, str | None]]] = defaultdict(list)
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(self.period_s):
+            try:
+                pages = self.clients.dynamodb.get_paginator("scan").paginate(
+                    TableName=self.table, ConsistentRead=True
+                )
+                items = [item for page in pages for item in page["Items"]]
+            except Exception:  # noqa: BLE001, S112 - the table may not exist yet
+                continue
+            now = time.time()
+            for item in items:
+                key = item["leaseKey"]["S"]
+                owner = item.get("leaseOwner", {}).get("S")
+                line = self.timeline[key]
+                if not line or line[-1][1] != owner:
+                    line.append((now, owner))
+
+    def owner_at(self, key: str, when: float) -> str | None:
+        line = self.timeline.get(key, [])
+        i = bisect.bisect_right([t for t, _ in line], when) - 1
+        return line[i][1] if i >= 0 else None
+
+
+_LOST = re.compile(r"lease (\S+) lost: (.*)$")
+
+
+def dropped_while_named(logs: dict[str, str], poller: _TablePoller) -> int:
+    """Leases a worker said it lost while the table named it just before and 0.3 s after (time for a write
+    of ours still in flight to land): the drops issue 17 is about."""
+    count = 0
+    for name, text in logs.items():
+        for line in text.splitlines():
+            lost, when = _LOST.search(line), log_time(line)
+            if lost is None or when is None:
+                continue
+            key = lost[1]
+            if poller.owner_at(key, when) == name and poller.owner_at(key, when + 0.3) == name:
+                count += 1
+    return count
+
+
+def late_deliveries(lines: list[dict[str, Any]]) -> int:
+    """Records a worker delivered after another worker's child had been initialized on the same shard
+    (after the worker's own child): an old owner still delivering once the new one has started."""
+    inits: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    for line in lines:
+        if line["event"] == "initialize":
+            inits[line["shard"]].append((line["t"], line["worker"]))
+    late = 0
+    for line in lines:
+        if line["event"] != "record":
+            continue
+        starts = inits.get(line["shard"], [])
+        own = [t for t, w in starts if w == line["worker"] and t <= line["t"]]
+        if own and any(w != line["worker"] and max(own) < t < line["t"] for t, w in starts):
+            late += 1
+    return late
+
+
+def _leader_at(log: str, when: float) -> bool:
+    leading = False
+    for line in log.splitlines():
+        stamp = log_time(line)
+        if stamp is None or stamp > when:
+            break
+        if " is now leader" in line:
+            leading = True
+        elif " is no longer leader" in line:
+            leading = False
+    return leading
+
+
 def run_chaos(
     config: ChaosConfig,
     kinesis_endpoint: str,
@@ -210,7 +327,7 @@ def run_chaos(
     say: Callable[[str], None] = lambda _: None,
 ) -> ChaosReport:
     rng = random.Random(config.seed)
-    report = ChaosReport(config.seed)
+    report = ChaosReport(config.seed, mode=config.lease_mode, hog=config.cpu_hog)
     started = time.monotonic()
     clients = build_clients(ClientSettings(REGION, kinesis_endpoint, dynamodb_endpoint, read_timeout_s=10))
     stream = f"chaos-{uuid.uuid4().hex[:8]}"
@@ -220,6 +337,8 @@ def run_chaos(
     wait_for_stream(clients, stream, timeout_s=30.0)
     daemons: dict[str, Daemon] = {}
     killed = report.killed
+    poller = _TablePoller(clients, table)
+    hogs: list[subprocess.Popen[bytes]] = []
     with FaultProxy(dynamodb_endpoint, seed=config.seed) as proxy:
 
         def start(name: str) -> None:
@@ -236,14 +355,20 @@ def run_chaos(
             )
 
         try:
+            if config.cpu_hog:
+                busy = [sys.executable, "-c", "while True: pass"]
+                hogs = [subprocess.Popen(busy) for _ in range(os.cpu_count() or 2)]
             for i in range(config.daemons):
                 start(f"w{i + 1}")
+            poller.start()
             producer = _Producer(clients, stream, config, rng)
             duration = config.records / config.rate_per_s
             plan: list[tuple[float, str]] = [
                 (rng.uniform(0.10, 0.25) * duration, "split"),
                 (rng.uniform(0.65, 0.85) * duration, "merge"),
             ]
+            if not config.reshard:
+                plan = []
             span = 0.7 / config.fault_windows
             plan += [
                 (rng.uniform(0.2 + i * span, 0.2 + (i + 0.5) * span) * duration, "faults-on")
@@ -289,6 +414,10 @@ def run_chaos(
                         owned = leases[victim]
                         daemons[victim].send(signal.SIGKILL)
                         kill_times[victim] = time.time()
+                        if daemons[victim].log is not None and _leader_at(
+                            daemons[victim].log.read_text(errors="replace"), kill_times[victim]
+                        ):
+                            report.leader_killed += 1
                         victims_leases[victim] = owned
                         killed.add(victim)
                         report.events.append(f"{now:.1f}s SIGKILL {victim} ({len(owned)} leases)")
@@ -309,6 +438,9 @@ def run_chaos(
             time.sleep(1.0)  # anything in flight lands now
         finally:
             proxy.clear()
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
             for daemon in daemons.values():
                 daemon.send(signal.SIGTERM)
             for name, daemon in daemons.items():
@@ -317,6 +449,9 @@ def run_chaos(
             for (_, fault, phase), n in proxy.injected.items():
                 report.faults[f"{fault}/{phase}" if fault != "latency" else fault] += n
             report.dynamodb_calls = sum(proxy.calls.values())
+            poller.stop.set()
+            if poller.is_alive():
+                poller.join(5)
             clients.kinesis.delete_stream(StreamName=stream)
             try:
                 clients.dynamodb.delete_table(TableName=table)
@@ -337,6 +472,8 @@ def run_chaos(
     report.expired_leases = sum(
         len(re.findall(r"lease \S+ lost: not renewed", text)) for text in logs.values()
     )
+    report.dropped_while_named = dropped_while_named(logs, poller)
+    report.late_old_owner = late_deliveries(lines)
     report.delivered = len(deliveries)
     report.lost = sorted(set(producer.accepted) - set(deliveries))
     for copies in deliveries.values():
@@ -355,5 +492,13 @@ def run_chaos(
             ]  # fmt: skip
             if after:
                 report.takeover_s.append(min(after) - kill_times[victim])
+            resumed = [
+                r["t"]
+                for r in lines
+                if r["event"] == "record" and r["shard"] == shard and r["worker"] != victim
+                and r["t"] > kill_times[victim]
+            ]  # fmt: skip
+            if resumed:
+                report.resumed_s.append(min(resumed) - kill_times[victim])
     report.wall_s = time.monotonic() - started
     return report

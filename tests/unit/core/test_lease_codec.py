@@ -104,6 +104,24 @@ def test_integer_attributes_accept_any_integral_number_spelling(text: str) -> No
     assert lease_from_item({**JAVA_ITEM, "leaseCounter": {"N": text}}).lease_counter == 3
 
 
+@pytest.mark.parametrize(
+    ("attribute", "value"),
+    [
+        ("leaseCounter", {"N": "1e100000000"}),  # 11 characters, a 10^8-digit integer
+        ("leaseCounter", {"N": "9" * 5000}),  # beyond int()'s 4300 digits
+        ("leaseCounter", {"N": "9223372036854775808"}),  # Java's long + 1
+        ("ownerSwitchesSinceCheckpoint", {"N": "1E+999999999"}),
+        ("startingHashKey", {"S": "9" * 5000}),
+    ],
+)
+def test_numbers_of_any_size_are_refused_as_a_corrupt_item_never_raised(
+    attribute: str, value: dict[str, str]
+) -> None:
+    with pytest.raises(CorruptLeaseItem, match=attribute) as caught:
+        lease_from_item({**JAVA_ITEM, attribute: value})
+    assert len(str(caught.value)) < 300, "a huge value is shortened in the message"
+
+
 def test_null_typed_attribute_reads_as_absent() -> None:
     lease = lease_from_item({**JAVA_ITEM, "leaseOwner": {"NULL": True}, "checkpointOwner": {"NULL": True}})
     assert lease.lease_owner is None

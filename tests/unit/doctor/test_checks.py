@@ -170,7 +170,8 @@ def test_layout_findings_and_versions() -> None:
     )
     result = checks.check_layout(facts)
     assert "single table" in result.facts[0]
-    assert "3.0-3.4 worker(s) old run on a single-table layout" in messages(result)
+    assert "publish no support code (KCL 3.0-3.4?): old" in messages(result)
+    assert any(f.severity is Severity.ERROR for f in result.findings)
     text = "\n".join(result.facts)
     assert "kcl-daemon: ours" in text and "Java KCL 3.5+: new" in text and "v2" in text
     both = LayoutFacts("app", "app-CoordinatorState", True, {"Leader": {}}, {"Leader": {}})

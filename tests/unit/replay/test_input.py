@@ -41,6 +41,7 @@ def test_text_data_defaults_and_shards() -> None:
         ('{"text": "a", "partitionKey": "a", "partitonKey": "typo"}', "unknown field(s) partitonKey"),
         ('{"text": "a", "partitionKey": "a", "sequenceNumber": "12a"}', "decimal digits"),
         ('{"text": "a", "partitionKey": "a", "sequenceNumber": "1"}', "does not increase"),
+        ('{"text": "a", "partitionKey": "a", "sequenceNumber": "' + "9" * 5000 + '"}', "5000 digits"),
         ('{"text": "a", "partitionKey": "a", "subSequenceNumber": -1}', "whole number >= 0"),
         ('{"text": "a", "partitionKey": "a", "approximateArrivalTimestamp": "now"}', "epoch milliseconds"),
     ],

@@ -1,0 +1,171 @@
+"""When the leader scans the lease table, and what each scan may change (pure).
+
+Java's leader runs one kind of round, every ``leaseAssignmentIntervalMillis`` (2 x failover by
+default): a dead worker's lease is seen expired only at the round after it expired, up to two intervals
+after the death. kcl-daemon's leader runs three kinds of pass (:class:`PassKind`):
+
+* ``BALANCE``, every ``leaseAssignmentIntervalMillis``: the decider's whole round (placement, hand-offs,
+  load moves), as Java;
+* ``EXPIRY``, in between, every :func:`expiry_interval_for` the failover time (``min(1 s, failover /
+  10)``) and also at the moment the earliest observed lease comes due: only leases that must be placed
+  now (unowned, expired, a hand-off stuck past its time) move, and a dead worker's finished
+  (SHARD_END) lease is passed to a live worker, whose cleanup deletes it. Nothing that is being served
+  moves, so these passes cost one scan and never disturb the fleet;
+* ``OBSERVE``, on a follower that has seen the leader's lock unchanged past one heartbeat: the scan only
+  records counter changes, so that if this worker takes the lock over, the dead leader's leases come due
+  one failover after they were first seen here, not one failover after the lock was taken.
+
+A worker learns of a lease assigned to it through lease discovery, which runs at the same expiry
+interval (a KEYS_ONLY query of the owner index); the leader adopts its own assignments at once.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
+
+from kcl_daemon.core.assignment.decider import LeaseView, Move, WorkerState, WorkerView
+from kcl_daemon.core.expiry import LeaseObservations
+from kcl_daemon.core.lease import Lease
+
+#: a due time is acted on this long after it (the expiry rule is "older than", not "as old as")
+DUE_EPSILON_S: Final = 0.05
+
+
+class PassKind(enum.StrEnum):
+    BALANCE = "balance"
+    EXPIRY = "expiry"
+    OBSERVE = "observe"
+
+
+def expiry_interval_for(failover_s: float) -> float:
+    """How often the leader looks for expired leases (and workers for leases assigned to them)."""
+    return max(min(1.0, failover_s / 10), 0.05)
+
+
+def plan_pass(now: float, *, leading: bool, balance_due_at: float, suspicious: bool) -> PassKind | None:
+    """The pass to run at ``now``: the leader balances when due and checks expiries otherwise; a follower
+    observes only while the leader looks dead; None: nothing to scan."""
+    if leading:
+        return PassKind.BALANCE if now >= balance_due_at else PassKind.EXPIRY
+    return PassKind.OBSERVE if suspicious else None
+
+
+def next_pass_at(
+    now: float, *, leading: bool, balance_due_at: float, earliest_due: float | None, interval_s: float
+) -> float:
+    """When to look again: at the expiry interval, and sooner for a balance round or a lease coming due."""
+    wake = now + interval_s
+    if leading:
+        wake = min(wake, balance_due_at)
+        if earliest_due is not None and earliest_due > now:
+            wake = min(wake, earliest_due)
+    return wake
+
+
+def earliest_due(
+    leases: Iterable[Lease], observations: LeaseObservations, failover_s: float, now: float
+) -> float | None:
+    """When the first owned, not yet expired lease would expire if its counter stays as seen."""
+    dues = [
+        observed.changed_at + failover_s + DUE_EPSILON_S
+        for lease in leases
+        if lease.lease_owner is not None
+        and (observed := observations.get(lease.lease_key)) is not None
+        and not observations.is_expired(lease.lease_key, now, failover_s)
+    ]
+    return min(dues, default=None)
+
+
+def lock_looks_dead(unchanged_since: float | None, now: float, heartbeat_s: float, check_s: float) -> bool:
+    """A follower suspects the leader once its lock has not changed for a heartbeat and a check."""
+    return unchanged_since is not None and now - unchanged_since > heartbeat_s + check_s
+
+
+def must_place(views: Sequence[LeaseView]) -> frozenset[str]:
+    """Leases an expiry pass may move: unowned or expired (a stuck hand-off counts as expired), live."""
+    return frozenset(v.lease_key for v in views if not v.finished and (v.owner is None or v.expired))
+
+
+def expiry_moves(moves: Iterable[Move], views: Sequence[LeaseView]) -> list[Move]:
+    """Of a decider's round, the moves an expiry pass applies: plain assignments of leases that must be
+    placed now, never a hand-off or a load move."""
+    placeable = must_place(views)
+    return [m for m in moves if m.lease_key in placeable and not m.graceful]
+
+
+def finished_lease_moves(views: Sequence[LeaseView], workers: Sequence[WorkerView]) -> list[Move]:
+    """A finished (SHARD_END) lease whose owner is gone - expired, or owned by no assignable worker - goes
+    to the live worker with the fewest leases, which cleans it up as its own (contract §6.4). No other
+    decider moves finished leases, and cleanup queues are per process: without this a dead worker's
+    finished lease would stay in the table for ever."""
+    members = sorted(w.worker_id for w in workers)
+    if not members:
+        return []
+    load = dict.fromkeys(members, 0)
+    for view in views:
+        if view.owner in load and not view.finished:
+            load[view.owner] += 1
+    moves = []
+    for view in sorted(views, key=lambda v: v.lease_key):
+        if not view.finished or view.checkpoint_owner is not None:
+            continue
+        if view.owner in load and not view.expired:
+            continue  # its owner lives and cleans it up
+        if view.owner is not None and not view.expired:
+            continue  # owned by a worker we do not see (yet): wait until it expires
+        receiver = min(members, key=lambda w: (load[w], w))
+        if receiver == view.owner:
+            continue
+        load[receiver] += 1
+        moves.append(
+            Move(
+                view.lease_key,
+                view.lease_counter,
+                view.owner,
+                receiver,
+                False,
+                "finished lease of a gone worker",
+            )
+        )
+    return moves
+
+
+def dead_workers(
+    views: Sequence[LeaseView],
+    workers: Sequence[WorkerView],
+    last_change: Mapping[str, float],
+    previous: Mapping[str, float],
+) -> dict[str, float]:
+    """Workers that get nothing, with the metrics time (epoch seconds) they were judged dead at.
+
+    A worker is dead when it owns an expired lease (not in a hand-off) and has published no worker
+    metrics since that lease's counter last changed (``last_change``: lease key -> epoch seconds): its
+    metrics item stays fresh for two reporting periods after it died, and without this rule the leader
+    gave a dead worker's expired lease back to it. A worker back from a restart publishes before it
+    adopts, so its own still-expired leases do not condemn it; a RESTARTING worker is never dead (its
+    grace decides). A dead worker stays dead, after its leases have gone elsewhere, until it publishes
+    newer metrics than it had when judged dead."""
+    by_id = {w.worker_id: w for w in workers}
+    out: dict[str, float] = {}
+    for w in workers:
+        stamp = _stamp(w)
+        judged = previous.get(w.worker_id)
+        if judged is not None and stamp <= judged:
+            out[w.worker_id] = judged
+    for view in views:
+        if not view.expired or view.owner is None or view.checkpoint_owner is not None:
+            continue
+        worker = by_id.get(view.owner)
+        if worker is None or worker.state is WorkerState.RESTARTING:
+            continue
+        changed = last_change.get(view.lease_key)
+        stamp = _stamp(worker)
+        if changed is None or stamp <= changed:
+            out[worker.worker_id] = max(out.get(worker.worker_id, stamp), stamp)
+    return out
+
+
+def _stamp(worker: WorkerView) -> float:
+    return worker.last_update if worker.last_update is not None else float("-inf")

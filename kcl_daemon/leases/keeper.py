@@ -1,0 +1,396 @@
+"""The lease keeper: every write of the leases this worker holds, on a thread of its own.
+
+The shell around :mod:`kcl_daemon.core.keeping`. Renewals, checkpoints and releases of held leases
+never wait for the event loop, the shared I/O pools or each other's locks: a ``lease-keeper`` thread
+wakes at each lease's next due time (:func:`~kcl_daemon.core.keeping.next_wake`, on
+``time.monotonic``), attempts run on the keeper's own pool (``lease-renew``) against a lease table on
+the keeper's own DynamoDB client, whose connect and read timeouts are one attempt's budget
+(:func:`~kcl_daemon.core.keeping.attempt_timeout_for`), and every answer is judged as it arrives, on the
+pool thread that got it. A CPU-starved or busy event loop therefore delays neither a renewal nor the
+moment a lease stops being deliverable.
+
+The event loop hears of renewals, losses and releases through ``notify`` (the coordinator passes
+``call_soon_threadsafe``); shard consumers read :meth:`LeaseKeeper.deliver_until` directly, so their
+delivery fence does not depend on the loop either. Without :meth:`LeaseKeeper.start` (tests on a fake
+clock) nothing happens on its own: the caller drives the keeper with :meth:`LeaseKeeper.tick`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
+from typing import Protocol
+
+from kcl_daemon.core import keeping
+from kcl_daemon.core.keeping import (
+    Answer,
+    Ask,
+    Confirmed,
+    Done,
+    Failed,
+    Failure,
+    Judged,
+    KeepTimings,
+    Kept,
+    Lost,
+    Op,
+    Outcome,
+    Released,
+    RenewNow,
+    Request,
+    Retrying,
+    Send,
+    Tick,
+)
+from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.lease_codec import CorruptLeaseItem
+from kcl_daemon.core.sequence import ExtendedSequenceNumber
+from kcl_daemon.errors import (
+    DependencyUnavailable,
+    KclError,
+    LeaseConflict,
+    LeaseUnreadable,
+    Throttled,
+    TransientNetwork,
+)
+
+logger = logging.getLogger(__name__)
+
+#: The keeper thread wakes at least this often, whatever the leases say (a safety net, cheap).
+MAX_SLEEP_S = 0.5
+
+
+class KeeperTable(Protocol):
+    """The lease-table writes the keeper makes: one attempt each, no retry or re-read of their own."""
+
+    def get_lease(self, lease_key: str, *, consistent: bool = False) -> Lease | None: ...
+
+    def renew(self, lease: Lease) -> Lease: ...
+
+    def checkpoint(
+        self,
+        lease: Lease,
+        checkpoint: ExtendedSequenceNumber,
+        *,
+        pending: ExtendedSequenceNumber | None = None,
+        child_shard_ids: Iterable[str] | None = None,
+    ) -> Lease: ...
+
+    def release(self, lease: Lease) -> Lease: ...
+
+
+@dataclass(frozen=True, slots=True)
+class KeeperEvent:
+    """What the event loop hears: ``confirmed`` (a write of ours applied), ``lost`` or ``released``."""
+
+    kind: str
+    lease_key: str
+    lease: Lease | None = None
+    reason: str = ""
+    unreadable: bool = False
+    #: for ``confirmed``: seconds from the attempt's send to its answer
+    latency_s: float = 0.0
+    #: for ``confirmed``: the send time of the write that applied (the lease's basis, monotonic)
+    confirmed_at: float = 0.0
+
+
+_FAILURES: dict[Failure, type[KclError]] = {
+    Failure.LOST: LeaseConflict,
+    Failure.THROTTLED: Throttled,
+    Failure.UNAVAILABLE: TransientNetwork,
+}
+
+
+class LeaseKeeper:
+    def __init__(
+        self,
+        table: KeeperTable,
+        worker_id: str,
+        timings: KeepTimings,
+        pool: Executor,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        notify: Callable[[KeeperEvent], None] = lambda _: None,
+    ) -> None:
+        self.worker_id = worker_id
+        self.timings = timings
+        self.notify = notify
+        #: since when every attempt has found the lease table missing (None: it is there)
+        self.missing_since: float | None = None
+        self._table = table
+        self._pool = pool
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._kept: dict[str, Kept] = {}
+        self._until: dict[str, float] = {}  # read without the lock (a dict get is atomic)
+        self._paused: set[str] = set()
+        self._futures: dict[int, Future[Lease | None]] = {}
+        self._renewals: dict[str, list[Future[None]]] = {}
+        self._sent: dict[int, float] = {}  # attempt id -> send time, for the latency reported
+        self._tokens = itertools.count(1)
+        self._busy = 0  # attempts submitted whose answer has not been fully handled yet
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- the loop-side API (any thread) ----------------------------------------------------------
+
+    def hold(self, lease: Lease, confirmed_at: float, *, validated: bool = True) -> None:
+        """Keep ``lease``: taken by a write sent at ``confirmed_at``, or adopted (``validated=False``:
+        renewed at once, deliverable once that renewal is confirmed)."""
+        kept = keeping.start(lease, confirmed_at, self.worker_id, validated=validated)
+        with self._lock:
+            self._kept[lease.lease_key] = kept
+            self._until[lease.lease_key] = keeping.deliver_until(kept, self.timings)
+        self._apply(lease.lease_key, Tick())
+
+    def forget(self, lease_key: str) -> None:
+        """Stop keeping the lease without a write (dropped, or handed off); answers to it are ignored."""
+        with self._lock:
+            self._kept.pop(lease_key, None)
+            self._until.pop(lease_key, None)
+            self._paused.discard(lease_key)
+            waiters = self._renewals.pop(lease_key, [])
+        for waiter in waiters:
+            waiter.set_result(None)
+
+    def checkpoint(
+        self, lease_key: str, target: ExtendedSequenceNumber, children: Iterable[str] | None = None
+    ) -> Future[Lease | None]:
+        """Write ``target`` (the keeper's next write of the lease); the future gets the lease as stored,
+        or LeaseConflict (lost), Throttled or TransientNetwork (not confirmed in time)."""
+        kids = tuple(sorted(set(children))) if children else None
+        return self._ask(lease_key, Op.CHECKPOINT, target, kids)
+
+    def release(self, lease_key: str) -> Future[Lease | None]:
+        """Give the lease back; the future gets the lease as stored, or an error (it then expires)."""
+        return self._ask(lease_key, Op.RELEASE, None, None)
+
+    def renew_now(self, lease_key: str) -> Future[None]:
+        """Renew at once; the future completes at the next confirmation, loss or forgetting."""
+        waiter: Future[None] = Future()
+        with self._lock:
+            if lease_key not in self._kept:
+                waiter.set_result(None)
+                return waiter
+            self._renewals.setdefault(lease_key, []).append(waiter)
+        self._apply(lease_key, RenewNow())
+        return waiter
+
+    def deliver_until(self, lease_key: str) -> float:
+        """Until when the lease's child may be sent records (monotonic; ``-inf``: not now)."""
+        return self._until.get(lease_key, keeping.NEVER)
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._kept)
+
+    def in_flight(self) -> int:
+        """Attempts sent whose answers are not handled yet (their effects included)."""
+        with self._lock:
+            return self._busy
+
+    # -- time ------------------------------------------------------------------------------------
+
+    def tick(self) -> float:
+        """Do what is due on every lease; returns the next time something will be (monotonic)."""
+        for key in self.keys():
+            self._apply(key, Tick())
+        with self._lock:
+            wakes = [keeping.next_wake(k, self.timings) for k in self._kept.values()]
+        return min(wakes, default=keeping.FOREVER)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Run the keeper thread (idempotent)."""
+        if self.running:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread; the leases stay known (a later :meth:`start` goes on with them)."""
+        self._stop.set()
+        self._wake.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                wake = self.tick()
+            except Exception:  # a bug: never let renewals die silently
+                logger.exception("the lease keeper failed unexpectedly; going on")
+                wake = self._monotonic() + MAX_SLEEP_S
+            self._wake.wait(min(max(wake - self._monotonic(), 0.0), MAX_SLEEP_S))
+            self._wake.clear()
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def _ask(
+        self,
+        lease_key: str,
+        op: Op,
+        target: ExtendedSequenceNumber | None,
+        children: tuple[str, ...] | None,
+    ) -> Future[Lease | None]:
+        future: Future[Lease | None] = Future()
+        with self._lock:
+            if lease_key not in self._kept:
+                future.set_exception(LeaseConflict(f"lease {lease_key} is not held by {self.worker_id}"))
+                return future
+            token = next(self._tokens)
+            self._futures[token] = future
+        self._apply(lease_key, Ask(Request(token, op, self._monotonic(), target, children)))
+        return future
+
+    def _apply(self, lease_key: str, event: keeping.Event) -> None:
+        effects: list[Callable[[], None]] = []
+        with self._lock:
+            kept = self._kept.get(lease_key)
+            if kept is None:
+                if isinstance(event, Answer):
+                    self._sent.pop(event.attempt_id, None)
+                return
+            now = self._monotonic()
+            stepped = keeping.step(kept, event, now, self.timings)
+            if stepped.kept is None:
+                self._kept.pop(lease_key, None)
+                self._until.pop(lease_key, None)
+                self._paused.discard(lease_key)
+            else:
+                self._kept[lease_key] = stepped.kept
+                until = keeping.deliver_until(stepped.kept, self.timings)
+                self._until[lease_key] = until
+                self._note_pause(lease_key, until, now)
+            latency = 0.0
+            if isinstance(event, Answer):
+                latency = now - self._sent.pop(event.attempt_id, now)
+            for action in stepped.actions:
+                effects += self._carry_out(lease_key, action, now, latency, stepped.kept)
+        for effect in effects:
+            effect()
+        self._wake.set()
+
+    def _note_pause(self, lease_key: str, until: float, now: float) -> None:
+        if now >= until and lease_key not in self._paused:
+            self._paused.add(lease_key)
+            logger.warning(
+                "lease %s: no renewal confirmed in time, records held back (renewals go on until the "
+                "table shows another owner)",
+                lease_key,
+            )
+        elif now < until and lease_key in self._paused:
+            self._paused.discard(lease_key)
+            logger.info("lease %s renewed again: records flow again", lease_key)
+
+    def _carry_out(
+        self, lease_key: str, action: keeping.Action, now: float, latency: float, kept: Kept | None
+    ) -> list[Callable[[], None]]:
+        """Bookkeeping under the lock; returns what must happen after it (calls that may block)."""
+        match action:
+            case Send():
+                self._sent[action.attempt_id] = now
+                return [lambda: self._submit(lease_key, action)]
+            case Confirmed(lease=lease):
+                at = kept.confirmed_at if kept is not None else now
+                event = KeeperEvent("confirmed", lease_key, lease, latency_s=latency, confirmed_at=at)
+                waiters = self._renewals.pop(lease_key, [])
+                return [lambda: self.notify(event), *(lambda w=w: w.set_result(None) for w in waiters)]
+            case Lost(reason=reason, unreadable=unreadable):
+                event = KeeperEvent("lost", lease_key, reason=reason, unreadable=unreadable)
+                waiters = self._renewals.pop(lease_key, [])
+                return [lambda: self.notify(event), *(lambda w=w: w.set_result(None) for w in waiters)]
+            case Released():
+                waiters = self._renewals.pop(lease_key, [])
+                return [
+                    lambda: self.notify(KeeperEvent("released", lease_key)),
+                    *(lambda w=w: w.set_result(None) for w in waiters),
+                ]
+            case Done(token=token, lease=lease):
+                done = self._futures.pop(token, None)
+                return [] if done is None else [lambda: _resolve(done, lease, None)]
+            case Failed(token=token, failure=failure, reason=reason):
+                failed = self._futures.pop(token, None)
+                error = _FAILURES[failure](f"lease {lease_key}: {reason}")
+                return [] if failed is None else [lambda: _resolve(failed, None, error)]
+            case Judged(op=op, reason=reason):
+                logger.info("lease %s: %s settled by a consistent read: %s", lease_key, op.value, reason)
+                return []
+            case Retrying(op=op, error=error, failures=failures):
+                level = logging.WARNING if failures == 1 else logging.DEBUG
+                logger.log(level, "lease %s: %s attempt failed, trying again: %s", lease_key, op.value, error)
+                return []
+
+    # -- attempts (pool threads) -----------------------------------------------------------------
+
+    def _submit(self, lease_key: str, send: Send) -> None:
+        with self._lock:
+            self._busy += 1
+        try:
+            self._pool.submit(self._attempt, lease_key, send)
+        except RuntimeError:  # the pool is shut down: the worker is stopping
+            self._attempt(lease_key, send, stopping=True)
+
+    def _attempt(self, lease_key: str, send: Send, *, stopping: bool = False) -> None:
+        try:
+            if stopping:
+                answer = Answer(send.attempt_id, Outcome.UNKNOWN, error="the keeper is stopping")
+            else:
+                answer = self._call(lease_key, send)
+            self._apply(lease_key, answer)
+        finally:
+            with self._lock:
+                self._busy -= 1
+
+    def _call(self, lease_key: str, send: Send) -> Answer:
+        attempt = send.attempt_id
+        what = f"{send.op.value} of lease {lease_key}"
+        try:
+            if send.op is Op.READ:
+                seen = self._table.get_lease(lease_key, consistent=True)
+                self.missing_since = None
+                return Answer(attempt, Outcome.SEEN, seen)
+            if send.op is Op.RENEW:
+                written = self._table.renew(send.lease)
+            elif send.op is Op.CHECKPOINT:
+                assert send.checkpoint is not None
+                written = self._table.checkpoint(send.lease, send.checkpoint, child_shard_ids=send.children)
+            else:
+                written = self._table.release(send.lease)
+            self.missing_since = None
+            return Answer(attempt, Outcome.WRITTEN, written)
+        except (CorruptLeaseItem, LeaseUnreadable) as exc:
+            return Answer(attempt, Outcome.UNREADABLE, error=f"{what}: the item cannot be read: {exc}")
+        except LeaseConflict as exc:
+            return Answer(attempt, Outcome.CONFLICT, error=str(exc))
+        except Throttled as exc:
+            return Answer(attempt, Outcome.THROTTLED, error=str(exc))
+        except DependencyUnavailable as exc:
+            if self.missing_since is None:
+                self.missing_since = self._monotonic()
+            return Answer(attempt, Outcome.MISSING, error=str(exc))
+        except KclError as exc:
+            return Answer(attempt, Outcome.UNKNOWN, error=str(exc))
+        except Exception as exc:  # a bug in a table adapter: the outcome is unknown, the lease is kept
+            logger.exception("%s failed unexpectedly", what)
+            return Answer(attempt, Outcome.UNKNOWN, error=f"{type(exc).__name__}: {exc}")
+
+
+def _resolve(future: Future[Lease | None], lease: Lease | None, error: BaseException | None) -> None:
+    if future.done():  # the caller gave up on it (cancelled)
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(lease)

@@ -1,0 +1,220 @@
+"""The leader's assignment loop between balance rounds (issue 17): expiry passes every min(1 s, failover /
+10) move a dead worker's leases as soon as they expire, never to a dead worker, whatever the decider;
+a gone worker's finished lease goes to a live worker; the leader tells itself of what it assigned itself."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from kcl_daemon.aws.lease_table import ScanResult
+from kcl_daemon.core.assignment.passes import PassKind
+from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON
+from kcl_daemon.errors import LeaseConflict
+from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
+from kcl_daemon.leader.mode import make_decider
+from tests.support.clocks import FakeClock
+
+WALL = 1_700_000_000.0
+FAILOVER = 10.0
+
+
+class _Table:
+    """Leases in memory; ``assign`` is conditional on the counter, as LeaseTable3x's."""
+
+    def __init__(self, leases: list[Lease]) -> None:
+        self.leases = {lease.lease_key: lease for lease in leases}
+        self.scans = 0
+
+    def list_leases(self) -> ScanResult:
+        self.scans += 1
+        return ScanResult(tuple(self.leases.values()), ())
+
+    def assign(self, lease: Lease, new_owner: str) -> Lease:
+        current = self.leases[lease.lease_key]
+        if current.lease_counter != lease.lease_counter:
+            raise LeaseConflict("counter moved")
+        moved = dataclasses.replace(
+            current, lease_owner=new_owner, checkpoint_owner=None, lease_counter=current.lease_counter + 1
+        )
+        self.leases[lease.lease_key] = moved
+        return moved
+
+    def initiate_handoff(self, lease: Lease, new_owner: str) -> Lease:
+        current = self.leases[lease.lease_key]
+        moved = dataclasses.replace(current, checkpoint_owner=current.lease_owner, lease_owner=new_owner)
+        self.leases[lease.lease_key] = moved
+        return moved
+
+    def renew(self, owner: str) -> None:
+        """Every lease of ``owner`` renewed once."""
+        for key, lease in self.leases.items():
+            if lease.lease_owner == owner:
+                self.leases[key] = dataclasses.replace(lease, lease_counter=lease.lease_counter + 1)
+
+    def owned(self, owner: str) -> set[str]:
+        return {k for k, lease in self.leases.items() if lease.lease_owner == owner}
+
+
+class _Metrics:
+    def __init__(self, workers: list[str]) -> None:
+        self.workers = workers
+        self.scans = 0
+
+    def scan(self) -> tuple[list[WorkerMetricStats], list[str]]:
+        self.scans += 1
+        return [WorkerMetricStats(w, WALL) for w in self.workers], []  # all fresh: the dead one too
+
+    def delete_stale(self, worker_id: str, last_update: float) -> None:
+        return None
+
+
+class _Election:
+    def __init__(self) -> None:
+        self.on_change: list[Any] = []
+        self.gained = asyncio.Event()
+
+    def is_leader(self) -> bool:
+        return True
+
+    async def release(self, why: str) -> None:
+        raise AssertionError(why)
+
+
+@pytest.fixture
+def pool() -> Iterator[ThreadPoolExecutor]:
+    with ThreadPoolExecutor(1) as executor:
+        yield executor
+
+
+def _loop(
+    table: _Table, metrics: _Metrics, strategy: str, clock: FakeClock, pool: ThreadPoolExecutor
+) -> AssignmentLoop:
+    return AssignmentLoop(
+        table,
+        metrics,
+        _Election(),  # type: ignore[arg-type]
+        make_decider(strategy),
+        AssignmentConfig(2 * FAILOVER, FAILOVER),
+        clock,  # type: ignore[arg-type]
+        pool,
+        wall=lambda: WALL + clock.now,
+    )
+
+
+def _fleet() -> list[Lease]:
+    owners = ["a", "a", "b", "b", "dead", "dead"]
+    return [Lease(f"s{i}", TRIM_HORIZON, lease_owner=o, lease_counter=1) for i, o in enumerate(owners)]
+
+
+@pytest.mark.parametrize("strategy", ["COOPERATIVE", "VARIANCE", "LEASE_COUNT_BASED"])
+async def test_an_expiry_pass_moves_a_dead_workers_leases_once_expired_and_never_to_it(
+    strategy: str, pool: ThreadPoolExecutor
+) -> None:
+    table, clock = _Table(_fleet()), FakeClock()
+    loop = _loop(table, _Metrics(["a", "b", "dead"]), strategy, clock, pool)
+    await loop.run_once(PassKind.BALANCE)  # first sight of every counter
+    for _ in range(10):  # a and b renew every second, "dead" never again
+        clock.now += 1.0
+        table.renew("a")
+        table.renew("b")
+        report = await loop.run_once(PassKind.EXPIRY)
+        assert not report.moves, "nothing expired yet"
+    clock.now += 0.1
+    table.renew("a")
+    table.renew("b")
+    report = await loop.run_once(PassKind.EXPIRY)
+    assert {m.lease_key for m in report.moves} == {"s4", "s5"} and report.applied == 2
+    assert not table.owned("dead")
+    # A lease freed later (a worker that stopped) is not given to the dead worker either, although its
+    # metrics are still fresh and it now owns nothing.
+    table.leases["s9"] = Lease("s9", TRIM_HORIZON, lease_counter=1)
+    for kind in (PassKind.EXPIRY, PassKind.BALANCE):
+        clock.now += 1.0
+        table.renew("a")
+        table.renew("b")
+        await loop.run_once(kind)
+        assert not table.owned("dead")
+    assert table.leases["s9"].lease_owner in {"a", "b"}
+
+
+async def test_an_expiry_pass_reads_no_metrics_and_moves_nothing_that_is_served(
+    pool: ThreadPoolExecutor,
+) -> None:
+    leases = [Lease(f"s{i}", TRIM_HORIZON, lease_owner="a", lease_counter=1) for i in range(6)]
+    table, metrics, clock = _Table(leases), _Metrics(["a", "b"]), FakeClock()
+    loop = _loop(table, metrics, "COOPERATIVE", clock, pool)
+    clock.now += 1.0
+    assert await loop.run_once(PassKind.EXPIRY) and metrics.scans == 1  # the first pass balances
+    handed = {k for k, lease in table.leases.items() if lease.checkpoint_owner == "a"}
+    assert handed == table.owned("b") == {"s0", "s1"}, "the balance round started hand-offs"
+    for _ in range(3):
+        clock.now += 1.0
+        table.renew("a")
+        report = await loop.run_once(PassKind.EXPIRY)
+        assert report.kind is PassKind.EXPIRY and not report.moves
+    assert metrics.scans == 1 and table.scans == 4
+
+
+async def test_a_gone_workers_finished_lease_goes_to_a_live_worker(pool: ThreadPoolExecutor) -> None:
+    leases = [
+        Lease("parent", SHARD_END, lease_owner="dead", lease_counter=4),
+        Lease(
+            "child", TRIM_HORIZON, lease_owner="a", lease_counter=1, parent_shard_ids=frozenset({"parent"})
+        ),
+    ]
+    table, clock = _Table(leases), FakeClock()
+    loop = _loop(table, _Metrics(["a"]), "COOPERATIVE", clock, pool)
+    await loop.run_once(PassKind.BALANCE)
+    clock.now += FAILOVER + 0.1
+    table.renew("a")
+    report = await loop.run_once(PassKind.EXPIRY)
+    assert [(m.lease_key, m.to_worker) for m in report.moves] == [("parent", "a")]
+    assert table.leases["parent"].lease_owner == "a"  # its ShardTask finds SHARD_END and cleans it up
+
+
+async def test_the_leader_is_told_of_the_leases_it_assigned_itself(pool: ThreadPoolExecutor) -> None:
+    table, clock = _Table([Lease("s0", TRIM_HORIZON, lease_counter=1)]), FakeClock()
+    loop = _loop(table, _Metrics(["a"]), "COOPERATIVE", clock, pool)
+    told: list[set[str]] = []
+    loop.on_assigned = told.append
+    await loop.run_once(PassKind.EXPIRY)
+    assert told == [{"a"}]
+
+
+async def test_passes_run_at_the_expiry_interval_and_balance_at_the_assignment_interval(
+    pool: ThreadPoolExecutor,
+) -> None:
+    table, metrics, clock = _Table(_fleet()), _Metrics(["a", "b", "dead"]), FakeClock()
+    loop = _loop(table, metrics, "COOPERATIVE", clock, pool)
+    loop._on_leadership(True)
+    kinds: list[tuple[float, PassKind]] = []
+    original = loop.run_once
+
+    async def recording(kind: PassKind = PassKind.BALANCE) -> Any:
+        table.renew("a")
+        table.renew("b")
+        report = await original(kind)
+        kinds.append((clock.now, report.kind))
+        if clock.now > 45:
+            raise asyncio.CancelledError
+        return report
+
+    loop.run_once = recording  # type: ignore[method-assign]
+    with pytest.raises(asyncio.CancelledError):
+        await loop.run()
+    balances = [t for t, k in kinds if k is PassKind.BALANCE]
+    assert balances[:3] == pytest.approx(
+        [0.0, FAILOVER + 0.1, 3 * FAILOVER + 0.1]
+    )  # first one at L after gaining
+    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(kinds)]
+    assert max(gaps) <= 1.0 + 1e-9
+    assert not table.owned("dead")

@@ -1,0 +1,67 @@
+"""The lease keeper's thread: renewals keep their deadline when the event loop is busy, a hung attempt
+gets a hedged twin, and the delivery fence needs no event loop (real time, failover 1-1.5 s)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from kcl_daemon.clock import SystemClock
+from kcl_daemon.core.lease import Lease
+from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
+from tests.support.fakes import FakeTable, shards
+
+KEY = "shardId-000000000000"
+
+
+class CountingTable(FakeTable):
+    def __init__(self, count: int = 2) -> None:
+        super().__init__(shards(count))
+        self.lock = threading.Lock()
+        self.renewals: dict[str, int] = {}
+        self.hang_first_renewal_s = 0.0
+
+    def renew(self, lease: Lease) -> Lease:
+        with self.lock:
+            n = self.renewals.get(lease.lease_key, 0)
+            self.renewals[lease.lease_key] = n + 1
+        if n == 0 and self.hang_first_renewal_s:
+            time.sleep(self.hang_first_renewal_s)
+        with self.lock:
+            return super().renew(lease)
+
+
+async def test_renewals_keep_their_deadline_while_the_event_loop_is_blocked() -> None:
+    table = CountingTable()
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me", failover_s=1.0), SystemClock())
+    lost: list[str] = []
+    coordinator.listeners.lost.append(lost.append)
+    await coordinator.take_once()
+    await coordinator.take_once()
+    renewer = asyncio.create_task(coordinator.run_renewer())
+    await asyncio.sleep(0.1)
+    try:
+        time.sleep(2.5)  # noqa: ASYNC251 - the point: the event loop does nothing for 2.5 failover times
+        assert all(coordinator.may_deliver(key, 0.0) for key in coordinator.held), "the fence needs no loop"
+        await asyncio.sleep(0.1)
+    finally:
+        renewer.cancel()
+        await asyncio.gather(renewer, return_exceptions=True)
+    assert min(table.renewals.values()) >= 6, table.renewals  # every ~0.31 s, loop or no loop
+    assert not lost and len(coordinator.held) == 2
+
+
+async def test_a_hung_attempt_gets_a_hedged_twin_that_keeps_the_lease() -> None:
+    table = CountingTable(1)
+    table.hang_first_renewal_s = 2.0  # far beyond the deadline (1.35 s)
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me", failover_s=1.5), SystemClock())
+    await coordinator.take_once()
+    renewer = asyncio.create_task(coordinator.run_renewer())
+    try:
+        await asyncio.sleep(1.6)
+        assert table.renewals[KEY] >= 2 and coordinator.may_deliver(KEY, 0.0)
+        assert table.items[KEY].lease_counter >= 2, "the twin, fenced on the same counter, landed"
+    finally:
+        renewer.cancel()
+        await asyncio.gather(renewer, return_exceptions=True)
