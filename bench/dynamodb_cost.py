@@ -460,7 +460,7 @@ def main() -> None:
     results: list[Figures] = []
     with (
         tempfile.TemporaryDirectory(prefix="ddb-cost-") as tmp,
-        running_emulators(shard_limit=1000) as backend,
+        running_emulators(shard_limit=100000) as backend,
         counting(backend.dynamodb_endpoint) as proxy,
         h2c_proxy(backend.kinesis_endpoint) if jars else contextlib.nullcontext("") as java_kinesis,
     ):
