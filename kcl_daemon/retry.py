@@ -194,6 +194,22 @@ GET_RECORDS: Final = RetryPolicy(
     "get_records", max_attempts=30, deadline_s=300.0, initial_backoff_s=0.2, max_backoff_s=10.0
 )
 
+# The Spark source's published batch ends (conditional UpdateItem, consistent GetItem/BatchGetItem): a
+# task or the planner waits for them, so retry a while, but not for as long as a shard's read.
+BATCH_ENDS: Final = RetryPolicy(
+    "batch_ends", max_attempts=8, deadline_s=30.0, initial_backoff_s=0.1, max_backoff_s=2.0
+)
+# A Spark executor's SubscribeToShard for one batch: ResourceInUseException within 5 s of the previous
+# subscription of the consumer to the shard, throttling, a reset stream.
+FANOUT_SUBSCRIBE: Final = RetryPolicy(
+    "fanout_subscribe", max_attempts=12, deadline_s=60.0, initial_backoff_s=0.5, max_backoff_s=2.0
+)
+# The Kinesis sink's PutRecords: whole-call failures, and entries a response reports throttled or
+# failed inside (sent again alone). Records are already in the sink's hands: give them time.
+PUT_RECORDS: Final = RetryPolicy(
+    "put_records", max_attempts=20, deadline_s=120.0, initial_backoff_s=0.1, max_backoff_s=5.0
+)
+
 
 def lease_io_retry(
     *, sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic

@@ -10,9 +10,7 @@ node, npm package or moto_server skips locally and fails under CI.
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -187,32 +185,22 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.fixture(scope="session")
 def spark_session(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """One local[2] SparkSession for every Spark test, with the Kinesis source registered.
+    """One SparkSession for every Spark test, on a real multi-process cluster: ``local-cluster[2,1,1024]``
+    (two executor JVMs with their own Python workers; ``KCL_SPARK_MASTER`` overrides it, e.g. ``local[2]``),
+    with ``format("kinesis")`` registered.
 
     Skipped (with the reason) where Java is missing; pyspark missing fails under CI like any emulator.
     """
     if shutil.which("java") is None:
         pytest.skip("the Spark tests need a Java 17 runtime (java is not on PATH)")
     try:
-        from pyspark.sql import SparkSession
+        import pyspark  # noqa: F401
     except ImportError:
         missing("pyspark is not installed (scripts/bootstrap.sh installs kcl-daemon[spark])")
-    from kcl_daemon.spark import register
+    from tests.support.spark import session_master, start_session
 
-    warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this venv's packages
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("kcl-daemon-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.warehouse.dir", str(warehouse))
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
+    spark = start_session(
+        session_master(), "kcl-daemon-tests", warehouse=tmp_path_factory.mktemp("spark-warehouse")
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
     yield spark
     spark.stop()

@@ -1,5 +1,6 @@
 """Kinesis data-plane and control-plane calls the daemon needs: ListShards (contract §6.2, §6.3),
-GetShardIterator and GetRecords (contract §7). Results are plain frozen dataclasses; no boto3 shape leaks.
+GetShardIterator and GetRecords (contract §7), and PutRecords for the Spark sink. Results are plain
+frozen dataclasses; no boto3 shape leaks.
 
 For GetShardIterator and GetRecords, ``ResourceNotFoundException`` (shard or stream gone) raises
 :class:`ShardNotFound` - shard end without children (contract §6.6) - and ``ExpiredIteratorException``
@@ -11,7 +12,7 @@ keeps within 1..10000), so the Java KCL's answer - get a new iterator - is the r
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
@@ -21,6 +22,7 @@ from kcl_daemon.aws.errors import map_aws_errors
 from kcl_daemon.aws.records_page import EncodedRawRecord
 from kcl_daemon.core.shards.graph import ChildShard, Shard
 from kcl_daemon.core.shards.iterator import IteratorPosition
+from kcl_daemon.core.spark.puts import MAX_ENTRIES_PER_CALL, EntryResult
 from kcl_daemon.errors import AwsError, InconsistentResponse, IteratorExpired, ShardNotFound
 
 if TYPE_CHECKING:
@@ -221,3 +223,34 @@ class Kinesis:
             millis_behind_latest=None if behind is None else int(behind),
             child_shards=children,
         )
+
+    def put_records(
+        self, stream_name: str, entries: Sequence[tuple[bytes, str, str | None]]
+    ) -> list[EntryResult]:
+        """One PutRecords call of up to 500 ``(data, partition key, explicit hash key or None)``
+        entries; one result per entry, in order (``error_code`` set on the entries that failed inside a
+        successful call). A failure of the whole call raises the mapped :class:`AwsError`."""
+        if len(entries) > MAX_ENTRIES_PER_CALL:
+            raise ValueError(f"at most {MAX_ENTRIES_PER_CALL} entries per PutRecords, got {len(entries)}")
+        request: list[dict[str, Any]] = []
+        for data, partition_key, explicit_hash_key in entries:
+            entry: dict[str, Any] = {"Data": data, "PartitionKey": partition_key}
+            if explicit_hash_key is not None:
+                entry["ExplicitHashKey"] = explicit_hash_key
+            request.append(entry)
+        with map_aws_errors(f"put records into stream {stream_name}"):
+            response = self._client.put_records(StreamName=stream_name, Records=request)  # type: ignore[arg-type]
+        results = response.get("Records", [])
+        if len(results) != len(entries):
+            raise AwsError(
+                f"put records into stream {stream_name}: {len(results)} results for {len(entries)} entries"
+            )
+        return [
+            EntryResult(
+                shard_id=result.get("ShardId"),
+                sequence_number=result.get("SequenceNumber"),
+                error_code=result.get("ErrorCode"),
+                error_message=result.get("ErrorMessage"),
+            )
+            for result in results
+        ]

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 import boto3
 from botocore.exceptions import NoRegionError, ProfileNotFound
 
+from kcl_daemon.aws.batch_ends import LeaseItemEnds, MetadataTableEnds
 from kcl_daemon.aws.clients import ClientSettings, botocore_config
 from kcl_daemon.aws.credentials import is_anonymous, session_for
 from kcl_daemon.aws.errors import guard_responses
+from kcl_daemon.aws.fanout import Fanout
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.config.providers import parse_providers
@@ -32,7 +34,7 @@ class Credentials:
     secret_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
     profile: str | None = None
-    provider_chain: str | None = None  # the daemon's AWSCredentialsProvider syntax
+    provider_chain: str | None = field(default=None, repr=False)  # the AWSCredentialsProvider syntax
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,3 +112,22 @@ def lease_table_for(
     """The project's lease-table adapter for ``table_name``."""
     key = _Key("dynamodb", region, endpoint, credentials)
     return DynamoLeaseTable(_client(key), table_name)  # type: ignore[arg-type]
+
+
+def fanout_for(region: str | None, endpoint: str | None, credentials: Credentials) -> Fanout:
+    """The project's enhanced fan-out adapter over this process's Kinesis client."""
+    return Fanout(_client(_Key("kinesis", region, endpoint, credentials)))  # type: ignore[arg-type]
+
+
+def lease_item_ends_for(
+    table_name: str, region: str | None, endpoint: str | None, credentials: Credentials
+) -> LeaseItemEnds:
+    """Batch ends published on the lease items of ``table_name``."""
+    return LeaseItemEnds(_client(_Key("dynamodb", region, endpoint, credentials)), table_name)
+
+
+def metadata_ends_for(
+    table_name: str, region: str | None, endpoint: str | None, credentials: Credentials
+) -> MetadataTableEnds:
+    """Batch ends published in the source's own metadata table ``table_name``."""
+    return MetadataTableEnds(_client(_Key("dynamodb", region, endpoint, credentials)), table_name)

@@ -41,6 +41,7 @@ from aws_kinesis_agg import deaggregator
 from kcl_daemon.aws.kinesis import AnyRawRecord, RawRecord
 from kcl_daemon.aws.records_page import EncodedRawRecord
 from kcl_daemon.core.lease import MAX_HASH_KEY
+from kcl_daemon.core.shards.hash_keys import effective_hash_key
 from kcl_protocol import AnyRecord, EncodedRecord, Record
 
 logger = logging.getLogger(__name__)
@@ -71,13 +72,6 @@ class _SubRecord:
     data: bytes
     partition_key: str
     explicit_hash_key: int | None
-
-
-def effective_hash_key(partition_key: str, explicit_hash_key: int | None) -> int:
-    """The explicit hash key if there is one, else MD5(UTF-8 partition key) as a big-endian integer."""
-    if explicit_hash_key is not None:
-        return explicit_hash_key
-    return int.from_bytes(hashlib.md5(partition_key.encode("utf-8"), usedforsecurity=False).digest(), "big")
 
 
 def _parse_aggregate(data: bytes) -> tuple[Any, str | None]:

@@ -1,10 +1,12 @@
-"""A PySpark Structured Streaming source for Kinesis that shares the KCL lease table (optional extra).
+"""A PySpark Structured Streaming source and sink for Kinesis that share the KCL lease table (optional
+extra).
 
 ``pip install 'kcl-daemon[spark]'`` (pyspark >= 4.2, pyarrow), then::
 
     from kcl_daemon.spark import register
     register(spark)
     df = spark.readStream.format("kinesis").option("streamName", "orders").load()
+    df.select("data", "partitionKey").writeStream.format("kinesis").option("streamName", "out")...
 
 Importing this package never imports pyspark; :func:`register` does, with a clear error if it is missing.
 
@@ -20,7 +22,7 @@ FORMAT_NAME = "kinesis"
 
 
 def register(spark: Any) -> None:
-    """Register the source with ``spark`` as ``spark.readStream.format("kinesis")``."""
+    """Register ``format("kinesis")`` with ``spark``: the source and the sink."""
     try:
         from kcl_daemon.spark.source import KinesisDataSource
     except ImportError as exc:

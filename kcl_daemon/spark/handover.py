@@ -7,8 +7,10 @@ committed to the source at all. Two ways to close the gap, both writing through
 never backwards):
 
 * :func:`sync_lease_table` after the query stopped: reads the last *committed* batch's end offset from
-  the query's checkpoint directory (``commits/N`` + ``offsets/N``) and writes it. Deterministic; the
-  step to run before starting daemons again. Local (or locally mounted) checkpoint directories only.
+  the query's checkpoint directory (``commits/N`` + ``offsets/N``) and writes the positions after it
+  (with executor reads, the ends the batch's tasks published; with driver reads, the offset itself).
+  Deterministic; the step to run before starting daemons again. Local (or locally mounted) checkpoint
+  directories only.
 * :class:`~kcl_daemon.spark.listener.KinesisLeaseSyncListener`, installed with
   ``spark.streams.addListener``: writes each batch's end offset from the query's progress events
   while the query runs. Asynchronous (events can be late, and are lost if the driver dies), so the
@@ -22,16 +24,19 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
+from kcl_daemon.core.spark.batches import BatchOffset, committed_offset, parse_offset
+from kcl_daemon.core.spark.offsets import BadOffset, SourceOffset
 from kcl_daemon.retry import KINESIS
-from kcl_daemon.spark.clients import kinesis_for, lease_table_for
+from kcl_daemon.spark.clients import batch_ends_for, kinesis_for, lease_table_for
 from kcl_daemon.spark.lease_bridge import CheckpointReport, release_owned, write_checkpoints
-from kcl_daemon.spark.offsets import BadOffset, SourceOffset
 from kcl_daemon.spark.options import SourceOptions, parse_options
 
 logger = logging.getLogger(__name__)
 
 
-def last_committed_offset(checkpoint_location: str | Path, source_index: int = 0) -> SourceOffset | None:
+def last_committed_offset(
+    checkpoint_location: str | Path, source_index: int = 0
+) -> BatchOffset | SourceOffset | None:
     """The end offset of the last batch Spark committed, for source ``source_index``; None if none yet.
 
     ``offsets/N`` holds a version line, a metadata line, then one line per source, in query order.
@@ -47,7 +52,7 @@ def last_committed_offset(checkpoint_location: str | Path, source_index: int = 0
     lines = path.read_text().splitlines()
     if len(lines) < 3 + source_index:
         raise BadOffset(f"{path}: no offset line for source {source_index}")
-    return SourceOffset.from_json(json.loads(lines[2 + source_index]))
+    return parse_offset(json.loads(lines[2 + source_index]))
 
 
 def owner_of(options: SourceOptions) -> str:
@@ -55,12 +60,27 @@ def owner_of(options: SourceOptions) -> str:
     return options.lease_owner or f"spark:{options.lease_table_name}"
 
 
-def write_offset(options: SourceOptions, offset: SourceOffset) -> CheckpointReport:
+def positions_after(options: SourceOptions, offset: BatchOffset | SourceOffset) -> SourceOffset:
+    """Where every shard stands after the batch ``offset`` ended: a v1 offset is that already; a v2
+    offset's read shards stand where their tasks published (read from the store)."""
+    if isinstance(offset, SourceOffset):
+        return offset
+    ends = (
+        batch_ends_for(options).read_batch(offset.run, offset.batch, offset.read_shards)
+        if offset.read_shards
+        else {}
+    )
+    return committed_offset(offset, ends)
+
+
+def write_offset(options: SourceOptions, offset: BatchOffset | SourceOffset) -> CheckpointReport:
+    """Write the positions after the batch ``offset`` as lease checkpoints."""
     if offset.stream != options.stream_name:
         raise BadOffset(f"the offset is of stream {offset.stream}, not {options.stream_name}")
+    positions = positions_after(options, offset)
     table = lease_table_for(options)
     shards = KINESIS.call(kinesis_for(options).list_shards, options.stream_name)
-    return write_checkpoints(table, offset, shards, owner_of(options))
+    return write_checkpoints(table, positions, shards, owner_of(options))
 
 
 def sync_lease_table(

@@ -5,10 +5,14 @@
 
 * **joins**: refuses to start while another worker renews leases (counters moving over one failover
   time), or waits up to ``leaseWaitTimeoutMs`` for them to stop; then takes every lease of the table;
+* **holds a lease for every shard it reads**: a shard without one (a table the query started, a new
+  shard) gets it created (KCL's shape, the checkpoint the query starts the shard from) and taken before
+  a batch reads it, so executors can publish their ends on it;
 * **renews** them every failover time / 3 on a supervised thread (an error is logged and the loop goes
   on; a lease another worker took is dropped with an ERROR line), so no daemon or Java worker takes them;
 * **checkpoints** committed offsets (sub-sequence exact), creating child leases at a shard's end as KCL
   does (:func:`child_leases_at_shard_end`, the daemon's own rule), and never moves a checkpoint back;
+* **removes old publications** it finds on the leases it holds (other runs', batches no one needs);
 * **releases** the leases on stop.
 
 :func:`write_checkpoints` is the same checkpoint write for another process (the query listener, the
@@ -23,21 +27,23 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import Shard, ShardEndAction, child_leases_at_shard_end
-from kcl_daemon.errors import KclError, LeaseConflict
-from kcl_daemon.spark.lease_rules import (
+from kcl_daemon.core.spark.leases import (
     checkpoints_to_write,
     children_of,
+    lease_for_shard,
     live_owners,
     positions_from_leases,
+    stale_end_attributes,
 )
-from kcl_daemon.spark.offsets import ShardPos, SourceOffset
+from kcl_daemon.core.spark.offsets import ShardPos, SourceOffset
+from kcl_daemon.errors import KclError, LeaseConflict
 
 logger = logging.getLogger(__name__)
 
@@ -226,6 +232,41 @@ class LeaseBridge:
     def positions(self) -> dict[str, ShardPos]:
         with self._lock:
             return positions_from_leases(self._held.values())
+
+    def held(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._held)
+
+    def ensure_leases(self, shards: Sequence[Shard], positions: Mapping[str, ShardPos]) -> list[str]:
+        """Hold a lease for every shard in ``positions`` (shard id -> where the query starts it): take
+        one that exists, create and take one that does not. The shard ids it could not hold."""
+        by_id = {shard.shard_id: shard for shard in shards}
+        missing: list[str] = []
+        with self._lock:
+            for shard_id in sorted(positions):
+                if shard_id in self._held:
+                    continue
+                current = self.table.get_lease(shard_id, consistent=True)
+                if current is None and shard_id in by_id:
+                    self.table.create_lease(lease_for_shard(by_id[shard_id], positions[shard_id]))
+                    current = self.table.get_lease(shard_id, consistent=True)
+                taken = None if current is None else _take_or_adopt(self.table, current, self.owner)
+                if taken is None:
+                    missing.append(shard_id)
+                else:
+                    self._held[shard_id] = taken
+        if missing:
+            logger.error("could not hold the lease(s) of %s", ", ".join(missing))
+        return missing
+
+    def stale_ends(self, run: str, keep_from: int) -> dict[str, list[str]]:
+        """Publication attributes on the held leases that no batch needs (shard id -> names)."""
+        with self._lock:
+            found = {
+                shard_id: stale_end_attributes(lease.extra, run, keep_from)
+                for shard_id, lease in self._held.items()
+            }
+        return {shard_id: names for shard_id, names in found.items() if names}
 
     # -- renewing --------------------------------------------------------------------------------
 

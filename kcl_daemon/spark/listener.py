@@ -14,16 +14,17 @@ from typing import Any
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from kcl_daemon.core.spark.batches import parse_offset
 from kcl_daemon.spark.handover import write_offset
 from kcl_daemon.spark.lease_bridge import CheckpointReport
-from kcl_daemon.spark.offsets import SourceOffset
 from kcl_daemon.spark.options import parse_options
 
 logger = logging.getLogger(__name__)
 
 
 class KinesisLeaseSyncListener(StreamingQueryListener):
-    """Write every finished batch's end offset of this stream as lease-table checkpoints."""
+    """Write the positions after every finished batch of this stream as lease-table checkpoints (with
+    executor reads, from the ends the batch's tasks published)."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
         super().__init__()
@@ -47,6 +48,6 @@ class KinesisLeaseSyncListener(StreamingQueryListener):
                 data = json.loads(source.endOffset or "null")
                 if not isinstance(data, dict) or data.get("stream") != self.options.stream_name:
                     continue
-                self.last_report = write_offset(self.options, SourceOffset.from_json(data))
+                self.last_report = write_offset(self.options, parse_offset(data))
             except Exception:  # a listener must never take the query down; say why it did nothing
                 logger.exception("lease sync of batch %s failed", event.progress.batchId)

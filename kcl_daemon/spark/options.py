@@ -1,37 +1,57 @@
-"""The Spark source's options: case-insensitive strings in, one frozen (picklable) dataclass out.
+"""The Spark source's and sink's options: case-insensitive strings in, one frozen (picklable) dataclass out.
 
-Names follow the awslabs and Databricks connectors where they exist. Every problem found is collected
-and raised together as one :class:`~kcl_daemon.errors.ConfigError`, so a query with three bad options
-fails at start with one message naming all three. Pure: no I/O; credentials never appear in ``repr``.
+Other connectors' names (the awslabs connector's ``kinesis.*``, Databricks') are resolved onto ours
+first (:mod:`kcl_daemon.core.spark.aliases`); an option we do not support fails with the name of what
+to use instead. Every problem found is collected and raised together as one
+:class:`~kcl_daemon.errors.ConfigError`, so a query with three bad options fails at start with one
+message naming all three. Pure: no I/O; credentials never appear in ``repr``.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final, TypeVar
 
+from kcl_daemon.core.spark.aliases import resolve
+from kcl_daemon.core.spark.offsets import StartingPosition, StartKind
 from kcl_daemon.errors import ConfigError
 
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MIN_FETCH_INTERVAL_MS: Final = 200  # 5 GetRecords calls per second per shard, the service's limit
 MAX_GET_RECORDS_LIMIT: Final = 10_000
+DEFAULT_METADATA_TABLE: Final = "kcl-daemon-spark"
+#: KPL's default aggregate size; an aggregate (with its partition key) must stay within 1 MiB.
+DEFAULT_AGGREGATION_MAX_BYTES: Final = 51_200
+MAX_AGGREGATION_BYTES: Final = 1024 * 1024 - 4096
+FROM_LATEST: Final = StartingPosition(StartKind.LATEST)
+FROM_TRIM_HORIZON: Final = StartingPosition(StartKind.TRIM_HORIZON)
+
+__all__ = [
+    "Credentials",
+    "ReadMode",
+    "SinkOptions",
+    "SourceOptions",
+    "StartKind",
+    "StartingPosition",
+    "parse_options",
+    "parse_sink_options",
+]
 
 
-class StartKind(enum.StrEnum):
-    TRIM_HORIZON = "TRIM_HORIZON"
-    LATEST = "LATEST"
-    AT_TIMESTAMP = "AT_TIMESTAMP"
-    LEASE_TABLE = "leaseTable"
+class ReadMode(enum.StrEnum):
+    EXECUTOR = "executor"  # executors fetch, the driver plans (offsets v2)
+    DRIVER = "driver"  # the driver reads every record while planning (offsets v1)
 
 
-@dataclass(frozen=True, slots=True)
-class StartingPosition:
-    kind: StartKind
-    timestamp_ms: int | None = None  # AT_TIMESTAMP only
+class ConsumerMode(enum.StrEnum):
+    POLLING = "polling"  # GetRecords
+    EFO = "efo"  # enhanced fan-out: SubscribeToShard
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +60,7 @@ class Credentials:
     secret_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
     profile: str | None = None
-    provider_chain: str | None = None  # the daemon's AWSCredentialsProvider syntax
+    provider_chain: str | None = field(default=None, repr=False)  # the daemon's AWSCredentialsProvider syntax
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,30 +71,52 @@ class SourceOptions:
     region: str | None = None
     endpoint_url: str | None = None
     credentials: Credentials = field(default_factory=Credentials)
-    starting_position: StartingPosition = StartingPosition(StartKind.LATEST)
-    lease_fallback_position: StartingPosition = StartingPosition(StartKind.TRIM_HORIZON)
+    starting_position: StartingPosition = FROM_LATEST
+    lease_fallback_position: StartingPosition = FROM_TRIM_HORIZON
+    read_mode: ReadMode = ReadMode.EXECUTOR
     max_records_per_batch: int | None = None
     max_records_per_shard_per_batch: int = 100_000
     get_records_limit: int = MAX_GET_RECORDS_LIMIT
     min_fetch_interval_s: float = MIN_FETCH_INTERVAL_MS / 1000
-    max_fetch_calls_per_shard_per_batch: int = 20
+    max_fetch_calls_per_shard_per_batch: int = 20  # driver reads only
     shard_discovery_interval_s: float = 1.0
     kpl_deaggregate: bool = True
     fail_on_data_loss: bool = True
     shards_per_task: int = 1
-    ship_records_max: int = 200_000  # a batch's probed rows the driver hands to executors (0: never)
-    # the lease bridge (None: off)
+    ship_records_max: int = 200_000  # driver reads: a batch's probed rows handed to executors (0: never)
+    # enhanced fan-out (executor reads)
+    consumer_mode: ConsumerMode = ConsumerMode.POLLING
+    consumer_name: str | None = None
+    require_consumer_deregistration: bool = False
+    # DynamoDB: the lease table (None: off), else the metadata table the ends are published to
     lease_table_name: str | None = None
-    lease_table_region: str | None = None
-    lease_table_endpoint_url: str | None = None
+    metadata_table_name: str = DEFAULT_METADATA_TABLE
+    dynamodb_region: str | None = None
+    dynamodb_endpoint_url: str | None = None
     lease_owner: str | None = None
     lease_failover_s: float = 10.0
     lease_wait_timeout_s: float = 0.0  # 0: refuse to start while other workers hold live leases
 
+    @property
+    def ends_table(self) -> str:
+        """The DynamoDB table executors publish their ends to."""
+        return self.lease_table_name or self.metadata_table_name
 
-#: option name -> (default, meaning): the README's options table is generated from this.
-OPTION_DOCS: Final[dict[str, tuple[str, str]]] = {
-    "streamName": ("required", "The stream to read."),
+
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    """The Kinesis sink's options."""
+
+    stream_name: str
+    region: str | None = None
+    endpoint_url: str | None = None
+    credentials: Credentials = field(default_factory=Credentials)
+    aggregation_enabled: bool = False
+    aggregation_max_bytes: int = DEFAULT_AGGREGATION_MAX_BYTES
+
+
+_CONNECTION_DOCS: Final[dict[str, tuple[str, str]]] = {
+    "streamName": ("required", "The stream to read (or, for the sink, to write)."),
     "region": ("boto3's", "AWS region (else `AWS_DEFAULT_REGION` / `~/.aws/config`)."),
     "endpointUrl": ("boto3's", "Kinesis endpoint (emulators, VPC endpoints)."),
     "awsAccessKeyId": ("unset", "Static access key id (with `awsSecretKey`, optional `sessionToken`)."),
@@ -86,6 +128,15 @@ OPTION_DOCS: Final[dict[str, tuple[str, str]]] = {
         "The daemon's `AWSCredentialsProvider` syntax "
         "(e.g. `STSAssumeRoleSessionCredentialsProvider|arn|name`).",
     ),
+    "roleArn": ("unset", "Assume this IAM role (with `roleSessionName`) on top of the default chain."),
+    "roleSessionName": ("`kcl-daemon-spark`", "Session name of the assumed role."),
+    "roleExternalId": ("unset", "External id of the assumed role; never logged."),
+    "stsEndpointUrl": ("boto3's", "STS endpoint for `roleArn`."),
+}
+
+#: option name -> (default, meaning): the source's options table in docs/spark.md is generated from this.
+OPTION_DOCS: Final[dict[str, tuple[str, str]]] = {
+    **_CONNECTION_DOCS,
     "startingPosition": (
         "`LATEST` (`leaseTable` with `leaseTableName`)",
         "`TRIM_HORIZON`, `LATEST`, `AT_TIMESTAMP:<ISO-8601 with zone>` or `leaseTable` "
@@ -95,11 +146,15 @@ OPTION_DOCS: Final[dict[str, tuple[str, str]]] = {
         "`TRIM_HORIZON`",
         "Where shards without a lease start (with `leaseTable`).",
     ),
-    "maxRecordsPerBatch": ("unset", "Rows per micro-batch (`ReadMaxRows`), split over the readable shards."),
+    "readMode": (
+        "`executor`",
+        "`executor`: executors fetch, the driver plans; `driver`: the driver reads every record while "
+        "planning (no DynamoDB needed; small streams).",
+    ),
+    "maxRecordsPerBatch": ("unset", "Rows per micro-batch (`ReadMaxRows`), split over the shards read."),
     "maxRecordsPerShardPerBatch": ("100000", "Cap per shard per micro-batch, also under `availableNow`."),
     "getRecordsLimit": ("10000", "`Limit` of each GetRecords call (1..10000)."),
     "minFetchIntervalMs": ("200", "Least time between two GetRecords calls on a shard (≥ 200: 5 calls/s)."),
-    "maxFetchCallsPerShardPerBatch": ("20", "GetRecords calls per shard while planning a batch."),
     "shardDiscoveryIntervalMs": (
         "1000",
         "How long a ListShards result is reused (resharding is seen after it).",
@@ -113,13 +168,26 @@ OPTION_DOCS: Final[dict[str, tuple[str, str]]] = {
         "Fail when records planned for a batch were trimmed; else skip with a warning.",
     ),
     "shardsPerTask": ("1", "Shards read by one Spark task (fewer tasks for streams with many shards)."),
-    "shipRecordsMax": (
-        "200000",
-        "Rows per batch the driver hands to executors from its planning read (0: executors read Kinesis).",
+    "consumerMode": ("`polling`", "`polling` (GetRecords) or `efo` (enhanced fan-out, SubscribeToShard)."),
+    "consumerName": (
+        "required with `efo`",
+        "The stream consumer to read through; registered at start if missing, reused otherwise.",
     ),
-    "leaseTableName": ("unset", "The KCL lease table (the daemons' `applicationName`): join the fleet."),
-    "leaseTableRegion": ("`region`", "Region of the lease table."),
-    "leaseTableEndpointUrl": ("boto3's", "DynamoDB endpoint of the lease table."),
+    "requireConsumerDeregistration": (
+        "false",
+        "Deregister the consumer when the query stops (never after a crash: the next start reuses it).",
+    ),
+    "leaseTableName": (
+        "unset",
+        "The KCL lease table (the daemons' `applicationName`): join the fleet; ends are published there.",
+    ),
+    "metadataTableName": (
+        f"`{DEFAULT_METADATA_TABLE}`",
+        "Without `leaseTableName`: the DynamoDB table executors publish where their reads ended "
+        "(created if missing; items expire after 7 days).",
+    ),
+    "dynamoDbRegion": ("`region`", "Region of the lease or metadata table."),
+    "dynamoDbEndpointUrl": ("boto3's", "DynamoDB endpoint of the lease or metadata table."),
     "leaseOwner": ("`spark:<leaseTableName>`", "Worker id the query writes into the leases it holds."),
     "leaseFailoverMs": (
         "10000",
@@ -129,29 +197,60 @@ OPTION_DOCS: Final[dict[str, tuple[str, str]]] = {
         "0",
         "How long to wait for running workers to let go of their leases (0: refuse).",
     ),
+    "maxFetchCallsPerShardPerBatch": ("20", "`readMode=driver`: GetRecords calls per shard while planning."),
+    "shipRecordsMax": (
+        "200000",
+        "`readMode=driver`: rows per batch the driver hands to executors from its planning read "
+        "(0: executors read Kinesis again).",
+    ),
 }
 OPTION_NAMES: Final = tuple(OPTION_DOCS)
 
+#: the sink's options table in docs/spark.md
+SINK_OPTION_DOCS: Final[dict[str, tuple[str, str]]] = {
+    **_CONNECTION_DOCS,
+    "aggregationEnabled": (
+        "false",
+        "Pack user records bound for one shard into KPL aggregates (read back whole by KCL, the daemon "
+        "and this source).",
+    ),
+    "aggregationMaxBytes": (
+        str(DEFAULT_AGGREGATION_MAX_BYTES),
+        f"Largest aggregate, in bytes (up to {MAX_AGGREGATION_BYTES}).",
+    ),
+}
 
-def markdown_table() -> str:
-    """The README's table of the source's options."""
+
+def markdown_table(docs: Mapping[str, tuple[str, str]] = OPTION_DOCS) -> str:
+    """A table of options (the source's by default) for docs/spark.md."""
     lines = ["| Option | Default | Meaning |", "|---|---|---|"]
-    lines += [f"| `{name}` | {default} | {meaning} |" for name, (default, meaning) in OPTION_DOCS.items()]
+    lines += [f"| `{name}` | {default} | {meaning} |" for name, (default, meaning) in docs.items()]
     return "\n".join(lines)
 
 
-_BY_LOWER: Final = {name.lower(): name for name in OPTION_NAMES}
+# Options Spark itself passes to every source and sink (the path of load(), a stream's checkpoint):
+# never ours to refuse.
+_SPARK_OWN: Final = frozenset({"path", "paths", "checkpointlocation", "queryname"})
 
 
 class _Parser:
-    def __init__(self, raw: Mapping[str, str]) -> None:
+    def __init__(self, raw: Mapping[str, str], known: tuple[str, ...], other: tuple[str, ...]) -> None:
+        by_lower = {name.lower(): name for name in known}
+        resolved = resolve(raw, {**{n.lower(): n for n in other}, **by_lower})
+        if resolved.mapped:
+            logger.info("kinesis options of other connectors: %s", ", ".join(resolved.mapped))
         self.values: dict[str, str] = {}
-        self.problems: list[str] = []
-        for key, value in raw.items():
-            name = _BY_LOWER.get(key.lower())
+        self.problems: list[str] = list(resolved.problems)
+        others = {name.lower() for name in other}
+        for key, value in resolved.options.items():
+            name = by_lower.get(key.lower())
             if name is None:
-                if key.lower() not in _SPARK_OWN:
-                    self.problems.append(f"option {key!r} is unknown (known: {', '.join(OPTION_NAMES)})")
+                if key.lower() in others:
+                    self.problems.append(
+                        f"option {key!r} does not apply here (it is for the other direction)"
+                    )
+                elif key.lower() not in _SPARK_OWN:
+                    self.problems.append(f"option {key!r} is unknown (known: {', '.join(known)})")
                 continue
             self.values[name] = str(value).strip()
 
@@ -191,6 +290,16 @@ class _Parser:
 
         return self._convert(name, default, convert, "true or false")
 
+    def choice(self, name: str, default: T, kinds: type[enum.StrEnum]) -> T:
+        value = self.text(name)
+        if value is None:
+            return default
+        for kind in kinds:
+            if kind.value == value.lower():
+                return kind  # type: ignore[return-value]
+        self.problems.append(f"option {name}={value!r} is not one of {', '.join(k.value for k in kinds)}")
+        return default
+
     def position(self, name: str, default: StartingPosition, *, allow_lease: bool) -> StartingPosition:
         value = self.text(name)
         if value is None:
@@ -219,37 +328,81 @@ class _Parser:
         self.problems.append(f"option {name}={value!r} is not one of {choices}")
         return default
 
+    def credentials(self) -> Credentials:
+        access, secret = self.text("awsAccessKeyId"), self.text("awsSecretKey")
+        if (access is None) != (secret is None):
+            self.problems.append("options awsAccessKeyId and awsSecretKey must be given together")
+        chain = self.text("awsCredentialsProvider")
+        role = self.text("roleArn")
+        if role is not None:
+            if chain is not None:
+                self.problems.append("options roleArn and awsCredentialsProvider exclude each other")
+            parts = [
+                "STSAssumeRoleSessionCredentialsProvider",
+                role,
+                self.text("roleSessionName") or "kcl-daemon-spark",
+            ]
+            external, sts = self.text("roleExternalId"), self.text("stsEndpointUrl")
+            if external is not None:
+                parts.append(f"externalId={external}")
+            if sts is not None:
+                parts.append(f"endpoint={sts}")
+            chain = "|".join(parts)
+        else:
+            for dependent in ("roleSessionName", "roleExternalId", "stsEndpointUrl"):
+                if self.text(dependent) is not None:
+                    self.problems.append(f"option {dependent} needs roleArn")
+        credentials = Credentials(
+            access_key_id=access,
+            secret_key=secret,
+            session_token=self.text("sessionToken"),
+            profile=self.text("profile"),
+            provider_chain=chain,
+        )
+        given = [access, credentials.profile, chain]
+        if sum(x is not None for x in given) > 1:
+            self.problems.append(
+                "options awsAccessKeyId, profile and awsCredentialsProvider (or roleArn) exclude each other"
+            )
+        return credentials
 
-# Options Spark itself passes to every source (e.g. the path of load()); never ours to refuse.
-_SPARK_OWN: Final = frozenset({"path", "paths"})
+    def stream(self) -> str:
+        stream = self.text("streamName")
+        if stream is None:
+            self.problems.append("option streamName is required")
+        elif "," in stream:
+            self.problems.append(
+                "option streamName names several streams: one query reads one stream (read each in its "
+                "own query and unionByName the frames)"
+            )
+        return stream or ""
 
 
 def parse_options(raw: Mapping[str, str]) -> SourceOptions:
-    """The checked options, or :class:`ConfigError` listing every problem (each naming its option)."""
-    p = _Parser(raw)
-    stream = p.text("streamName")
-    if stream is None:
-        p.problems.append("option streamName is required")
-    access, secret = p.text("awsAccessKeyId"), p.text("awsSecretKey")
-    if (access is None) != (secret is None):
-        p.problems.append("options awsAccessKeyId and awsSecretKey must be given together")
-    credentials = Credentials(
-        access_key_id=access,
-        secret_key=secret,
-        session_token=p.text("sessionToken"),
-        profile=p.text("profile"),
-        provider_chain=p.text("awsCredentialsProvider"),
-    )
-    if sum(x is not None for x in (access, credentials.profile, credentials.provider_chain)) > 1:
-        p.problems.append("options awsAccessKeyId, profile and awsCredentialsProvider exclude each other")
+    """The source's checked options, or :class:`ConfigError` listing every problem (each naming its
+    option)."""
+    p = _Parser(raw, OPTION_NAMES, tuple(name for name in SINK_OPTION_DOCS if name not in OPTION_DOCS))
+    stream = p.stream()
+    credentials = p.credentials()
     lease_table = p.text("leaseTableName")
     default_start = StartKind.LEASE_TABLE if lease_table else StartKind.LATEST
     start = p.position("startingPosition", StartingPosition(default_start), allow_lease=True)
     if start.kind is StartKind.LEASE_TABLE and lease_table is None:
         p.problems.append("option startingPosition=leaseTable needs leaseTableName")
     fetch_interval_ms = p.integer("minFetchIntervalMs", MIN_FETCH_INTERVAL_MS, minimum=MIN_FETCH_INTERVAL_MS)
+    read_mode = p.choice("readMode", ReadMode.EXECUTOR, ReadMode)
+    consumer_mode = p.choice("consumerMode", ConsumerMode.POLLING, ConsumerMode)
+    consumer_name = p.text("consumerName")
+    if consumer_mode is ConsumerMode.EFO:
+        if consumer_name is None:
+            p.problems.append(
+                "option consumerMode=efo needs consumerName (one per application: two queries on one "
+                "consumer would take each other's subscriptions)"
+            )
+        if read_mode is ReadMode.DRIVER:
+            p.problems.append("option consumerMode=efo reads on executors: it needs readMode=executor")
     options = SourceOptions(
-        stream_name=stream or "",
+        stream_name=stream,
         region=p.text("region"),
         endpoint_url=p.text("endpointUrl"),
         credentials=credentials,
@@ -257,6 +410,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         lease_fallback_position=p.position(
             "leaseTableFallbackPosition", StartingPosition(StartKind.TRIM_HORIZON), allow_lease=False
         ),
+        read_mode=read_mode,
         max_records_per_batch=p.optional_integer("maxRecordsPerBatch", minimum=1),
         max_records_per_shard_per_batch=p.integer("maxRecordsPerShardPerBatch", 100_000, minimum=1),
         get_records_limit=p.integer(
@@ -269,13 +423,37 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         fail_on_data_loss=p.boolean("failOnDataLoss", True),
         shards_per_task=p.integer("shardsPerTask", 1, minimum=1),
         ship_records_max=p.integer("shipRecordsMax", 200_000, minimum=0),
+        consumer_mode=consumer_mode,
+        consumer_name=consumer_name,
+        require_consumer_deregistration=p.boolean("requireConsumerDeregistration", False),
         lease_table_name=lease_table,
-        lease_table_region=p.text("leaseTableRegion"),
-        lease_table_endpoint_url=p.text("leaseTableEndpointUrl"),
+        metadata_table_name=p.text("metadataTableName") or DEFAULT_METADATA_TABLE,
+        dynamodb_region=p.text("dynamoDbRegion"),
+        dynamodb_endpoint_url=p.text("dynamoDbEndpointUrl"),
         lease_owner=p.text("leaseOwner"),
         lease_failover_s=p.integer("leaseFailoverMs", 10_000, minimum=100) / 1000,
         lease_wait_timeout_s=p.integer("leaseWaitTimeoutMs", 0, minimum=0) / 1000,
     )
     if p.problems:
         raise ConfigError([f"kinesis source: {problem}" for problem in p.problems])
+    return options
+
+
+def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
+    """The sink's checked options, or :class:`ConfigError` listing every problem."""
+    p = _Parser(
+        raw, tuple(SINK_OPTION_DOCS), tuple(name for name in OPTION_DOCS if name not in SINK_OPTION_DOCS)
+    )
+    options = SinkOptions(
+        stream_name=p.stream(),
+        region=p.text("region"),
+        endpoint_url=p.text("endpointUrl"),
+        credentials=p.credentials(),
+        aggregation_enabled=p.boolean("aggregationEnabled", False),
+        aggregation_max_bytes=p.integer(
+            "aggregationMaxBytes", DEFAULT_AGGREGATION_MAX_BYTES, minimum=1024, maximum=MAX_AGGREGATION_BYTES
+        ),
+    )
+    if p.problems:
+        raise ConfigError([f"kinesis sink: {problem}" for problem in p.problems])
     return options

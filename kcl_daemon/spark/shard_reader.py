@@ -1,12 +1,18 @@
-"""Read one shard from a position, by the daemon's rules: the driver's probe and the executors' read.
+"""Read one shard from a position with GetRecords, by the daemon's rules.
 
-The same loop serves both sides, so they agree record for record:
+One loop serves every reader of the Spark source, so they agree record for record:
 
-* the **probe** (driver, ``latestOffset``) reads from the batch's start until its budget, the shard's
-  tip (an empty or short page at ``millisBehindLatest == 0``), the shard's end, a call cap, or the
-  first record that arrived after the AvailableNow cut-off; the rows it read go to the executors with
-  the plan (up to ``shipRecordsMax``);
-* the **read** (executor, ``read()``) reads from the same start up to and including the planned end.
+* an executor **deciding** where its part of a batch ends reads from the batch's start until its budget,
+  the shard's tip (an empty or short page at ``millisBehindLatest == 0``), the shard's end, or the first
+  record that arrived after the AvailableNow cut-off (``readMode=driver``: the driver's probe, with a
+  call cap);
+* a **replay** (a retried task, the replay after a restart, ``readMode=driver``'s executors) reads from
+  the same start up to and including a known end (``stop_at``).
+
+A read that stops at the tip has looked at every record it fetched: its end moves past records it
+dropped (a KPL aggregate whose user records hash outside the shard, records at or before the start), so
+a shard whose newest record is dropped does not look new again and again. ``head`` is a first page some
+other call already fetched (the planner's one-record probe): the read starts with it instead of calling.
 
 Reads start where the daemon would (:func:`iterator_position_for` + :func:`records_after`: at the
 checkpoint's sequence number, dropping user records at or before it), KPL aggregates are split by the
@@ -23,15 +29,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from kcl_daemon.aws.kinesis import AnyRawRecord, GetRecordsResult, Kinesis
+from kcl_daemon.aws.kinesis import GetRecordsResult, Kinesis
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shards.iterator import IteratorPosition, iterator_position_for, refresh_position
 from kcl_daemon.core.shards.read_pacing import seconds_until_next_read
+from kcl_daemon.core.spark.offsets import AT_SHARD_END, ShardPos, after
 from kcl_daemon.errors import IteratorExpired, KclError, ShardNotFound
 from kcl_daemon.retrieval.deaggregate import Deaggregator
 from kcl_daemon.retry import GET_RECORDS
-from kcl_daemon.spark.offsets import AT_SHARD_END, ShardPos, after
-from kcl_protocol import Record
+from kcl_daemon.spark.rows import Rows, UserRow, user_rows
 
 logger = logging.getLogger(__name__)
 
@@ -50,12 +56,6 @@ class ReadLimits:
 
 
 @dataclass(frozen=True, slots=True)
-class UserRecord:
-    record: Record
-    explicit_hash_key: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Resume:
     """An iterator pointing right after a read's end, and when its shard was last called: the next
     read from that end goes on with it (one GetRecords call, no GetShardIterator, pacing kept)."""
@@ -67,11 +67,12 @@ class Resume:
 @dataclass(slots=True)
 class ShardRead:
     end: ShardPos
-    records: list[UserRecord] = field(default_factory=list)
+    records: Rows = field(default_factory=Rows)
     millis_behind_latest: int | None = None
     calls: int = 0
     at_tip: bool = False
     resume: Resume | None = None  # set when every record fetched was taken (the iterator is exact)
+    cut: bool = False  # stopped before a record that arrived after the cut-off
 
 
 @dataclass(slots=True)
@@ -109,19 +110,10 @@ class _Cursor:
         raise AssertionError("unreachable: the retry policy re-raises the last error")  # pragma: no cover
 
 
-def _timestamp(pos: ShardPos) -> datetime | None:
+def timestamp_of(pos: ShardPos) -> datetime | None:
     if pos.timestamp_ms is None:
         return None
     return datetime.fromtimestamp(pos.timestamp_ms / 1000, tz=UTC)
-
-
-def _split(deaggregator: Deaggregator | None, raws: tuple[AnyRawRecord, ...]) -> list[UserRecord]:
-    if deaggregator is None:
-        return [
-            UserRecord(Record(r.data, r.partition_key, r.sequence_number, 0, r.approximate_arrival_timestamp))
-            for r in raws
-        ]
-    return [UserRecord(rec, ehk) for rec, ehk in deaggregator.deaggregate_with_hash_keys(raws)]
 
 
 def read_shard(
@@ -137,16 +129,18 @@ def read_shard(
     fail_on_data_loss: bool = True,
     closed: bool = False,
     resume: Resume | None = None,
+    head: GetRecordsResult | None = None,
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> ShardRead:
-    """Read ``shard_id`` after ``start`` (see the module docstring); ``stop_at`` is the planned end.
+    """Read ``shard_id`` after ``start`` (see the module docstring); ``stop_at`` is a known end.
 
     ``closed``: the shard is known to be closed, so an empty page is not its tip (emulators and the
     service can answer empty pages before the one without a next iterator); the read goes on to the
-    end, within ``max_calls``. Raises :class:`DataLoss` (when ``fail_on_data_loss``) if the read cannot
-    reach ``stop_at`` or the first record is later than the numeric start, i.e. records were trimmed
-    before they were read.
+    end, within ``max_calls``. ``head``: the first page, fetched by someone else from ``start`` with
+    ``Limit`` 1 (``resume`` then holds its next iterator). Raises :class:`DataLoss` (when
+    ``fail_on_data_loss``) if the read cannot reach ``stop_at`` or the first record is later than the
+    numeric start, i.e. records were trimmed before they were read.
     """
     result = ShardRead(end=start)
     if start.is_shard_end:
@@ -155,7 +149,7 @@ def read_shard(
         kinesis,
         stream,
         shard_id,
-        iterator_position_for(start.checkpoint, timestamp=_timestamp(start)),
+        iterator_position_for(start.checkpoint, timestamp=timestamp_of(start)),
         limits.min_interval_s,
         sleep,
         monotonic,
@@ -164,7 +158,16 @@ def read_shard(
     )
     deaggregator = Deaggregator(shard_id, *hash_range) if deaggregate else None
     stop_esn = None if stop_at is None or stop_at.is_shard_end else stop_at.checkpoint
-    first_page = resume is None  # a resumed iterator starts after the start: nothing to filter
+    stop_seq = None if stop_esn is None else int(stop_esn.sequence_number)
+    stop_key = None if stop_esn is None else (int(stop_esn.sequence_number), stop_esn.sub_sequence_number)
+    start_key = (
+        None
+        if start.checkpoint.is_sentinel
+        else (int(start.checkpoint.sequence_number), start.checkpoint.sub_sequence_number)
+    )
+    last_taken: UserRow | None = None
+    first_page = resume is None  # a resumed iterator (or a head, fetched AFTER the start) starts after it
+    last_fetched: str | None = None
     done = False
 
     def lost(why: str) -> ShardRead:
@@ -177,15 +180,28 @@ def read_shard(
     while not done:
         if limits.max_calls is not None and result.calls >= limits.max_calls:
             break
-        try:
-            page = cursor.fetch(limits.get_records_limit)
-        except ShardNotFound:
-            if stop_at is None or stop_at.is_shard_end:
-                result.end = AT_SHARD_END
-                return result
-            return lost("the shard is gone before the planned end was read")
-        result.calls += 1
+        if limits.max_records is not None and len(result.records) >= limits.max_records:
+            break  # the budget is full: another call would only fetch records past it
+        call_limit = limits.get_records_limit
+        if limits.max_records is not None:  # never fetch records past the budget (each is >= 1 row)
+            call_limit = max(1, min(call_limit, limits.max_records - len(result.records)))
+        if head is not None:
+            page, head, call_limit = head, None, 1
+            if page.next_iterator is not None:
+                cursor.iterator = page.next_iterator
+        else:
+            try:
+                page = cursor.fetch(call_limit)
+            except ShardNotFound:
+                if stop_at is None or stop_at.is_shard_end:
+                    result.end = AT_SHARD_END
+                    return result
+                return lost("the shard is gone before the planned end was read")
+            result.calls += 1
         result.millis_behind_latest = page.millis_behind_latest
+        if page.records:
+            last_fetched = page.records[-1].sequence_number
+            cursor.last_fetched = last_fetched
         if first_page and page.records and not start.checkpoint.is_sentinel:
             first_page = False
             if int(page.records[0].sequence_number) > int(start.checkpoint.sequence_number):
@@ -193,26 +209,32 @@ def read_shard(
                     f"records after {start.checkpoint} were trimmed before they were read "
                     f"(the first one left is {page.records[0].sequence_number})"
                 )
-        users = _split(deaggregator, page.records)
-        for user in users:
-            esn = ExtendedSequenceNumber(user.record.sequence_number, user.record.sub_sequence_number)
-            if esn <= start.checkpoint and not start.checkpoint.is_sentinel:
+        rows = result.records
+        for row in user_rows(deaggregator, page.records):
+            key = (row[1], row[2])
+            if start_key is not None and key <= start_key:
                 continue  # the daemon's rule: read AT the checkpoint, drop what it covers
-            if stop_esn is not None and esn > stop_esn:
+            if stop_key is not None and key > stop_key:
                 done = True
                 break
-            if limits.cutoff_ms is not None and user.record.approximate_arrival_timestamp > limits.cutoff_ms:
+            if limits.cutoff_ms is not None and row[5] > limits.cutoff_ms:
+                result.cut = done = True
+                break
+            if limits.max_records is not None and len(rows) >= limits.max_records:
                 done = True
                 break
-            if limits.max_records is not None and len(result.records) >= limits.max_records:
+            rows.append(row)
+            last_taken = row
+            if stop_key is not None and key == stop_key:
                 done = True
                 break
-            result.records.append(user)
-            result.end = after(user.record.sequence_number, user.record.sub_sequence_number)
-            if stop_esn is not None and esn == stop_esn:
-                done = True
-                break
+        if last_taken is not None:
+            result.end = after(last_taken[0], last_taken[2])
         if done:
+            break
+        if stop_seq is not None and last_fetched is not None and int(last_fetched) >= stop_seq:
+            # the known end was fetched but dropped (its aggregate hashes outside the shard): done
+            result.end = stop_at  # type: ignore[assignment]
             break
         if page.next_iterator is None:
             result.end = AT_SHARD_END  # closed, and every record of it was taken
@@ -224,11 +246,15 @@ def read_shard(
             if stop_esn is not None:
                 return lost(f"the shard's tip was reached before the planned end {stop_esn}")
             break
-        if caught_up and stop_at is None and len(page.records) < limits.get_records_limit:
+        if caught_up and stop_at is None and len(page.records) < call_limit:
             result.at_tip = True  # a short page at the tip: another call now would come back empty
             break
     if stop_at is not None and stop_at.is_shard_end and not result.end.is_shard_end:
         return lost("the planned shard end was not reached")
+    if result.at_tip and last_fetched is not None and not result.end.is_shard_end:
+        past = ExtendedSequenceNumber(last_fetched, 0)
+        if past > result.end.checkpoint:
+            result.end = after(last_fetched, 0)  # every fetched record was looked at: move past drops
     if not done and cursor.iterator is not None and not result.end.is_shard_end:
         result.resume = Resume(cursor.iterator, cursor.last_call)  # every record fetched was taken
     return result

@@ -1,349 +1,34 @@
-"""The PySpark data source: ``spark.readStream.format("kinesis")`` (pyspark >= 4.2, pyarrow).
+"""The PySpark data source ``format("kinesis")``: a streaming source and a sink (pyspark >= 4.2, pyarrow).
 
 Processes (see the module docs of pyspark's Python data sources): the *driver's source runner* keeps
-one :class:`KinesisStreamReader` per query and calls initialOffset / latestOffset / partitions / commit
-/ stop on it; executor workers call :meth:`KinesisStreamReader.read` on *another* instance, so every
-fact a read needs travels in the pickled :class:`KinesisPartition`. Clients are looked up per process
-(:mod:`kcl_daemon.aws.source_clients`), never pickled.
+one stream reader per query and calls initialOffset / latestOffset / partitions / commit / stop on it;
+executor workers call ``read`` on *another* instance, so every fact a read needs travels in the pickled
+partition. Clients are looked up per process (:mod:`kcl_daemon.aws.source_clients`), never pickled.
 
-End offsets come from a driver-side probe of each readable shard (:mod:`kcl_daemon.spark.shard_reader`);
-the executors read the same records again up to that end, so a batch is a pure function of its two
-offsets: a restarted query replays its last batch byte for byte, and speculative tasks are harmless.
+Reading: :mod:`kcl_daemon.spark.planner` (``readMode=executor``, the default: executors fetch, the
+driver plans) or :mod:`kcl_daemon.spark.driver_read` (``readMode=driver``). Writing:
+:mod:`kcl_daemon.spark.sink` (``df.writeStream.format("kinesis")`` and ``df.write.format("kinesis")``).
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Final
-
-import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
 )
 from pyspark.sql.types import StructType
 
-from kcl_daemon.core.shards.graph import Shard
-from kcl_daemon.retry import KINESIS
-from kcl_daemon.spark.clients import kinesis_for, lease_table_for
-from kcl_daemon.spark.handover import owner_of
-from kcl_daemon.spark.lease_bridge import LeaseBridge
-from kcl_daemon.spark.lease_rules import is_ahead
-from kcl_daemon.spark.offsets import (
-    ShardPos,
-    ShardRange,
-    SourceOffset,
-    group_ranges,
-    initial_offset,
-    readable_shards,
-    shard_ranges,
-    split_budget,
-    track_new_shards,
-)
-from kcl_daemon.spark.options import SourceOptions, parse_options
-from kcl_daemon.spark.shard_reader import ReadLimits, Resume, ShardRead, UserRecord, read_shard
-
-logger = logging.getLogger(__name__)
-
-SCHEMA_DDL: Final = (
-    "stream string, shardId string, sequenceNumber string, subSequenceNumber long, partitionKey string, "
-    "explicitHashKey string, approximateArrivalTimestamp timestamp, data binary"
-)
-ARROW_SCHEMA: Final = pa.schema(
-    [
-        ("stream", pa.string()),
-        ("shardId", pa.string()),
-        ("sequenceNumber", pa.string()),
-        ("subSequenceNumber", pa.int64()),
-        ("partitionKey", pa.string()),
-        ("explicitHashKey", pa.string()),
-        ("approximateArrivalTimestamp", pa.timestamp("us", tz="UTC")),
-        ("data", pa.binary()),
-    ]
-)
-PROBE_THREADS: Final = 16
-
-
-@dataclass(frozen=True)
-class KinesisPartition(InputPartition):
-    """One Spark task: up to ``shardsPerTask`` shard ranges of one micro-batch.
-
-    ``shipped[i]`` is range i's rows as Arrow IPC bytes when the driver's probe read exactly that range
-    just before (then the executor does not read Kinesis again), else None (a replayed batch, or a
-    range over ``shipRecordsMax``): the executor reads it. Both are the same rows.
-    """
-
-    options: SourceOptions
-    ranges: tuple[ShardRange, ...]
-    shipped: tuple[bytes | None, ...] = field(default=(), repr=False)  # never megabytes in a message
-
-
-def to_arrow(stream: str, shard_id: str, records: Sequence[UserRecord]) -> pa.RecordBatch:
-    """Rows of the source's schema, as one Arrow batch (the fastest way out of a Python source)."""
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([stream] * len(records), pa.string()),
-            pa.array([shard_id] * len(records), pa.string()),
-            pa.array([u.record.sequence_number for u in records], pa.string()),
-            pa.array([u.record.sub_sequence_number for u in records], pa.int64()),
-            pa.array([u.record.partition_key for u in records], pa.string()),
-            pa.array(
-                [None if u.explicit_hash_key is None else str(u.explicit_hash_key) for u in records],
-                pa.string(),
-            ),
-            pa.array(
-                [u.record.approximate_arrival_timestamp * 1000 for u in records],
-                pa.timestamp("us", tz="UTC"),
-            ),
-            pa.array([u.record.data for u in records], pa.binary()),
-        ],
-        schema=ARROW_SCHEMA,
-    )
-
-
-def to_ipc(batch: pa.RecordBatch) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
-        writer.write_batch(batch)
-    return bytes(sink.getvalue().to_pybytes())
-
-
-def read_partition(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
-    """Executor side: every planned range, records after its start up to and including its end."""
-    options = partition.options
-    kinesis = kinesis_for(options)
-    limits = ReadLimits(
-        get_records_limit=options.get_records_limit, min_interval_s=options.min_fetch_interval_s
-    )
-    shipped = partition.shipped or (None,) * len(partition.ranges)
-    for shard_range, data in zip(partition.ranges, shipped, strict=True):
-        if data is not None:
-            yield from pa.ipc.open_stream(data)
-            continue
-        read = read_shard(
-            kinesis,
-            options.stream_name,
-            shard_range.shard_id,
-            shard_range.start,
-            stop_at=shard_range.end,
-            limits=limits,
-            deaggregate=options.kpl_deaggregate,
-            hash_range=(shard_range.starting_hash_key, shard_range.ending_hash_key),
-            fail_on_data_loss=options.fail_on_data_loss,
-        )
-        if read.records:
-            yield to_arrow(options.stream_name, shard_range.shard_id, read.records)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Driver-side planning (one instance per query in the source runner) and the executors' read."""
-
-    def __init__(self, options: SourceOptions) -> None:
-        self.options = options
-        self._initial: dict[str, Any] | None = None
-        self._cutoff_ms: int | None = None
-        self._bridge: LeaseBridge | None = None
-        self._joined_at_start = False
-        self._checked_restart = False
-        self._listing: list[Shard] = []
-        self._listed_at: float | None = None
-        self._report: dict[str, Any] | None = None
-        self._probed: dict[tuple[str, ShardPos, ShardPos], bytes] = {}
-        self._resume: dict[str, tuple[ShardPos, Resume]] = {}  # shard -> (end it follows, iterator)
-
-    # -- shard listing and lease bridge (driver) -------------------------------------------------
-
-    def _shards(self, *, fresh: bool = False) -> list[Shard]:
-        now = time.monotonic()
-        if (
-            fresh
-            or self._listed_at is None
-            or now - self._listed_at >= self.options.shard_discovery_interval_s
-        ):
-            kinesis = kinesis_for(self.options)
-            self._listing = KINESIS.call(kinesis.list_shards, self.options.stream_name)
-            self._listed_at = now
-        return self._listing
-
-    def _join(self) -> dict[str, Any] | None:
-        """Join the fleet once (with leaseTableName); the table's positions by shard, else None."""
-        if self.options.lease_table_name is None:
-            return None
-        if self._bridge is None:
-            self._bridge = LeaseBridge(
-                lease_table_for(self.options),
-                owner_of(self.options),
-                failover_s=self.options.lease_failover_s,
-                wait_timeout_s=self.options.lease_wait_timeout_s,
-            )
-            return dict(self._bridge.join())
-        return dict(self._bridge.positions())
-
-    # -- the streaming reader API ----------------------------------------------------------------
-
-    def initialOffset(self) -> dict[str, Any]:
-        if self._initial is None:  # called twice at start: must be the same offset both times
-            lease_positions = self._join()
-            self._joined_at_start = True
-            self._initial = initial_offset(
-                self.options.stream_name,
-                self._shards(fresh=True),
-                self.options.starting_position,
-                _now_ms(),
-                lease_positions=lease_positions,
-                fallback=self.options.lease_fallback_position,
-            ).to_json()
-        return self._initial
-
-    def getDefaultReadLimit(self) -> ReadLimit:
-        if self.options.max_records_per_batch is not None:
-            return ReadMaxRows(self.options.max_records_per_batch)
-        return ReadAllAvailable()
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        self._cutoff_ms = _now_ms()
-
-    def _check_restart(self, start: SourceOffset) -> None:
-        """A query restarted from its checkpoint must not rewind shards daemons read on meanwhile."""
-        if self._checked_restart:
-            return
-        self._checked_restart = True
-        if self._joined_at_start or self._bridge is None:
-            return
-        table = self._bridge.positions()
-        ahead = sorted(
-            shard
-            for shard, pos in start.shards.items()
-            if shard in table and is_ahead(table[shard].checkpoint, pos)
-        )
-        if ahead:
-            self._bridge.release()
-            raise RuntimeError(
-                f"lease table {self.options.lease_table_name} is ahead of this query's checkpoint on "
-                f"{', '.join(ahead)}: other workers processed records after this query stopped. Start "
-                "the query with a new checkpointLocation to continue from the lease table."
-            )
-
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        self._join()
-        start_offset = SourceOffset.from_json(start)
-        self._check_restart(start_offset)
-        listing = self._shards()
-        tracked = track_new_shards(start_offset, listing)
-        readable = readable_shards(start_offset, tracked, listing)
-        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        budget = split_budget(max_rows, self.options.max_records_per_shard_per_batch, readable)
-        by_id = {s.shard_id: s for s in listing}
-        probes = {shard: n for shard, n in budget.items() if n > 0}
-        results = self._probe(tracked, probes, by_id)
-        positions = dict(tracked.shards)
-        self._probed = {}
-        shipped = 0
-        for shard_id, read in results.items():
-            positions[shard_id] = read.end
-            if read.resume is not None:
-                self._resume[shard_id] = (read.end, read.resume)
-            else:
-                self._resume.pop(shard_id, None)
-            if read.records and shipped + len(read.records) <= self.options.ship_records_max:
-                shipped += len(read.records)
-                batch = to_arrow(tracked.stream, shard_id, read.records)
-                self._probed[(shard_id, tracked.position(shard_id), read.end)] = to_ipc(batch)
-        behind = {s: r.millis_behind_latest for s, r in results.items() if r.millis_behind_latest is not None}
-        self._report = {
-            "maxMillisBehindLatest": max(behind.values(), default=0),
-            "millisBehindLatest": dict(sorted(behind.items())),
-            "probedRecords": sum(len(r.records) for r in results.values()),
-            "readableShards": len(readable),
-            "trackedShards": len(positions),
-        }
-        return SourceOffset(tracked.stream, positions).to_json()
-
-    def _probe(
-        self, tracked: SourceOffset, budget: dict[str, int], by_id: dict[str, Shard]
-    ) -> dict[str, ShardRead]:
-        if not budget:
-            return {}
-        kinesis = kinesis_for(self.options)
-        options = self.options
-
-        resumes = dict(self._resume)
-
-        def probe(shard_id: str) -> ShardRead:
-            shard = by_id.get(shard_id)
-            start = tracked.position(shard_id)
-            hint = resumes.get(shard_id)
-            limits = ReadLimits(
-                max_records=budget[shard_id],
-                max_calls=options.max_fetch_calls_per_shard_per_batch,
-                get_records_limit=options.get_records_limit,
-                min_interval_s=options.min_fetch_interval_s,
-                cutoff_ms=self._cutoff_ms,
-            )
-            return read_shard(
-                kinesis,
-                options.stream_name,
-                shard_id,
-                start,
-                limits=limits,
-                deaggregate=options.kpl_deaggregate,
-                hash_range=(0, 2**128 - 1)
-                if shard is None
-                else (shard.starting_hash_key, shard.ending_hash_key),
-                fail_on_data_loss=options.fail_on_data_loss,
-                closed=shard is not None and not shard.is_open,
-                resume=hint[1] if hint is not None and hint[0] == start else None,
-            )
-
-        shard_ids = sorted(budget)
-        with ThreadPoolExecutor(
-            max_workers=min(PROBE_THREADS, len(shard_ids)), thread_name_prefix="spark-probe"
-        ) as pool:
-            return dict(zip(shard_ids, pool.map(probe, shard_ids), strict=True))
-
-    def reportLatestOffset(self) -> dict[str, Any] | None:
-        return self._report
-
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[KinesisPartition]:
-        self._join()
-        start_offset, end_offset = SourceOffset.from_json(start), SourceOffset.from_json(end)
-        by_id = {s.shard_id: s for s in self._shards()}
-        ranges = shard_ranges(start_offset, end_offset, by_id)
-        probed, self._probed = self._probed, {}
-        return [
-            KinesisPartition(
-                self.options, group, tuple(probed.get((r.shard_id, r.start, r.end)) for r in group)
-            )
-            for group in group_ranges(ranges, self.options.shards_per_task)
-        ]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, KinesisPartition):
-            raise TypeError(f"not a partition of this source: {partition!r}")
-        return read_partition(partition)
-
-    def commit(self, end: dict[str, Any]) -> None:
-        if self._bridge is not None:
-            self._bridge.checkpoint(SourceOffset.from_json(end), self._shards())
-
-    def stop(self) -> None:
-        if self._bridge is not None:
-            self._bridge.release()
+from kcl_daemon.spark.driver_read import DriverStreamReader
+from kcl_daemon.spark.options import ReadMode, parse_options, parse_sink_options
+from kcl_daemon.spark.planner import ExecutorStreamReader
+from kcl_daemon.spark.rows import SCHEMA_DDL
+from kcl_daemon.spark.sink import KinesisBatchWriter, KinesisStreamWriter, check_schema
 
 
 class KinesisDataSource(DataSource):
-    """``format("kinesis")``: options are checked when the stream is loaded and when the query starts."""
+    """``format("kinesis")``: options are checked when the stream is loaded (or the write starts)."""
 
     @classmethod
     def name(cls) -> str:
@@ -353,5 +38,18 @@ class KinesisDataSource(DataSource):
         parse_options(self.options)  # fail at load() with every bad option named
         return SCHEMA_DDL
 
-    def streamReader(self, schema: StructType) -> KinesisStreamReader:
-        return KinesisStreamReader(parse_options(self.options))
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        options = parse_options(self.options)
+        if options.read_mode is ReadMode.DRIVER:
+            return DriverStreamReader(options)
+        return ExecutorStreamReader(options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        options = parse_sink_options(self.options)
+        check_schema(schema, overwrite)
+        return KinesisBatchWriter(options)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        options = parse_sink_options(self.options)
+        check_schema(schema, overwrite)
+        return KinesisStreamWriter(options)

@@ -1,8 +1,9 @@
 """The lease table as the hand-over point between kcl-daemon processes and a Spark query (moto_server).
 
-Real daemons (``python -m kcl_daemon run`` with the recording processor as child) and a real local[2]
-SparkSession share one stream and one lease table: daemons, then Spark, then daemons again, and every
-record is processed exactly once across the three phases. With a daemon left running, the query
+Real daemons (``python -m kcl_daemon run`` with the recording processor as child) and the tests' Spark
+cluster (executors read and publish their ends on the lease items) share one stream and one lease
+table: daemons, then Spark, then daemons again, and every record is processed exactly once across the
+three phases. With a daemon left running, the query
 refuses to start, or waits for the daemon's leases when told to.
 """
 
@@ -21,9 +22,10 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from kcl_daemon.spark.handover import sync_lease_table
+from kcl_daemon.core.spark.batches import parse_offset
+from kcl_daemon.spark.handover import positions_after, sync_lease_table
 from kcl_daemon.spark.listener import KinesisLeaseSyncListener
-from kcl_daemon.spark.offsets import SourceOffset
+from kcl_daemon.spark.options import parse_options
 from tests.support.daemon import run_cli
 from tests.support.emulators import REGION, Backend
 from tests.support.fleet import Fleet
@@ -102,8 +104,9 @@ def test_daemons_then_spark_then_daemons_process_every_record_exactly_once(
     table = DynamoLeaseTable(clients.dynamodb, fleet.table)
     batches = sorted(int(p.name) for p in (chk / "offsets").iterdir() if p.name.isdigit())
     assert len(batches) >= 2
-    committed = SourceOffset.from_json(
-        json.loads((chk / "offsets" / str(batches[-2])).read_text().splitlines()[2])
+    committed = positions_after(
+        parse_options(options),
+        parse_offset(json.loads((chk / "offsets" / str(batches[-2])).read_text().splitlines()[2])),
     )
     for lease in table.list_leases(consistent=True).leases:
         assert lease.checkpoint >= committed.shards[lease.shard_id].checkpoint, lease

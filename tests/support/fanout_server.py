@@ -11,6 +11,10 @@ see clients-and-emulators.md), so the fan-out tests run against this. It listens
   shard read to its end gets a last event without a continuation sequence number and with
   ``ChildShards`` (from ListShards). A subscription ends after ``subscription_s`` (Kinesis: 5 minutes);
   ``fail_every_events`` ends subscriptions with an ``InternalFailure`` exception event instead;
+  ``behind_on_full_pages``: an event from a full page says ``MillisBehindLatest`` 1 (more records wait),
+  as the service does, where kinesalite answers 0 for every page of an open shard; ``tip_event_s``: at
+  the tip, an event without records at ``MillisBehindLatest`` 0 every that many seconds (the service
+  keeps sending events while a shard is idle);
 * keeps stream consumers in memory (``RegisterStreamConsumer``, ``DescribeStreamConsumer``,
   ``DeregisterStreamConsumer``, ``ListStreamConsumers``);
 * forwards every other Kinesis request to kinesalite unchanged.
@@ -68,10 +72,13 @@ class FanoutServer:
     kinesalite: str
     subscription_s: float = 300.0
     fail_every_events: int = 0  # 0: never
+    behind_on_full_pages: bool = False
+    tip_event_s: float = 0.0  # 0: no events while the shard is idle
     poll_s: float = 0.2
     page_limit: int = 1000
     consumers: dict[str, dict[str, Any]] = field(default_factory=dict)  # ARN -> description
     subscriptions: Counter[str] = field(default_factory=Counter)
+    registrations: int = 0  # RegisterStreamConsumer calls that created a consumer
     events_sent: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -112,6 +119,7 @@ class FanoutServer:
                     "StreamARN": stream_arn,
                 }
                 self.consumers[arn] = consumer
+                self.registrations += 1
                 return 200, {"Consumer": {k: v for k, v in consumer.items() if k != "StreamARN"}}
             found = self._find(body)
             if action == "ListStreamConsumers":
@@ -172,6 +180,7 @@ class FanoutServer:
             self.subscriptions[shard_id] += 1
         send(json_event("initial-response", {}))
         opened = time.monotonic()
+        last_event = 0.0
         sent = 0
         continuation: str | None = None
         while time.monotonic() - opened < self.subscription_s:
@@ -199,19 +208,40 @@ class FanoutServer:
                 return
             iterator = next_iterator
             if records:
+                behind = int(page.get("MillisBehindLatest", 0))
+                if self.behind_on_full_pages and len(records) >= self.page_limit:
+                    behind = max(behind, 1)
                 event = {
                     "Records": records,
                     "ContinuationSequenceNumber": continuation,
-                    "MillisBehindLatest": int(page.get("MillisBehindLatest", 0)),
+                    "MillisBehindLatest": behind,
                 }
                 send(json_event("SubscribeToShardEvent", event))
                 self._count(shard_id)
+                last_event = time.monotonic()
                 sent += 1
                 if self.fail_every_events and sent % self.fail_every_events == 0:
                     send(exception_event("InternalFailureException", "injected by the test server"))
                     return
             else:
+                if self.tip_event_s and time.monotonic() - last_event >= self.tip_event_s:
+                    event = {
+                        "Records": [],
+                        "ContinuationSequenceNumber": continuation or self._starting(stream, shard_id),
+                        "MillisBehindLatest": 0,
+                    }
+                    send(json_event("SubscribeToShardEvent", event))
+                    self._count(shard_id)
+                    last_event = time.monotonic()
                 time.sleep(self.poll_s)
+
+    def _starting(self, stream: str, shard_id: str) -> str:
+        shards = self.kinesis.list_shards(StreamName=stream)["Shards"]
+        return next(
+            str(s["SequenceNumberRange"]["StartingSequenceNumber"])
+            for s in shards
+            if s["ShardId"] == shard_id
+        )
 
     def _count(self, shard_id: str) -> None:
         with self.lock:

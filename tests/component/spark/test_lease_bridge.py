@@ -10,9 +10,9 @@ from kcl_daemon.aws.lease_table import ScanResult
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import Shard
+from kcl_daemon.core.spark.offsets import AT_SHARD_END, SourceOffset, after
 from kcl_daemon.errors import LeaseConflict
 from kcl_daemon.spark.lease_bridge import LeaseBridge, LeasesHeld, release_owned, write_checkpoints
-from kcl_daemon.spark.offsets import AT_SHARD_END, SourceOffset, after
 
 
 class FakeClock:

@@ -2,67 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
-from aws_kinesis_agg.aggregator import RecordAggregator
 
-from kcl_daemon.aws.kinesis import GetRecordsResult, RawRecord
+from kcl_daemon.aws.kinesis import RawRecord
 from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
-from kcl_daemon.errors import IteratorExpired
-from kcl_daemon.spark.offsets import AT_SHARD_END, AT_TRIM_HORIZON, ShardPos, after
-from kcl_daemon.spark.shard_reader import DataLoss, ReadLimits, read_shard
-
-
-def aggregate(n: int) -> bytes:
-    agg = RecordAggregator()
-    for i in range(n):
-        assert agg.add_user_record(f"k{i}", f"sub-{i}".encode()) is None
-    record = agg.clear_and_get()
-    assert record is not None
-    return bytes(record.get_contents()[2])
-
-
-@dataclass
-class FakeKinesis:
-    """One shard: records by position; pages of ``page`` records; closed or open at its end."""
-
-    records: list[RawRecord]
-    closed: bool = False
-    page: int = 3
-    expire_once_at: int | None = None
-    iterators: list[IteratorPosition] = field(default_factory=list)
-
-    def get_shard_iterator(self, stream: str, shard_id: str, position: IteratorPosition) -> str:
-        self.iterators.append(position)
-        if position.type is IteratorType.TRIM_HORIZON:
-            return "0"
-        seq = int(position.sequence_number or 0)
-        index = next(
-            (i for i, r in enumerate(self.records) if int(r.sequence_number) >= seq), len(self.records)
-        )
-        if position.type is IteratorType.AFTER_SEQUENCE_NUMBER and index < len(self.records):
-            index += int(self.records[index].sequence_number) == seq
-        return str(index)
-
-    def get_records(self, iterator: str, limit: int) -> GetRecordsResult:
-        index = int(iterator)
-        if self.expire_once_at is not None and index >= self.expire_once_at:
-            self.expire_once_at = None
-            raise IteratorExpired("expired")
-        page = self.records[index : index + min(limit, self.page)]
-        nxt = index + len(page)
-        at_end = nxt >= len(self.records)
-        return GetRecordsResult(
-            records=tuple(page),
-            next_iterator=None if (at_end and self.closed and not page) else str(nxt),
-            millis_behind_latest=0 if at_end else 1000,
-            child_shards=(),
-        )
-
-
-def plain(*seqs: int, arrival: int = 1000) -> list[RawRecord]:
-    return [RawRecord(f"r{s}".encode(), f"k{s}", str(s), arrival) for s in seqs]
+from kcl_daemon.core.spark.offsets import AT_SHARD_END, AT_TRIM_HORIZON, ShardPos, after
+from kcl_daemon.spark.shard_reader import DataLoss, ReadLimits, Resume, read_shard
+from tests.support.spark_fakes import FakeKinesis, aggregate, plain
 
 
 def read(kinesis: FakeKinesis, start: ShardPos, **kwargs: object) -> object:
@@ -84,7 +30,7 @@ def test_the_probe_stops_at_the_tip_and_the_read_replays_exactly_that() -> None:
     probe = read(kinesis, AT_TRIM_HORIZON)
     assert probe.end == after("7") and probe.at_tip and len(probe.records) == 7
     again = read(kinesis, AT_TRIM_HORIZON, stop_at=probe.end, limits=ReadLimits())
-    assert [u.record.sequence_number for u in again.records] == [str(s) for s in range(1, 8)]
+    assert again.records.sequence_numbers == [str(s) for s in range(1, 8)]
 
 
 def test_a_budget_can_end_inside_an_aggregate_and_the_next_batch_resumes_at_the_next_sub_record() -> None:
@@ -93,7 +39,7 @@ def test_a_budget_can_end_inside_an_aggregate_and_the_next_batch_resumes_at_the_
     first = read(kinesis, AT_TRIM_HORIZON, limits=ReadLimits(max_records=3, max_calls=50))
     assert first.end == after("2", 1)  # sub-sequence exact: (2, 1)
     second = read(kinesis, first.end, limits=ReadLimits(max_calls=50))
-    assert [(u.record.sequence_number, u.record.sub_sequence_number) for u in second.records] == [
+    assert second.records.pairs() == [
         ("2", 2),
         ("2", 3),
         ("2", 4),
@@ -105,7 +51,7 @@ def test_a_budget_can_end_inside_an_aggregate_and_the_next_batch_resumes_at_the_
 def test_a_closed_shard_is_read_through_empty_pages_to_shard_end() -> None:
     kinesis = FakeKinesis(plain(1, 2), closed=True)
     done = read(kinesis, after("2"), closed=True)
-    assert done.end == AT_SHARD_END and done.records == []
+    assert done.end == AT_SHARD_END and len(done.records) == 0
     open_shard = read(FakeKinesis(plain(1, 2)), after("2"))
     assert open_shard.end == after("2") and open_shard.at_tip
 
@@ -119,7 +65,7 @@ def test_the_cutoff_stops_before_later_arrivals() -> None:
 def test_an_expired_iterator_is_refreshed_after_the_last_record_fetched() -> None:
     kinesis = FakeKinesis(plain(1, 2, 3, 4, 5, 6), expire_once_at=3)
     result = read(kinesis, AT_TRIM_HORIZON)
-    assert [u.record.sequence_number for u in result.records] == ["1", "2", "3", "4", "5", "6"]
+    assert result.records.sequence_numbers == ["1", "2", "3", "4", "5", "6"]
     assert IteratorPosition(IteratorType.AFTER_SEQUENCE_NUMBER, "3") in kinesis.iterators
 
 
@@ -128,7 +74,7 @@ def test_trimmed_records_are_data_loss_unless_told_otherwise() -> None:
     with pytest.raises(DataLoss, match="trimmed"):
         read(kinesis, after("5"))
     kept = read(kinesis, after("5"), fail_on_data_loss=False)
-    assert [u.record.sequence_number for u in kept.records] == ["8", "9"]
+    assert kept.records.sequence_numbers == ["8", "9"]
 
 
 def test_a_planned_end_beyond_the_tip_is_data_loss() -> None:
@@ -143,7 +89,34 @@ def test_a_read_that_took_every_record_fetched_resumes_with_its_iterator() -> No
     kinesis.records += plain(4, 5)
     gets = len(kinesis.iterators)
     second = read(kinesis, first.end, resume=first.resume)
-    assert [u.record.sequence_number for u in second.records] == ["4", "5"]
+    assert second.records.sequence_numbers == ["4", "5"]
     assert len(kinesis.iterators) == gets  # no GetShardIterator: the iterator went on
     budgeted = read(kinesis, AT_TRIM_HORIZON, limits=ReadLimits(max_records=2, max_calls=50))
-    assert budgeted.resume is None  # stopped inside a page: the iterator is past the end
+    # the budget caps each call's Limit, so the read stops on a page boundary: the iterator is exact
+    assert budgeted.calls == 1 and budgeted.end == after("2") and budgeted.resume is not None
+    rest = read(kinesis, budgeted.end, resume=budgeted.resume)
+    assert rest.records.sequence_numbers == ["3", "4", "5"]
+
+
+def test_a_read_that_starts_from_the_planners_probe_page_fetches_nothing_twice() -> None:
+    kinesis = FakeKinesis(plain(1, 2, 3, 4, 5))
+    iterator = kinesis.get_shard_iterator(
+        "stream", "shardId-0", IteratorPosition(IteratorType.AFTER_SEQUENCE_NUMBER, "1")
+    )
+    head = kinesis.get_records(iterator, 1)  # the planner's question: one record after the end
+    gets = len(kinesis.iterators)
+    result = read(kinesis, after("1"), head=head, resume=Resume(head.next_iterator or "", None))
+    assert result.records.sequence_numbers == ["2", "3", "4", "5"]
+    assert len(kinesis.iterators) == gets  # the head's iterator went on: no GetShardIterator
+    assert kinesis.fetched == 4  # the probe's record was not fetched again
+
+
+def test_at_the_tip_the_end_moves_past_an_aggregate_the_shard_does_not_hold() -> None:
+    outside = RawRecord(aggregate(3), "agg", "2", 1000)  # its keys hash all over the key space
+    kinesis = FakeKinesis([*plain(1), outside])
+    narrow = (0, 10)  # a shard whose range holds none of them: the aggregate is dropped whole
+    result = read(kinesis, AT_TRIM_HORIZON, hash_range=narrow)
+    assert result.records.sequence_numbers == ["1"]
+    assert result.at_tip and result.end == after("2")  # not after("1"): asking again finds nothing new
+    replay = read(kinesis, AT_TRIM_HORIZON, stop_at=result.end, limits=ReadLimits(), hash_range=narrow)
+    assert replay.records.sequence_numbers == ["1"]  # the dropped end is reached

@@ -1,4 +1,4 @@
-"""The Spark source against the emulators, with a real local[2] SparkSession (one per test session).
+"""The Spark source against the emulators, on the tests' Spark cluster (one per test session).
 
 moto_server for reads, restarts and KPL aggregates; kinesalite for a split and a merge mid-stream
 (moto keeps writing into a closed parent and never ends it).
@@ -50,13 +50,22 @@ def moto_stream(moto_clients: AwsClients) -> Iterator[Callable[[int], str]]:
     yield from _stream_maker(moto_clients)
 
 
+@pytest.mark.parametrize("read_mode", ["executor", "driver"])
 def test_one_thousand_records_on_two_shards_come_out_exactly_once(
-    spark_session: Any, moto_clients: AwsClients, moto_endpoint: str, moto_stream: Any, tmp_path: Path
+    spark_session: Any,
+    moto_clients: AwsClients,
+    moto_endpoint: str,
+    moto_stream: Any,
+    tmp_path: Path,
+    read_mode: str,
 ) -> None:
     stream = moto_stream(2)
     put(moto_clients, stream, range(1000))
     query = run_query(
-        spark_session, source_options(stream, moto_endpoint), tmp_path / "out", tmp_path / "chk"
+        spark_session,
+        source_options(stream, moto_endpoint, readMode=read_mode),
+        tmp_path / "out",
+        tmp_path / "chk",
     )
     found = rows(tmp_path / "out")
     assert len(found) == 1000
@@ -66,7 +75,8 @@ def test_one_thousand_records_on_two_shards_come_out_exactly_once(
     assert all(r["stream"] == stream and r["partitionKey"].startswith("key-") for r in found)
     progress = query.lastProgress
     assert progress is not None
-    assert "maxMillisBehindLatest" in progress["sources"][0]["latestOffset"]
+    report = progress["sources"][0]["latestOffset"]
+    assert ("driverRecords" if read_mode == "executor" else "maxMillisBehindLatest") in report
 
 
 class Crash(RuntimeError):
@@ -194,12 +204,13 @@ def test_a_split_and_a_merge_mid_stream_keep_parents_before_children(
     spark_session: Any,
     kinesalite_clients: AwsClients,
     kinesalite_endpoint: str,
+    moto_endpoint: str,
     kinesalite_stream: Any,
     tmp_path: Path,
 ) -> None:
     stream = kinesalite_stream(3)
     kinesis = kinesalite_clients.kinesis
-    options = source_options(stream, kinesalite_endpoint, maxRecordsPerBatch=150)
+    options = source_options(stream, kinesalite_endpoint, moto_endpoint, maxRecordsPerBatch=150)
     out, chk = tmp_path / "out", tmp_path / "chk"
     put(kinesalite_clients, stream, range(300))
     run_query(spark_session, options, out, chk)  # part of the stream read before the reshard

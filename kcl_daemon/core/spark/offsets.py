@@ -1,4 +1,4 @@
-"""The Spark source's offsets: one position per shard, as canonical JSON, and the rules that move them.
+"""Where a Spark query stands on each shard, and the driver-read mode's offsets (v1) with their rules.
 
 A shard's position has the meaning of a KCL checkpoint: every user record at or before it was read.
 It is an :class:`ExtendedSequenceNumber` (a sequence number with its KPL sub-sequence, or one of
@@ -19,6 +19,7 @@ at a position other than ``SHARD_END`` in the batch's *start* offset. Pure: no I
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -31,9 +32,25 @@ from kcl_daemon.core.sequence import (
     Sentinel,
 )
 from kcl_daemon.core.shards.graph import Shard, shards_at_initial_position
-from kcl_daemon.spark.options import StartingPosition, StartKind
 
 VERSION: Final = 1
+
+
+class StartKind(enum.StrEnum):
+    TRIM_HORIZON = "TRIM_HORIZON"
+    LATEST = "LATEST"
+    AT_TIMESTAMP = "AT_TIMESTAMP"
+    LEASE_TABLE = "leaseTable"
+
+
+@dataclass(frozen=True, slots=True)
+class StartingPosition:
+    """Where a new query starts (option ``startingPosition``)."""
+
+    kind: StartKind
+    timestamp_ms: int | None = None  # AT_TIMESTAMP only
+
+
 FROM_TRIM_HORIZON: Final = StartingPosition(StartKind.TRIM_HORIZON)
 JsonDict = dict[str, object]
 
@@ -215,19 +232,25 @@ def readable_shards(start: SourceOffset, tracked: SourceOffset, shards: Iterable
     return sorted(out)
 
 
-def split_budget(max_rows: int | None, per_shard_cap: int, shard_ids: Sequence[str]) -> dict[str, int]:
+def split_budget(
+    max_rows: int | None, per_shard_cap: int, shard_ids: Sequence[str], *, rotate: int = 0
+) -> dict[str, int]:
     """Each readable shard's share of one batch's row limit (``None``: only the per-shard cap).
 
-    The limit is split evenly; the remainder goes to the first shards in order. A share is never above
-    ``per_shard_cap``; a shard whose share is 0 waits for a later batch.
+    The limit is split evenly; the remainder goes to the shards from position ``rotate`` on (modulo
+    their number), so a limit smaller than the number of shards does not starve the same shards batch
+    after batch. A share is never above ``per_shard_cap``; a shard whose share is 0 waits for a later
+    batch.
     """
     if not shard_ids:
         return {}
     if max_rows is None:
         return dict.fromkeys(shard_ids, per_shard_cap)
-    base, remainder = divmod(max_rows, len(shard_ids))
+    count = len(shard_ids)
+    base, remainder = divmod(max_rows, count)
+    first = rotate % count
     return {
-        shard: min(per_shard_cap, base + (1 if index < remainder else 0))
+        shard: min(per_shard_cap, base + (1 if (index - first) % count < remainder else 0))
         for index, shard in enumerate(shard_ids)
     }
 

@@ -1,5 +1,9 @@
 """Decisions of the Spark source's lease bridge, over plain leases: pure, no I/O.
 
+* :func:`stale_end_attributes`: publications on a lease item that no batch needs any more.
+* :func:`lease_for_shard`: the lease the query creates for a shard it reads that has none (KCL's
+  shape: parents and hash range from ListShards, the checkpoint the query starts the shard from).
+
 * :func:`positions_from_leases`: a KCL checkpoint is a Spark position as it stands (sub-sequence
   exact); ``LATEST`` / ``AT_TIMESTAMP`` sentinels carry no position (the fallback applies).
 * :func:`live_owners`: leases another worker renewed between two scans a failover time apart.
@@ -11,11 +15,34 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.lease_codec import LEASE_ENTITY_TYPE
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, Sentinel
 from kcl_daemon.core.shards.graph import ChildShard, Shard
-from kcl_daemon.spark.offsets import ShardPos, SourceOffset
+from kcl_daemon.core.spark.offsets import ShardPos, SourceOffset
+
+#: Publications on lease items are attributes ``sparkEnd_<run>_<batch>``.
+END_ATTRIBUTE_PREFIX: Final = "sparkEnd_"
+
+
+def end_attribute(run: str, batch: int) -> str:
+    """The lease-item attribute holding the publication of (run, batch)."""
+    return f"{END_ATTRIBUTE_PREFIX}{run}_{batch}"
+
+
+def stale_end_attributes(names: Iterable[str], run: str, keep_from: int) -> list[str]:
+    """The publication attributes among ``names`` no batch of ``run`` needs: another run's, or a batch
+    before ``keep_from``. Other attributes are never touched."""
+    stale = []
+    for name in names:
+        if not name.startswith(END_ATTRIBUTE_PREFIX):
+            continue
+        owner, _, number = name[len(END_ATTRIBUTE_PREFIX) :].rpartition("_")
+        if owner != run or not number.isdigit() or int(number) < keep_from:
+            stale.append(name)
+    return sorted(stale)
 
 
 def positions_from_leases(
@@ -86,3 +113,20 @@ def is_ahead(lease_checkpoint: ExtendedSequenceNumber, pos: ShardPos) -> bool:
     if pos.checkpoint.sequence_number == Sentinel.AT_TIMESTAMP:
         return False
     return lease_checkpoint > pos.checkpoint
+
+
+def lease_for_shard(shard: Shard, start: ShardPos) -> Lease:
+    """A new single-stream lease for ``shard`` whose checkpoint is where the query starts it.
+
+    A pinned ``LATEST`` or ``AT_TIMESTAMP`` start is written as the ``AT_TIMESTAMP`` sentinel, as KCL's
+    shard sync writes its initial position: a worker that takes the lease over before the query
+    checkpointed starts the shard from its own configured position.
+    """
+    return Lease(
+        lease_key=shard.shard_id,
+        checkpoint=start.checkpoint,
+        parent_shard_ids=frozenset(shard.parent_shard_ids),
+        starting_hash_key=shard.starting_hash_key,
+        ending_hash_key=shard.ending_hash_key,
+        entity_type=LEASE_ENTITY_TYPE,
+    )

@@ -1,0 +1,87 @@
+"""The executors' side of executor reads over an in-memory shard and ends store: read, publish, yield."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from kcl_daemon.core.spark.batches import PublishedEnd, Stop
+from kcl_daemon.core.spark.offsets import AT_TRIM_HORIZON, after
+from kcl_daemon.spark import executor_read
+from kcl_daemon.spark.executor_read import ExecutorPartition, ShardTask, read_partition
+from kcl_daemon.spark.options import SourceOptions
+from tests.support.spark_fakes import FakeEnds, FakeKinesis, plain
+
+OPTIONS = SourceOptions(stream_name="stream", min_fetch_interval_s=0.0)
+
+
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch) -> tuple[FakeKinesis, FakeEnds]:
+    kinesis, ends = FakeKinesis(plain(1, 2, 3, 4, 5)), FakeEnds()
+    monkeypatch.setattr(executor_read, "kinesis_for", lambda options: kinesis)
+    monkeypatch.setattr(executor_read, "batch_ends_for", lambda options: ends)
+    return kinesis, ends
+
+
+def task(max_rows: int = 100, **extra: object) -> ShardTask:
+    return ShardTask("shardId-0", AT_TRIM_HORIZON, max_rows, False, 0, 2**128 - 1, **extra)  # type: ignore[arg-type]
+
+
+def partition(*tasks: ShardTask, replay: bool = False, until: int | None = None) -> ExecutorPartition:
+    return ExecutorPartition(OPTIONS, "run1", 4, until, tasks, None, replay)
+
+
+def sequences(batches: list[pa.RecordBatch]) -> list[str]:
+    return [s for batch in batches for s in batch.column("sequenceNumber").to_pylist()]
+
+
+def test_a_task_reads_to_the_tip_publishes_then_yields(world: tuple[FakeKinesis, FakeEnds]) -> None:
+    kinesis, ends = world
+    rows = list(read_partition(partition(task())))
+    assert sequences(rows) == ["1", "2", "3", "4", "5"]
+    assert ends.items[("run1", 4, "shardId-0")] == PublishedEnd(after("5"), Stop.TIP, 5)
+    assert ends.gets == 0  # a first attempt of a batch this run planned does not look first
+    assert kinesis.fetched == 5
+
+
+def test_a_replay_reads_exactly_to_the_publication_even_after_more_records_arrived(
+    world: tuple[FakeKinesis, FakeEnds],
+) -> None:
+    kinesis, ends = world
+    first = sequences(list(read_partition(partition(task()))))
+    kinesis.records += plain(6, 7, 8)
+    assert sequences(list(read_partition(partition(task(), replay=True)))) == first
+    assert ends.publishes == 1
+
+
+def test_a_losing_attempt_keeps_the_rows_up_to_the_winners_end(world: tuple[FakeKinesis, FakeEnds]) -> None:
+    _, ends = world
+    ends.items[("run1", 4, "shardId-0")] = PublishedEnd(after("3"), Stop.TIP, 3)  # the other attempt
+    assert sequences(list(read_partition(partition(task())))) == ["1", "2", "3"]
+    ends.items[("run1", 4, "shardId-0")] = PublishedEnd(AT_TRIM_HORIZON, Stop.TIP, 0)
+    assert sequences(list(read_partition(partition(task())))) == []
+
+
+def test_budget_and_cut_off_are_the_reasons_published(world: tuple[FakeKinesis, FakeEnds]) -> None:
+    kinesis, ends = world
+    assert sequences(list(read_partition(partition(task(max_rows=2))))) == ["1", "2"]
+    assert ends.items[("run1", 4, "shardId-0")].reason is Stop.BUDGET
+    kinesis.records = plain(1, 2, arrival=100) + plain(3, arrival=900)
+    cut = ExecutorPartition(OPTIONS, "run1", 5, 500, (task(),), None, False)
+    assert sequences(list(read_partition(cut))) == ["1", "2"]
+    assert ends.items[("run1", 5, "shardId-0")] == PublishedEnd(after("2"), Stop.CUTOFF, 2)
+
+
+def test_the_planners_probe_record_is_the_first_page(world: tuple[FakeKinesis, FakeEnds]) -> None:
+    kinesis, _ = world
+    iterator = kinesis.get_shard_iterator("stream", "shardId-0", _after("2"))
+    head = kinesis.get_records(iterator, 1)
+    start = ShardTask("shardId-0", after("2"), 100, False, 0, 2**128 - 1, head)
+    assert sequences(list(read_partition(partition(start)))) == ["3", "4", "5"]
+    assert kinesis.fetched == 3  # the head's record once, the rest once
+
+
+def _after(seq: str) -> object:
+    from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
+
+    return IteratorPosition(IteratorType.AFTER_SEQUENCE_NUMBER, seq)
