@@ -7,13 +7,17 @@ Use them at the boundary of an operation, never as ad-hoc ``@retry`` decorators:
     lease = LEASE_IO.call(table.renew, lease)
     for attempt in KINESIS.retrying(): ...
     async for attempt in GET_RECORDS.async_retrying(sleep=clock.sleep, monotonic=clock.monotonic): ...
+    page = await GET_RECORDS.run_async(read_once, sleep=clock.sleep, monotonic=clock.monotonic)
 
 A :class:`tenacity.Retrying` built here is for one operation: its deadline starts when it is built.
+:meth:`RetryPolicy.run_async` is for calls made hundreds of times a second (a read per shard, a renewal
+per lease): its first attempt builds no retry machinery at all.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -104,6 +108,42 @@ class RetryPolicy:
         ``retry_if`` replaces the default "the error says it is retriable".
         """
         return AsyncRetrying(sleep=sleep, **self._options(monotonic, retry_if))
+
+    async def run_async(
+        self,
+        attempt: Callable[[], Awaitable[T]],
+        *,
+        sleep: Callable[[float], Awaitable[None]],
+        monotonic: Callable[[], float],
+        retry_if: Callable[[BaseException], bool] = is_retriable,
+        before_retry: Callable[[], Awaitable[None]] | None = None,
+    ) -> T:
+        """``await attempt()`` under this policy, the same as an :meth:`async_retrying` loop, but the first
+        attempt runs bare: building the retry machinery cost more than a quick call. After a failure that
+        ``retry_if`` accepts, the remaining attempts follow the policy (backoff, attempts and deadline
+        counted from the first attempt); ``before_retry`` runs before each of them."""
+        started = monotonic()
+        try:
+            return await attempt()
+        except Exception as exc:
+            if not retry_if(exc) or self.max_attempts <= 1:
+                raise
+            failure = exc
+        wait = min(random.uniform(0, self.initial_backoff_s), self.max_backoff_s)  # noqa: S311 - jitter
+        left = self.deadline_s - (monotonic() - started)
+        if left <= wait:
+            raise failure
+        logger.warning("%s: attempt 1 failed (%s); retrying in %.2fs", self.name, failure, wait)
+        await sleep(wait)
+        rest = replace(  # attempts 2.. of this policy: the backoff goes on doubling from attempt 1's
+            self, max_attempts=self.max_attempts - 1, initial_backoff_s=self.initial_backoff_s * 2
+        ).within(self.deadline_s - (monotonic() - started))
+        async for retry in rest.async_retrying(sleep=sleep, monotonic=monotonic, retry_if=retry_if):
+            with retry:
+                if before_retry is not None:
+                    await before_retry()
+                return await attempt()
+        raise AssertionError("unreachable: the retry policy re-raises the last error")  # pragma: no cover
 
     def call(
         self,

@@ -16,7 +16,9 @@ import contextlib
 import functools
 import logging
 import os
+import resource
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -34,6 +36,7 @@ from kcl_daemon.aws.lease_table_3x import LeaseTable3x
 from kcl_daemon.aws.streams import describe_stream_identity
 from kcl_daemon.aws.table_facts import read_table_facts
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
+from kcl_daemon.blocking import BlockingPool
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.consumer.configure import consumer_settings
@@ -75,10 +78,28 @@ from kcl_daemon.worker.scheduler import SYNC_THREADS, Scheduler, SchedulerConfig
 
 logger = logging.getLogger(__name__)
 
-#: GetRecords calls in flight at once, across all shards of this worker.
-READ_THREADS = 16
+#: GetRecords calls in flight at once, across all shards of this worker: enough for 256 shards read every
+#: 200 ms at 50 ms a call (Java runs one thread per shard). Threads start only as the calls in flight need
+#: them (kcl_daemon.blocking reuses an idle one first), so an idle or small worker keeps a few.
+READ_THREADS = 64
 #: Enhanced fan-out: one thread per subscribed shard (a subscription blocks its thread).
 FANOUT_THREADS = 512
+
+
+def raise_open_file_limit() -> None:
+    """Raise the soft limit on open files to the hard limit, as the JVM does for the Java daemon.
+
+    Each child takes four descriptors (three pipes and the pidfd that reports its exit): a worker with
+    256 shards needs over 1,000, above the soft limit of 1,024 many systems start processes with.
+    """
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            logger.debug("open file limit raised from %d to %d", soft, target)
+    except (ValueError, OSError) as exc:  # a container may refuse it: the worker runs with what it has
+        logger.info("open file limit left at its soft value: %s", exc)
 
 
 def default_worker_id() -> str:
@@ -244,6 +265,35 @@ def threads_calling_aws(plan: WorkerPlan) -> int:
     return plan.scheduler.threads_calling_aws + READ_THREADS
 
 
+class RecentListings:
+    """ListShards of a stream, shared by the shard sources created within ``max_age_s`` of one another.
+
+    Every new shard source looks its shard up in a listing (is it closed, where does it end). A worker
+    that starts with 256 leases would otherwise list the whole stream 256 times at once, parsing
+    256 x 256 shards; one listing serves them all. A listing a few seconds old is as good for this as a
+    fresh one: a shard that closed since is found closed by the reader itself (its last GetRecords
+    page), which lists the shards again then. Thread-safe: the sources are made on the lease-io pool.
+    """
+
+    def __init__(self, kinesis: Kinesis, clock: Clock, max_age_s: float = 5.0) -> None:
+        self._kinesis = kinesis
+        self._clock = clock
+        self._max_age_s = max_age_s
+        self._lock = threading.Lock()
+        self._listings: dict[str, tuple[float, dict[str, Shard]]] = {}
+
+    def shards(self, stream_name: str) -> dict[str, Shard]:
+        """The stream's shards by id, listed at most ``max_age_s`` ago; ListShards errors propagate."""
+        with self._lock:  # one listing at a time: the threads that wait get the one just made
+            cached = self._listings.get(stream_name)
+            now = self._clock.monotonic()
+            if cached is not None and now - cached[0] <= self._max_age_s:
+                return cached[1]
+            listed = {s.shard_id: s for s in KINESIS.call(self._kinesis.list_shards, stream_name)}
+            self._listings[stream_name] = (self._clock.monotonic(), listed)
+            return listed
+
+
 def build_scheduler(
     plan: WorkerPlan,
     clients: AwsClients,
@@ -254,7 +304,7 @@ def build_scheduler(
 ) -> Scheduler:
     table = LeaseTable3x(clients.dynamodb, plan.table_name, scan_segments=plan.scan_segments)
     kinesis = Kinesis(clients.kinesis)
-    read_pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="kinesis-read")
+    read_pool = BlockingPool(READ_THREADS, thread_name_prefix="kinesis-read")
     fanout = None
     consumers: dict[str, ConsumerResolver] = {}
     if plan.retrieval.mode == "FANOUT":
@@ -273,13 +323,14 @@ def build_scheduler(
             )
         return consumers[stream_name]
 
+    listings = RecentListings(kinesis, clock)
+
     def source_of(stream_name: str, from_lease: Shard) -> ShardRecordSource:
         """Runs on a worker thread. ListShards' view of the shard says whether it is closed and where it
         ends, which ends closed shards on emulators that never send ChildShards."""
         shard = from_lease
         try:
-            listed = {s.shard_id: s for s in KINESIS.call(kinesis.list_shards, stream_name)}
-            shard = listed.get(from_lease.shard_id, from_lease)
+            shard = listings.shards(stream_name).get(from_lease.shard_id, from_lease)
         except KclError as exc:
             logger.warning("shard %s: ListShards failed, reading without it: %s", from_lease.shard_id, exc)
         if fanout is not None:
@@ -490,6 +541,7 @@ def run_from_settings(
 ) -> int:
     """Build the AWS clients (or the embedded local backend) and run the worker; returns the exit code."""
     plan = plan_worker(settings, worker_id=worker_id)
+    raise_open_file_limit()
     if plan.streams and local:
         raise ConfigError(["local mode embeds one stream: set streamName instead of streamNames"])
     if plan.streams and plan.retrieval.consumer_arn:

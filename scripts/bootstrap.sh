@@ -52,8 +52,8 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 deps_hash=$(cat pyproject.toml clients/python/pyproject.toml | sha256sum | cut -c1-16)
 if [[ ! -f $STAMP_DIR/pip-$deps_hash ]]; then
-  log "pip install (kcl-daemon[dev,spark], clients/python)"
-  .venv/bin/pip install -q --disable-pip-version-check -e '.[dev,spark]' -e clients/python
+  log "pip install (kcl-daemon[dev,spark,bench], clients/python)"
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[dev,spark,bench]' -e clients/python
   touch "$STAMP_DIR/pip-$deps_hash"
 fi
 if [[ ! -f $STAMP_DIR/kclpy-3.2.0 ]]; then

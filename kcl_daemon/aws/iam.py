@@ -63,6 +63,7 @@ ACTIONS: Final[tuple[IamAction, ...]] = (
     _a("dynamodb:CreateTable", LEASES, [A], "create the lease table when it is missing"),
     _a("dynamodb:Scan", LEASES, [A], "list leases (taker, shard sync, leader, cleanup)"),
     _a("dynamodb:GetItem", LEASES, [A], "read one lease; Migration3.0 in a single-table layout"),
+    _a("dynamodb:BatchGetItem", LEASES, [L], "lease discovery reads the leases assigned to it, 100 a call"),
     _a("dynamodb:PutItem", LEASES, [A], "create leases; single-table coordinator items"),
     _a("dynamodb:UpdateItem", LEASES, [A], "renew, take, checkpoint, release, assign"),
     _a("dynamodb:DeleteItem", LEASES, [A], "delete finished leases; single-table leader lock release"),

@@ -55,7 +55,13 @@ from kcl_daemon.core.lease_codec import (
 from kcl_daemon.core.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
 from kcl_daemon.core.scan_segments import CACHE_S, scan_segments
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.errors import DependencyUnavailable, InconsistentResponse, KclError, LeaseConflict
+from kcl_daemon.errors import (
+    DependencyUnavailable,
+    InconsistentResponse,
+    KclError,
+    LeaseConflict,
+    TransientNetwork,
+)
 from kcl_daemon.retry import LEASE_IO, STARTUP, RetryPolicy
 
 if TYPE_CHECKING:
@@ -65,6 +71,9 @@ logger = logging.getLogger(__name__)
 
 LEASE_OWNER_INDEX: Final = "LeaseOwnerToLeaseKeyIndex"
 CHECKPOINT_OWNER: Final = "checkpointOwner"
+#: BatchGetItem takes at most 100 keys; what it leaves unprocessed is asked for again, this many rounds.
+BATCH_GET_KEYS: Final = 100
+BATCH_GET_ROUNDS: Final = 5
 #: threads scanning segments at once (per table object)
 SCAN_THREADS: Final = 8
 
@@ -309,6 +318,45 @@ class DynamoLeaseTable:
         if item is None or not is_lease_item(item):
             return None
         return lease_from_item(item)
+
+    def get_leases(
+        self, lease_keys: Iterable[str], *, consistent: bool = False
+    ) -> dict[str, Lease | CorruptLeaseItem | None]:
+        """Several leases in BatchGetItem calls of up to 100 keys (one call instead of one GetItem per
+        lease; the same read units). Each key maps to its lease, None (no item, or not a lease), or the
+        :class:`CorruptLeaseItem` its item raised."""
+        keys = list(dict.fromkeys(lease_keys))
+        found: dict[str, Lease | CorruptLeaseItem | None] = dict.fromkeys(keys)
+        for start in range(0, len(keys), BATCH_GET_KEYS):
+            chunk = keys[start : start + BATCH_GET_KEYS]
+            for item in self._item_retry.call(self._batch_get, chunk, consistent):
+                key = item.get(LEASE_KEY, {}).get("S")
+                if key not in found or not is_lease_item(item):
+                    continue
+                try:
+                    found[key] = lease_from_item(item)
+                except CorruptLeaseItem as exc:
+                    found[key] = exc
+        return found
+
+    def _batch_get(self, lease_keys: list[str], consistent: bool) -> list[Mapping[str, Any]]:
+        """The items of ``lease_keys`` (at most 100), asking again for what DynamoDB left unprocessed."""
+        request: Any = {
+            self.table_name: {
+                "Keys": [{LEASE_KEY: _s(key)} for key in lease_keys],
+                "ConsistentRead": consistent,
+            }
+        }
+        items: list[Mapping[str, Any]] = []
+        for attempt in range(BATCH_GET_ROUNDS):
+            with map_aws_errors(f"batch get {len(lease_keys)} lease(s)"):
+                response = self._client.batch_get_item(RequestItems=request)
+            items.extend(response.get("Responses", {}).get(self.table_name, []))
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                return items
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+        raise TransientNetwork(f"batch get of {len(lease_keys)} lease(s): keys still unprocessed")
 
     # -- writes ----------------------------------------------------------------------------------
 

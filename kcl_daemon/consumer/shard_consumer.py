@@ -302,7 +302,7 @@ class ShardConsumer:
             return  # a signal came while the lease could not be confirmed: the batch is not sent
         self.stats.batches += 1
         self.stats.records_delivered += len(records)
-        payload_bytes = sum(len(record.data) for record in records)
+        payload_bytes = sum(record.size for record in records)  # never decodes a payload to count it
         self.stats.bytes_delivered += payload_bytes
         self._report_batch(records, batch.millis_behind_latest, payload_bytes)
         started = self._clock.monotonic()

@@ -62,13 +62,13 @@ class LeaseObservations:
             else:
                 changed_at = now
             updated[lease.lease_key] = CounterObservation(lease.lease_counter, changed_at)
-        return LeaseObservations(updated)
+        return _owning(updated)
 
     def record_write(self, lease_key: str, lease_counter: int, now: float) -> LeaseObservations:
         """The table after this process itself moved ``lease_key`` to ``lease_counter`` (take or renew)."""
         updated = dict(self.entries)
         updated[lease_key] = CounterObservation(lease_counter, now)
-        return LeaseObservations(updated)
+        return _owning(updated)
 
     def get(self, lease_key: str) -> CounterObservation | None:
         return self.entries.get(lease_key)
@@ -96,6 +96,14 @@ class LeaseObservations:
         if observed is None:
             return True
         return now - multiplier * failover_s > observed.changed_at
+
+
+def _owning(entries: dict[str, CounterObservation]) -> LeaseObservations:
+    """A table over a dict made for it and held by nobody else: no defensive copy. Every renewal records
+    its write here, so with hundreds of leases the second copy was a cost that grew with the lease count."""
+    table = object.__new__(LeaseObservations)
+    object.__setattr__(table, "entries", MappingProxyType(entries))
+    return table
 
 
 #: The share of the failover time by which a held lease counts as lost *before* the others may see it

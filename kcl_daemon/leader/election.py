@@ -9,7 +9,8 @@ stolen (:func:`still_leader`), so a leader that cannot write steps down on its o
 
 Our lock duration is ``dynamoDbLockBasedLeaderLeaseDurationInMillis``, by default the failover time
 (Java's is 120 s): a dead kcl-daemon leader is replaced within ``duration + check_s`` (``check_s`` = a
-quarter of it, at most 2 s). We judge a lock by the ``leaseDuration`` in its item, so a Java leader gets
+quarter of it, like the heartbeat: each follower's reads are a cost per worker-hour that a shorter check
+would multiply). We judge a lock by the ``leaseDuration`` in its item, so a Java leader gets
 its 120 s; Java followers take about two minutes to replace a dead leader of either kind (their lock
 client's own timing). A lock whose record version has not changed for its duration is always taken
 over, whoever wrote it and however malformed (contract §9.4).
@@ -57,7 +58,7 @@ class LeaderElection:
         self.worker_id = worker_id
         self.duration_s = duration_s
         self.heartbeat_s = heartbeat_s if heartbeat_s is not None else duration_s / 4
-        self.check_s = check_s if check_s is not None else min(2.0, duration_s / 4)
+        self.check_s = check_s if check_s is not None else duration_s / 4
         self._store = store
         self._locate = locate
         self._confirm = confirm

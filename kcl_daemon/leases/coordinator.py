@@ -29,11 +29,12 @@ import concurrent.futures
 import functools
 import logging
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from random import Random
 from typing import Protocol, TypeVar
 
+from kcl_daemon.blocking import run_blocking
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.core.expiry import LeaseObservations, held_lease_deadline
 from kcl_daemon.core.keeping import KeepTimings, may_deliver
@@ -135,8 +136,8 @@ class LeaseCoordinator:
         clock: Clock,
         *,
         rng: Random | None = None,
-        renew_pool: ThreadPoolExecutor | None = None,
-        io_pool: ThreadPoolExecutor | None = None,
+        renew_pool: Executor | None = None,
+        io_pool: Executor | None = None,
         keeper_table: KeeperTable | None = None,
         attempt_timeout_s: float | None = None,
         threaded_keeper: bool | None = None,
@@ -170,10 +171,10 @@ class LeaseCoordinator:
     def _held(self, lease: Lease, sent_at: float) -> HeldLease:
         return HeldLease(lease, sent_at, self.config.failover_s)
 
-    async def _call(self, pool: ThreadPoolExecutor, fn: Callable[[], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(pool, fn)
+    async def _call(self, pool: Executor, fn: Callable[[], T]) -> T:
+        return await run_blocking(pool, fn)
 
-    async def _bounded(self, pool: ThreadPoolExecutor, fn: Callable[[], T], deadline: float, what: str) -> T:
+    async def _bounded(self, pool: Executor, fn: Callable[[], T], deadline: float, what: str) -> T:
         """``fn()`` on ``pool``, waited for no longer than ``deadline`` (then: outcome unknown)."""
         remaining = deadline - self._clock.monotonic()
         if remaining <= 0:
@@ -205,7 +206,7 @@ class LeaseCoordinator:
             )
 
     async def _write(
-        self, write: LeaseWrite, fn: Callable[[Lease], Lease], pool: ThreadPoolExecutor, deadline: float
+        self, write: LeaseWrite, fn: Callable[[Lease], Lease], pool: Executor, deadline: float
     ) -> Lease:
         """One fenced write, reconciled after an unknown outcome or a condition failure, and retried
         (``LEASE_IO``, never past ``deadline``) while it was not applied.
@@ -218,13 +219,11 @@ class LeaseCoordinator:
         async def sleep(seconds: float) -> None:
             await self._clock.sleep(min(seconds, max(deadline - self._clock.monotonic(), 0.0)))
 
-        async for attempt in policy.async_retrying(sleep=sleep, monotonic=self._clock.monotonic):
-            with attempt:
-                return await self._write_once(write, fn, pool, deadline)
-        raise AssertionError("unreachable: the retry policy re-raises the last error")  # pragma: no cover
+        once = functools.partial(self._write_once, write, fn, pool, deadline)
+        return await policy.run_async(once, sleep=sleep, monotonic=self._clock.monotonic)
 
     async def _write_once(
-        self, write: LeaseWrite, fn: Callable[[Lease], Lease], pool: ThreadPoolExecutor, deadline: float
+        self, write: LeaseWrite, fn: Callable[[Lease], Lease], pool: Executor, deadline: float
     ) -> Lease:
         key = write.before.lease_key
         what = f"{write.kind} of lease {key}"

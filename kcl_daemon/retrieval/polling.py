@@ -20,7 +20,6 @@ the executor passed in; time comes from a :class:`~kcl_daemon.clock.Clock`.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from typing import ParamSpec, Protocol, TypeVar
 
 from kcl_daemon.aws.kinesis import GetRecordsResult
+from kcl_daemon.blocking import run_blocking
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import ChildShard, Shard
@@ -130,6 +130,7 @@ class PollingRecordSource:
         self._shard: Shard | None = shard  # what ListShards last said; None = not listed any more
         self._position: _Position | None = None
         self._last_call_started: float | None = None
+        self._last_success_ended: float | None = None  # idle time counts from here, as in Java
         self._last_millis_behind: int | None = None
 
     @property
@@ -196,26 +197,24 @@ class PollingRecordSource:
         self._position = None
 
     async def _wait_turn(self, interval_s: float) -> None:
-        delay = seconds_until_next_read(self._clock.monotonic(), self._last_call_started, interval_s)
+        now = self._clock.monotonic()
+        delay = max(
+            seconds_until_next_read(now, self._last_call_started, MIN_IDLE_BETWEEN_READS_S),
+            seconds_until_next_read(now, self._last_success_ended, interval_s),
+        )
         if delay > 0:
             await self._clock.sleep(delay)
 
     async def _run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        return await run_blocking(self._executor, functools.partial(fn, *args, **kwargs))
 
     async def _read(self, position: _Position) -> tuple[ReadVerdict, GetRecordsResult]:
-        retrying = self.settings.retry.async_retrying(
-            sleep=self._clock.sleep, monotonic=self._clock.monotonic
+        return await self.settings.retry.run_async(
+            functools.partial(self._read_once, position),
+            sleep=self._clock.sleep,
+            monotonic=self._clock.monotonic,
+            before_retry=functools.partial(self._wait_turn, MIN_IDLE_BETWEEN_READS_S),
         )
-        first = True
-        async for attempt in retrying:
-            with attempt:
-                if not first:
-                    await self._wait_turn(MIN_IDLE_BETWEEN_READS_S)
-                first = False
-                return await self._read_once(position)
-        raise AssertionError("unreachable: the retry policy re-raises the last error")  # pragma: no cover
 
     async def _read_once(self, position: _Position) -> tuple[ReadVerdict, GetRecordsResult]:
         """One GetRecords (after GetShardIterator if needed) and its verdict; errors propagate."""
@@ -239,6 +238,7 @@ class PollingRecordSource:
         except Throttled:
             self.stats.throttled += 1
             raise
+        self._last_success_ended = self._clock.monotonic()
         verdict = await self._judge(result, position)
         if verdict.outcome is ReadOutcome.INVALID:
             self.stats.inconsistent_responses += 1

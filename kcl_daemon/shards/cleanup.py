@@ -16,7 +16,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
 from kcl_daemon.clock import Clock
@@ -50,7 +50,7 @@ class LeaseCleaner:
         interval_s: float = 60.0,
         delete_completed: bool = True,
         child_shard_lookup: ChildShardLookup | None = None,
-        pool: ThreadPoolExecutor | None = None,
+        pool: Executor | None = None,
     ) -> None:
         self.queue: dict[str, None] = {}  # insertion-ordered set of lease keys
         self.deleted: list[str] = []
@@ -59,7 +59,7 @@ class LeaseCleaner:
         self._interval_s = interval_s
         self._delete_completed = delete_completed
         self._lookup = child_shard_lookup
-        self._pool = pool or ThreadPoolExecutor(2, thread_name_prefix="lease-cleanup")
+        self._pool: Executor = pool or ThreadPoolExecutor(2, thread_name_prefix="lease-cleanup")
 
     def enqueue(self, lease_key: str) -> None:
         self.queue[lease_key] = None

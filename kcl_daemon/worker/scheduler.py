@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
+from kcl_daemon.blocking import BlockingPool
 from kcl_daemon.clock import Clock
 from kcl_daemon.consumer.ports import ChildLauncher
 from kcl_daemon.consumer.shard_consumer import ConsumerSettings
@@ -52,8 +53,12 @@ from kcl_daemon.supervise import DEFAULT_BUSY_BUDGET_S, LoopBoard, LoopFactory, 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: Lease-table reads, takes and creates of the taker, the shard tasks and cleanup.
-IO_THREADS = 4
+#: Lease-table reads, takes and creates of the taker, the shard tasks and cleanup, and every checkpoint.
+#: Checkpoints grow with the work (shards x batches per second x the write's latency): 256 shards each
+#: checkpointing once a second at 20 ms a write keep 5 threads busy, which a pool of 4 could not do (the
+#: children waited on their checkpoints). A pool starts a thread only when no idle one can take the call
+#: (kcl_daemon.blocking), so a large bound costs nothing until the work needs it.
+IO_THREADS = 32
 #: ListShards for the periodic shard sync.
 SYNC_THREADS = 1
 #: between the two looks for leases still naming this worker at a graceful stop
@@ -138,12 +143,12 @@ class Scheduler:
         self._handing_off: set[str] = set()
         self._clock = clock
         self._table = table
-        self._io_pool = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="lease-io")
+        self._io_pool = BlockingPool(IO_THREADS, thread_name_prefix="lease-io")
         self.coordinator = LeaseCoordinator(
             table,
             config.coordinator,
             clock,
-            renew_pool=ThreadPoolExecutor(config.max_lease_renewal_threads, thread_name_prefix="lease-renew"),
+            renew_pool=BlockingPool(config.max_lease_renewal_threads, thread_name_prefix="lease-renew"),
             io_pool=self._io_pool,
             keeper_table=keeper_table,
         )

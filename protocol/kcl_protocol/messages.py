@@ -26,6 +26,11 @@ class Record:
     sub_sequence_number: int
     approximate_arrival_timestamp: int  # epoch milliseconds
 
+    @property
+    def size(self) -> int:
+        """The payload's length in bytes."""
+        return len(self.data)
+
 
 @dataclass(frozen=True, slots=True)
 class EncodedRecord:
@@ -45,6 +50,12 @@ class EncodedRecord:
     @property
     def data(self) -> bytes:
         return binascii.a2b_base64(self.data_b64)
+
+    @property
+    def size(self) -> int:
+        """The payload's length in bytes, from the length of its padded base64 text (nothing decoded)."""
+        text = self.data_b64
+        return len(text) // 4 * 3 - (2 if text.endswith("==") else 1 if text.endswith("=") else 0)
 
     def decoded(self) -> Record:
         return Record(

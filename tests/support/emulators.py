@@ -138,7 +138,10 @@ class Emulator:
         return cls("moto_server", argv, port, [probe_dynamodb, probe_kinesis], log_dir / "moto_server.log")
 
     @classmethod
-    def kinesalite(cls, log_dir: Path, port: int | None = None, *, shard_limit: int = 100) -> Emulator:
+    def kinesalite(
+        cls, log_dir: Path, port: int | None = None, *, shard_limit: int = 100, counts_port: int | None = None
+    ) -> Emulator:
+        """``counts_port``: also answer on that port with the calls counted by operation (benchmarks)."""
         node = require_node()
         port = port or free_port()
         argv = [
@@ -153,6 +156,8 @@ class Emulator:
         ]
         argv += ["--createStreamMs", "0", "--deleteStreamMs", "0", "--updateStreamMs", "0"]
         argv += ["--shardLimit", str(shard_limit)]
+        if counts_port is not None:
+            argv += ["--countsPort", str(counts_port)]
         return cls("kinesalite", argv, port, [probe_kinesis], log_dir / "kinesalite.log")
 
     @classmethod

@@ -185,3 +185,52 @@ async def test_async_retrying_non_retriable_and_exhaustion() -> None:
     with pytest.raises(Throttled):
         await run_async(policy, time, throttled)
     assert throttled.calls["n"] == 4  # type: ignore[attr-defined]
+
+
+async def test_run_async_keeps_the_policy_with_a_bare_first_attempt() -> None:
+    policy = RetryPolicy("t", max_attempts=4, deadline_s=10**6, initial_backoff_s=0.1, max_backoff_s=10.0)
+
+    async def attempt(fn: Callable[[], str]) -> str:
+        return fn()
+
+    time = FakeTime()
+    ok = failing(0, lambda: Throttled("x"))
+    assert (
+        await policy.run_async(lambda: attempt(ok), sleep=time.async_sleep, monotonic=time.monotonic) == "ok"
+    )
+    assert time.sleeps == []  # the common case: one call, no backoff
+
+    befores: list[float] = []
+
+    async def before() -> None:
+        befores.append(time.now)
+
+    flaky = failing(2, lambda: Throttled("x"))
+    result = await policy.run_async(
+        lambda: attempt(flaky), sleep=time.async_sleep, monotonic=time.monotonic, before_retry=before
+    )
+    assert result == "ok" and flaky.calls["n"] == 3  # type: ignore[attr-defined]
+    assert len(time.sleeps) == 2 and len(befores) == 2
+    assert time.sleeps[0] <= 0.1 and time.sleeps[1] <= 0.2  # the backoff doubles from attempt 1's
+
+    always = failing(10**6, lambda: Throttled("x"))
+    with pytest.raises(Throttled):
+        await policy.run_async(lambda: attempt(always), sleep=time.async_sleep, monotonic=time.monotonic)
+    assert always.calls["n"] == 4  # type: ignore[attr-defined]
+
+    gone = failing(10**6, lambda: ShardNotFound("gone"))
+    sleeps = len(time.sleeps)
+    with pytest.raises(ShardNotFound):
+        await policy.run_async(lambda: attempt(gone), sleep=time.async_sleep, monotonic=time.monotonic)
+    assert gone.calls["n"] == 1 and len(time.sleeps) == sleeps  # type: ignore[attr-defined]
+
+    short = RetryPolicy("t", max_attempts=10, deadline_s=1.0, initial_backoff_s=0.5, max_backoff_s=0.5)
+    slow = failing(10**6, lambda: Throttled("x"))
+
+    async def slow_attempt() -> str:
+        time.now += 0.4
+        return slow()
+
+    with pytest.raises(Throttled):
+        await short.run_async(slow_attempt, sleep=time.async_sleep, monotonic=time.monotonic)
+    assert slow.calls["n"] <= 3  # the deadline counts from the first attempt

@@ -7,7 +7,9 @@
   below the threshold, calls are at least the threshold apart (the reader is near the tip, so fewer
   calls lose nothing).
 
-Intervals are measured between call *starts*, on a monotonic clock. Pure.
+The polling reader counts ``idleTimeBetweenReadsInMillis`` from the end of the last successful call,
+as Java does (an idle shard then makes no more calls than Java's), and the 0.2 s floor between call
+*starts*; both on a monotonic clock. Pure.
 """
 
 from __future__ import annotations

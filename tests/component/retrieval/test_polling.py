@@ -51,6 +51,7 @@ class FakeKinesis:
         self.list_calls = 0
         self.extra_children: tuple[ChildShard, ...] = ()
         self.block: tuple[threading.Event, threading.Event] | None = None  # (started, release)
+        self.latency_s = 0.0  # each GetRecords takes this long on the fake clock
 
     def shard(self) -> Shard:
         end = int(self.records[-1].sequence_number) if self.records else 0
@@ -79,6 +80,7 @@ class FakeKinesis:
 
     def get_records(self, iterator: str, limit: int) -> GetRecordsResult:
         self.call_times.append(self.clock.now)
+        self.clock.now += self.latency_s
         self.limits.append(limit)
         if self.block is not None:
             (started, release), self.block = self.block, None
@@ -193,6 +195,17 @@ async def test_calls_are_spaced_by_the_idle_time_never_below_200ms(executor, clo
         await src.next_batch()
     gaps = [b - a for a, b in zip(kinesis.call_times, kinesis.call_times[1:], strict=False)]
     assert gaps == pytest.approx([spacing] * 4)
+
+
+async def test_the_idle_time_counts_from_the_end_of_a_call_as_in_java(executor, clock) -> None:
+    kinesis = FakeKinesis(clock, [plain(1)])
+    kinesis.latency_s = 0.3
+    src = source(kinesis, executor, clock, idle_between_reads_s=1.0)
+    await src.start(TRIM_HORIZON)
+    for _ in range(3):
+        await src.next_batch()
+    gaps = [b - a for a, b in zip(kinesis.call_times, kinesis.call_times[1:], strict=False)]
+    assert gaps == pytest.approx([1.3, 1.3])
 
 
 async def test_slow_consumer_does_not_wait_again(executor, clock) -> None:

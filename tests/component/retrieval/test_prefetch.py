@@ -1,4 +1,5 @@
-"""PrefetchingSource: one read ahead, nothing lost on cancellation, nothing read after the end."""
+"""PrefetchingSource: reads ahead within Java's limits, nothing lost on cancellation or error, nothing read
+after the end."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import ChildShard
-from kcl_daemon.retrieval.prefetch import PrefetchingSource
+from kcl_daemon.errors import Throttled
+from kcl_daemon.retrieval.prefetch import PrefetchingSource, ReadAhead
 from kcl_daemon.retrieval.source import Batch
 from kcl_protocol import Record
 
@@ -23,6 +25,8 @@ class Source:
     def __init__(self, count: int) -> None:
         self.count = count
         self.reads = 0
+        self.calls = 0
+        self.fail_at: dict[int, Exception] = {}  # call number -> error it raises
         self.starts: list[ExtendedSequenceNumber] = []
         self.child_shards: tuple[ChildShard, ...] | None = None
         self.gate = asyncio.Event()
@@ -34,6 +38,9 @@ class Source:
 
     async def next_batch(self) -> Batch | None:
         await self.gate.wait()
+        self.calls += 1
+        if self.calls in self.fail_at:
+            raise self.fail_at[self.calls]
         if self.reads >= self.count:
             self.child_shards = (ChildShard("child", ("s",), 0, 1),)
             return None
@@ -41,20 +48,56 @@ class Source:
         return Batch((record(self.reads),))
 
 
-async def test_the_next_read_starts_while_the_current_batch_is_processed() -> None:
+async def test_reading_starts_with_start_and_runs_ahead_of_the_consumer() -> None:
     inner = Source(3)
     source = PrefetchingSource(inner)
     await source.start(TRIM_HORIZON)
-    first = await source.next_batch()
-    await asyncio.sleep(0)  # the consumer processes `first`; the read ahead runs meanwhile
-    assert first is not None and inner.reads == 2
-    batches = [first]
+    await asyncio.sleep(0)
+    assert inner.reads == 3 and source.waiting == 3  # read while the child starts, before any call
+    batches = []
     while (batch := await source.next_batch()) is not None:
         batches.append(batch)
     assert [b.records[0].sequence_number for b in batches] == ["1", "2", "3"]
     assert source.child_shards == (ChildShard("child", ("s",), 0, 1),)
     assert await source.next_batch() is None
     assert inner.reads == 3
+
+
+@pytest.mark.parametrize(
+    ("limits", "ahead"),
+    [
+        (ReadAhead(batches=4), 4),
+        (ReadAhead(batches=10, records=3), 3),  # one record a batch
+        (ReadAhead(batches=10, payload_bytes=2), 2),  # one byte a record
+    ],
+)
+async def test_reading_ahead_stops_at_each_limit_and_resumes_as_batches_are_taken(
+    limits: ReadAhead, ahead: int
+) -> None:
+    inner = Source(100)
+    source = PrefetchingSource(inner, limits)
+    await source.start(TRIM_HORIZON)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert source.waiting == ahead and inner.reads == ahead
+    await source.next_batch()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert source.waiting == ahead and inner.reads == ahead + 1
+
+
+async def test_an_error_arrives_in_order_and_the_next_call_reads_again() -> None:
+    inner = Source(5)
+    inner.fail_at[3] = Throttled("slow down")
+    source = PrefetchingSource(inner)
+    await source.start(TRIM_HORIZON)
+    first, second = await source.next_batch(), await source.next_batch()
+    assert first is not None and second is not None
+    assert [first.records[0].sequence_number, second.records[0].sequence_number] == ["1", "2"]
+    with pytest.raises(Throttled):
+        await source.next_batch()
+    third = await source.next_batch()
+    assert third is not None and third.records[0].sequence_number == "3"
 
 
 async def test_a_cancelled_caller_loses_nothing() -> None:

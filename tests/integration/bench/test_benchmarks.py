@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,10 +53,31 @@ def test_metrics_overhead_prints_on_off_and_the_ratio() -> None:
 
 
 def test_vs_java_without_java_prints_the_daemon_against_the_raw_loop() -> None:
-    out = run_bench("vs_java.py", "--no-java", "--scenario", "2:600:100", "--runs", "1")
+    out = run_bench(
+        "vs_java.py", "--no-java", "--scenario", "2:600:100", "--runs", "1", "--processors", "working"
+    )
     assert "kcl-daemon against the raw GetRecords loop only" in out
     assert "raw loop" in out and "kcl-daemon" in out and "CPU-s/10k" in out and "peak RSS MB" in out
     assert "vs raw loop: records/s x" in out
+
+
+def test_scaling_without_java_prints_every_figure_of_a_point(tmp_path: Path) -> None:
+    out = run_bench(
+        *("scaling.py", "--no-java", "--shards", "2", "--runs", "1", "--processors", "noop"),
+        *("--backlog", "30", "--min-total", "60", "--idle-ms", "200", "--idle-s", "1"),
+        *("--warmup-s", "0.5", "--steady-s", "1", "--out", str(tmp_path)),
+    )
+    assert "| 2 | noop | kcl-daemon |" in out and "idle GetRecords/shard-s" in out and "open fds" in out
+    assert (tmp_path / "scaling.json").exists() and (tmp_path / "scaling.md").exists()
+
+
+def test_dynamodb_cost_without_java_prints_units_per_lease_hour_and_dollars() -> None:
+    out = run_bench(
+        *("dynamodb_cost.py", "--no-java", "--leases", "2", "--workers", "1", "--modes", "ours-3x"),
+        *("--window-s", "2", "--settle-s", "1", "--failover-ms", "1000"),
+    )
+    assert "| ours-3x | 2 | 1 |" in out and "calls/lease-h" in out
+    assert "$1.25 per million write request units" in out and "ours-3x $/month" in out
 
 
 def test_profile_retrieval_prints_cpu_per_10k_and_the_profile() -> None:

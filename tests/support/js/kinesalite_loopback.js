@@ -3,6 +3,8 @@
 // This wrapper takes cli.js's flags plus --host (default 127.0.0.1) and binds loopback only.
 // Usage: node kinesalite_loopback.js --port 4567 --createStreamMs 0 --deleteStreamMs 0 ...
 // Modules come from $KINESALITE_DIR, by default <repo>/.cache/node/node_modules.
+// --countsPort N (benchmarks): count the API calls by X-Amz-Target and answer any GET on 127.0.0.1:N
+// with the counts as JSON ({"Kinesis_20131202.GetRecords": 123, ...}); counting costs a map update.
 'use strict';
 const path = require('path');
 const modDir = process.env.KINESALITE_DIR || path.join(__dirname, '..', '..', '..', '.cache', 'node', 'node_modules');
@@ -14,5 +16,16 @@ const server = kinesalite(argv).listen(port, host, function () {
   const address = server.address();
   console.log('Listening at http://%s:%s', address.address, address.port);
 });
+if (argv.countsPort) {
+  const counts = {};
+  server.prependListener('request', (req) => {
+    const target = req.headers['x-amz-target'] || '?';
+    counts[target] = (counts[target] || 0) + 1;
+  });
+  require('http').createServer((req, res) => {
+    res.setHeader('Content-Type', 'application/json');
+    res.end(JSON.stringify(counts));
+  }).listen(argv.countsPort, '127.0.0.1');
+}
 process.on('SIGTERM', () => process.exit(0));
 process.on('SIGINT', () => process.exit(0));

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import orjson
 import pytest
 from hypothesis import given
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 from kcl_protocol import (
     CheckpointReply,
     CheckpointRequest,
+    EncodedRecord,
     Initialize,
     LeaseLost,
     LegacyShutdown,
@@ -208,3 +211,9 @@ def test_a_checkpoint_request_is_never_noise(
     else:
         assert decoded.malformed is not None and malformed in decoded.malformed
         assert len(decoded.malformed) < 600, "huge values are shortened"
+
+
+@given(st.binary(max_size=300))
+def test_a_records_size_is_its_payload_length_without_decoding(payload: bytes) -> None:
+    encoded = EncodedRecord(base64.b64encode(payload).decode(), "pk", "1", 0, 0)
+    assert encoded.size == len(payload) == Record(payload, "pk", "1", 0, 0).size

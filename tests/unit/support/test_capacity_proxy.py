@@ -1,0 +1,65 @@
+"""The counting proxy's accounting (bench/dynamodb_cost.py's units): what it adds to dynalite's figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.capacity_proxy import CapacityProxy, _sets_or_removes_owner
+
+APP = "app"
+
+
+def accounted(
+    operation: str, request: dict[str, Any], status: int, response: dict[str, Any]
+) -> tuple[int, float, float]:
+    proxy = CapacityProxy("http://127.0.0.1:1", gsi_tables=(APP,))
+    proxy._account(operation, {"TableName": APP, **request}, status, response)
+    usage = proxy.snapshot()
+    key = (APP, operation)
+    return usage.calls[key], usage.read_units[key], usage.write_units[key]
+
+
+@pytest.mark.parametrize(
+    ("operation", "request_", "status", "response", "expected"),
+    [
+        ("GetItem", {}, 200, {"ConsumedCapacity": {"CapacityUnits": 0.5}}, (1, 0.5, 0)),
+        ("GetItem", {"ConsistentRead": True}, 200, {}, (1, 1.0, 0)),  # nothing found: the minimum
+        ("Scan", {}, 200, {"ConsumedCapacity": {"CapacityUnits": 12.5}}, (1, 12.5, 0)),
+        ("UpdateItem", {}, 200, {"ConsumedCapacity": {"CapacityUnits": 1.0}}, (1, 0, 1.0)),
+        (
+            "UpdateItem",
+            {},
+            400,
+            {"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"},
+            (1, 0, 1.0),
+        ),
+        ("UpdateItem", {}, 400, {"__type": "ThrottlingException"}, (1, 0, 0)),
+        (
+            "UpdateItem",
+            {
+                "UpdateExpression": "SET #o = :o, leaseCounter = :c",
+                "ExpressionAttributeNames": {"#o": "leaseOwner"},
+            },
+            200,
+            {"ConsumedCapacity": {"CapacityUnits": 1.0}},
+            (1, 0, 3.0),  # the owner index: old entry out, new one in
+        ),
+        ("UpdateItem", {"UpdateExpression": "REMOVE leaseOwner"}, 200, {}, (1, 0, 2.0)),
+    ],
+)
+def test_units_per_call(
+    operation: str,
+    request_: dict[str, Any],
+    status: int,
+    response: dict[str, Any],
+    expected: tuple[int, float, float],
+) -> None:
+    assert accounted(operation, request_, status, response) == expected
+
+
+def test_a_renewal_does_not_touch_the_owner() -> None:
+    request = {"UpdateExpression": "SET leaseCounter = :c", "ConditionExpression": "leaseOwner = :o"}
+    assert _sets_or_removes_owner(request) is None
+    assert _sets_or_removes_owner({"AttributeUpdates": {"leaseOwner": {"Action": "DELETE"}}}) == "remove"
