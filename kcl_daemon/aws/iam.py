@@ -107,7 +107,6 @@ ACTIONS: Final[tuple[IamAction, ...]] = (
 NOT_IN_POLICIES: Final[dict[str, str]] = {
     "kinesis:CreateStream": "provision.py, for `run --local` against the embedded backend only",
     "kinesis:PutRecords": "provision.py (the sample producer of `run --local`) and the Spark sink, no worker",
-    "dynamodb:BatchGetItem": "batch_ends.py: the Spark source reads its published batch ends, no worker",
     "dynamodb:UpdateTimeToLive": "batch_ends.py: the Spark source's metadata table expires old items",
     "sts:AssumeRole": "the ASSUME_ROLE credentials provider: granted to the base identity on the role",
     "sts:GetCallerIdentity": "doctor's identity check; every identity may call it, no policy grants it",
