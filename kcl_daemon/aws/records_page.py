@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import binascii
 import contextlib
+import math
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -90,13 +91,22 @@ def raw_body() -> Iterator[None]:
         _ACTIVE.on = previous
 
 
+def _millis_of_seconds(seconds: float) -> int:
+    """Epoch seconds as epoch milliseconds exactly as botocore's ``datetime`` gets there: the fraction
+    rounded half-even to the microsecond on its own (``datetime.fromtimestamp``), then floored to the ms.
+    ``round(seconds * 1e6)`` differs from it by one in rare cases (the product rounds in binary)."""
+    fraction, whole = math.modf(seconds)
+    micros = round(fraction * 1e6)
+    return (int(whole) * 1_000_000 + micros) // 1000
+
+
 def epoch_millis_of(value: object) -> int:
     """``ApproximateArrivalTimestamp`` (epoch seconds as a JSON number, as the JSON protocol sends it)
     as epoch milliseconds, rounded to the microsecond first as botocore's ``datetime`` does."""
     if value is None:
         return 0
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return round(value * 1_000_000) // 1000
+        return _millis_of_seconds(float(value))
     if isinstance(value, str):
         try:
             return epoch_millis_of(float(value))
@@ -127,7 +137,7 @@ def parse_page(body: bytes) -> RecordsPage:
         if type(data) is not str or type(key) is not str or type(sequence) is not str:
             raise TypeError("Data, PartitionKey and SequenceNumber must be strings")
         arrival = r.get("ApproximateArrivalTimestamp")
-        millis = round(arrival * 1_000_000) // 1000 if type(arrival) is float else epoch_millis_of(arrival)
+        millis = _millis_of_seconds(arrival) if type(arrival) is float else epoch_millis_of(arrival)
         records.append(EncodedRawRecord(data, key, sequence, millis))
     behind = obj.get("MillisBehindLatest")
     return RecordsPage(
