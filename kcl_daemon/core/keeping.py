@@ -262,9 +262,14 @@ class Stepped:
 # -- queries ---------------------------------------------------------------------------------------
 
 
+def releasing(kept: Kept) -> bool:
+    """Whether the lease is being given back (its records stop by design, not for want of a renewal)."""
+    return any(r.op is Op.RELEASE for r in _requests(kept))
+
+
 def deliver_until(kept: Kept, timings: KeepTimings) -> float:
     """Until when records may be delivered to the lease's child (monotonic seconds)."""
-    if not kept.validated or any(r.op is Op.RELEASE for r in _requests(kept)):
+    if not kept.validated or releasing(kept):
         return NEVER  # adopted and not renewed yet, or being given back
     return held_lease_deadline(kept.confirmed_at, timings.failover_s)
 

@@ -272,7 +272,12 @@ class LeaseKeeper:
                 self._kept[lease_key] = stepped.kept
                 until = keeping.deliver_until(stepped.kept, self.timings)
                 self._until[lease_key] = until
-                self._note_pause(lease_key, until, now, validated=stepped.kept.validated)
+                self._note_pause(
+                    lease_key,
+                    until,
+                    now,
+                    should_flow=stepped.kept.validated and not keeping.releasing(stepped.kept),
+                )
             latency = 0.0
             if isinstance(event, Answer):
                 latency = now - self._sent.pop(event.attempt_id, now)
@@ -282,9 +287,9 @@ class LeaseKeeper:
             effect()
         self._wake.set()
 
-    def _note_pause(self, lease_key: str, until: float, now: float, *, validated: bool) -> None:
-        if not validated:
-            return  # adopted, its first renewal not confirmed yet: held back by design, not late
+    def _note_pause(self, lease_key: str, until: float, now: float, *, should_flow: bool) -> None:
+        if not should_flow:
+            return  # adopted and not confirmed yet, or being released: held back by design, not late
         if now >= until and lease_key not in self._paused:
             self._paused.add(lease_key)
             logger.warning(
