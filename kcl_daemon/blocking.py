@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import itertools
 import queue
@@ -100,7 +101,10 @@ class BlockingPool(concurrent.futures.Executor):
             return None if future.cancelled() else fn(*args)
 
         def report(result: Any, error: BaseException | None) -> None:
-            loop.call_soon_threadsafe(_resolve, future, result, error)
+            if loop.is_closed():
+                return  # the caller's loop ended (an immediate stop): nobody is left to hear of it
+            with contextlib.suppress(RuntimeError):  # closed between the check and the call
+                loop.call_soon_threadsafe(_resolve, future, result, error)
 
         self._put((call, report))
         return await future

@@ -330,6 +330,17 @@ class Scheduler:
                     lease = fresh
                     continue
                 failures = TaskFailures()
+                if outcome is not None and outcome.reason is ShutdownReason.LEASE_LOST:
+                    # lost, yet held again: the lease was re-taken (or re-assigned to us) while this
+                    # shard was stopping, and _on_taken found this runner still busy. Start afresh.
+                    fresh = self.coordinator.held_lease(key)
+                    if fresh is None or self._stopping:
+                        return
+                    logger.info(
+                        "shard %s: lease held again after it was lost; starting again", lease.shard_id
+                    )
+                    lease = fresh
+                    continue
                 if outcome is not None and outcome.reason is not None:
                     if outcome.reason is ShutdownReason.SHARD_END:
                         logger.info("shard %s finished; its lease is kept until cleanup", lease.shard_id)

@@ -71,3 +71,28 @@ async def test_run_blocking_takes_either_kind_of_pool() -> None:
         await pool.run(lambda: None)
     with pytest.raises(ValueError, match="at least 1"):
         BlockingPool(0, "none")
+
+
+def test_a_call_that_ends_after_its_event_loop_closed_is_dropped_quietly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A second signal stops the daemon at once: the loop closes while a read is still on a thread.
+    errors: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    pool = BlockingPool(1, "unit")
+    started, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def slow() -> int:
+        started.set()
+        release.wait(5)
+        return 1
+
+    loop = asyncio.new_event_loop()
+    call = loop.create_task(pool.run(slow))
+    loop.run_until_complete(asyncio.to_thread(started.wait, 5))
+    call.cancel()
+    loop.close()
+    release.set()
+    pool.submit(done.set).result(5)  # the thread went on to its next call: it did not die
+    assert done.is_set() and errors == []
+    pool.shutdown()

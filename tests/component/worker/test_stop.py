@@ -66,3 +66,52 @@ def test_stopping_a_parked_shard_for_a_hand_off_wakes_it() -> None:
     scheduler.parked["shardId-000000000000"] = ("it failed 3 times", wake)
     scheduler.stop_shard("shardId-000000000000")
     assert wake.is_set()
+
+
+async def test_a_lease_held_again_while_its_lost_shard_stops_starts_a_new_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Lost, then re-assigned to us before the old shard task ended: _on_taken finds the runner busy,
+    # so the runner itself must start the shard again (it ended for good, leaving a held lease idle).
+    from kcl_daemon.consumer.shard_consumer import ShardOutcome
+    from kcl_daemon.core.lifecycle.states import ShardState, ShutdownReason
+    from kcl_daemon.leases.coordinator import HeldLease
+    from kcl_daemon.worker import scheduler as module
+
+    [lease] = [lease.taken_by("me") for lease in shards(1)]
+    scheduler = _scheduler(FakeTable([lease]))
+    runs: list[int] = []
+
+    class Task:
+        consumer = None
+        failure = None
+
+        def __init__(self, held: object, context: object) -> None:
+            runs.append(len(runs))
+
+        def lease_lost(self) -> None:
+            pass
+
+        async def run(self) -> ShardOutcome | None:
+            if len(runs) == 1:  # the first run ends because the lease was lost...
+                # ...and by then the leader has given it back to us
+                scheduler.coordinator.held[lease.lease_key] = HeldLease(lease, 0.0)
+                return ShardOutcome(
+                    lease.shard_id,
+                    ShardState.SHUTDOWN_COMPLETE,
+                    ShutdownReason.LEASE_LOST,
+                    lease.checkpoint,
+                    None,  # type: ignore[arg-type]
+                )
+            scheduler.coordinator.held.pop(lease.lease_key, None)  # the second run: lost for good
+            return ShardOutcome(
+                lease.shard_id,
+                ShardState.SHUTDOWN_COMPLETE,
+                ShutdownReason.LEASE_LOST,
+                lease.checkpoint,
+                None,  # type: ignore[arg-type]
+            )
+
+    monkeypatch.setattr(module, "ShardTask", Task)
+    await scheduler._run_shard(lease)
+    assert runs == [0, 1]
