@@ -62,27 +62,13 @@ EPSILON_S = 0.025
 T = TypeVar("T")
 
 
-class LeaseTableOps(Protocol):
-    """The lease-table operations the coordinator needs (synchronous; run on thread pools)."""
+class LeaseTableOps(KeeperTable, Protocol):
+    """The lease-table operations the coordinator needs (synchronous; run on thread pools): the keeper's
+    writes and reads, plus listing and taking."""
 
     def list_leases(self, *, consistent: bool = False) -> ScanResultLike: ...
 
-    def get_lease(self, lease_key: str, *, consistent: bool = False) -> Lease | None: ...
-
-    def renew(self, lease: Lease) -> Lease: ...
-
     def take(self, lease: Lease, owner: str) -> Lease: ...
-
-    def checkpoint(
-        self,
-        lease: Lease,
-        checkpoint: ExtendedSequenceNumber,
-        *,
-        pending: ExtendedSequenceNumber | None = None,
-        child_shard_ids: Iterable[str] | None = None,
-    ) -> Lease: ...
-
-    def release(self, lease: Lease) -> Lease: ...
 
 
 @dataclass(frozen=True, slots=True)
