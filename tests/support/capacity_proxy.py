@@ -21,15 +21,13 @@ response bodies are parsed, never logged. Independent of kcl_daemon.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-from tests.support.fault_proxy import _read_message
+from tests.support.loopback_proxy import LoopbackProxy, read_message
 
 READS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem"})
 WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"})
@@ -96,7 +94,9 @@ def _sets_or_removes_owner(request: dict[str, Any]) -> str | None:
 
 
 @dataclass
-class CapacityProxy:
+class CapacityProxy(LoopbackProxy):
+    thread_name = "capacity-proxy"
+
     upstream: str  # http://127.0.0.1:port of dynalite
     #: tables with the owner GSI (lease tables); a name ending like this counts GSI writes
     gsi_tables: tuple[str, ...] = ()
@@ -106,14 +106,8 @@ class CapacityProxy:
     write_units: Counter[Key] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.upstream)
-        self._up_host = parts.hostname or "127.0.0.1"
-        self._up_port = parts.port or 80
+        self._init_proxy(self.upstream)
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
 
     def snapshot(self) -> Usage:
         with self._lock:
@@ -151,44 +145,6 @@ class CapacityProxy:
 
     # -- life cycle ------------------------------------------------------------------------------------
 
-    def start(self) -> CapacityProxy:
-        ready = threading.Event()
-
-        def serve() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            self._server = loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
-            port = self._server.sockets[0].getsockname()[1]
-            self.endpoint = f"http://127.0.0.1:{port}"
-            ready.set()
-            loop.run_forever()
-            loop.close()
-
-        self._thread = threading.Thread(target=serve, name="capacity-proxy", daemon=True)
-        self._thread.start()
-        ready.wait(10)
-        return self
-
-    async def _shutdown(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for writer in list(self._writers):
-            writer.close()
-
-    def stop(self) -> None:
-        if self._loop is not None:
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(5)
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def __enter__(self) -> CapacityProxy:
-        return self.start()
-
-    def __exit__(self, *_: object) -> None:
-        self.stop()
-
     # -- one client connection -------------------------------------------------------------------------
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -196,7 +152,7 @@ class CapacityProxy:
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         try:
             while True:
-                message = await _read_message(reader)
+                message = await read_message(reader)
                 if message is None:
                     return
                 head, headers, body = message
@@ -217,7 +173,7 @@ class CapacityProxy:
                     try:
                         upstream[1].write(head + body)
                         await upstream[1].drain()
-                        response = await _read_message(upstream[0])
+                        response = await read_message(upstream[0])
                     except (ConnectionError, asyncio.IncompleteReadError):
                         response = None
                     if response is not None or not reused:

@@ -28,7 +28,8 @@ import threading
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+
+from tests.support.loopback_proxy import LoopbackProxy, read_message
 
 
 class Fault(enum.StrEnum):
@@ -87,40 +88,10 @@ def _error_reply(service: str, fault: Fault) -> bytes:
     return head.encode() + body
 
 
-async def _read_message(reader: asyncio.StreamReader) -> tuple[bytes, dict[str, str], bytes] | None:
-    """One HTTP/1.1 message: (start line + headers as sent, lower-cased headers, body). None at EOF."""
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except (asyncio.IncompleteReadError, ConnectionError):
-        return None
-    headers: dict[str, str] = {}
-    for line in head.decode("latin-1").split("\r\n")[1:]:
-        if ":" in line:
-            name, value = line.split(":", 1)
-            headers[name.strip().lower()] = value.strip()
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        body = b""
-        while True:
-            size_line = await reader.readuntil(b"\r\n")
-            size = int(size_line.split(b";")[0].strip() or b"0", 16)
-            chunk = await reader.readexactly(size + 2)
-            body += chunk[:-2]
-            if size == 0:
-                break
-        lines = [
-            line
-            for line in head.decode("latin-1").split("\r\n")
-            if line and not line.lower().startswith("transfer-encoding")
-        ]
-        head = ("\r\n".join(lines) + f"\r\nContent-Length: {len(body)}\r\n\r\n").encode("latin-1")
-        return head, headers, body
-    length = int(headers.get("content-length", "0"))
-    body = await reader.readexactly(length) if length else b""
-    return head, headers, body
-
-
 @dataclass
-class FaultProxy:
+class FaultProxy(LoopbackProxy):
+    thread_name = "fault-proxy"
+
     upstream: str  # http://127.0.0.1:port
     seed: int = 0
     endpoint: str = ""
@@ -128,18 +99,11 @@ class FaultProxy:
     injected: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (op, fault, phase) -> n
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.upstream)
-        self._up_host = parts.hostname or "127.0.0.1"
-        self._up_port = parts.port or 80
+        self._init_proxy(self.upstream)
         self._rules: list[Rule] = []
         self._fired: Counter[int] = Counter()
         self._lock = threading.Lock()
         self._rng = random.Random(self.seed)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
 
     # -- control (any thread) ----------------------------------------------------------------------
 
@@ -180,51 +144,6 @@ class FaultProxy:
 
     # -- life cycle ------------------------------------------------------------------------------------
 
-    def start(self) -> FaultProxy:
-        ready = threading.Event()
-
-        def serve() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            self._server = loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
-            port = self._server.sockets[0].getsockname()[1]
-            self.endpoint = f"http://127.0.0.1:{port}"
-            ready.set()
-            loop.run_forever()
-            loop.close()
-
-        self._thread = threading.Thread(target=serve, name="fault-proxy", daemon=True)
-        self._thread.start()
-        ready.wait(10)
-        return self
-
-    async def _shutdown(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for writer in list(self._writers):
-            writer.close()  # the handler sees the end of its input and returns
-        if self._handlers:
-            _, stuck = await asyncio.wait(list(self._handlers), timeout=2)
-            for task in stuck:
-                task.cancel()
-            await asyncio.gather(*stuck, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-
-    def stop(self) -> None:
-        if self._loop is not None:
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(5)
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def __enter__(self) -> FaultProxy:
-        return self.start()
-
-    def __exit__(self, *_: object) -> None:
-        self.stop()
-
     # -- one client connection -------------------------------------------------------------------
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -235,7 +154,7 @@ class FaultProxy:
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         try:
             while True:
-                request = await _read_message(reader)
+                request = await read_message(reader)
                 if request is None:
                     return
                 head, headers, body = request
@@ -255,7 +174,7 @@ class FaultProxy:
                 up_reader, up_writer = upstream
                 up_writer.write(head + body)
                 await up_writer.drain()
-                response = await _read_message(up_reader)
+                response = await read_message(up_reader)
                 if response is None:
                     return
                 if chosen is not None:  # AFTER: the call was applied; the reply is lost
