@@ -13,19 +13,16 @@ this mode wrote, through :func:`read_ranges`.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
-    SupportsTriggerAvailableNow,
 )
 
 from kcl_daemon.core.shards.graph import Shard
@@ -42,13 +39,12 @@ from kcl_daemon.core.spark.offsets import (
     split_budget,
     track_new_shards,
 )
-from kcl_daemon.retry import KINESIS
-from kcl_daemon.spark.clients import kinesis_for, lease_table_for
-from kcl_daemon.spark.handover import owner_of
+from kcl_daemon.spark.clients import kinesis_for
 from kcl_daemon.spark.lease_bridge import LeaseBridge
 from kcl_daemon.spark.options import SourceOptions
 from kcl_daemon.spark.rows import to_ipc
 from kcl_daemon.spark.shard_reader import ReadLimits, Resume, ShardRead, read_shard
+from kcl_daemon.spark.stream_reader import StreamReaderBase, new_bridge, now_ms
 
 logger = logging.getLogger(__name__)
 
@@ -105,52 +101,28 @@ def _v1(data: dict[str, Any]) -> SourceOffset:
     return SourceOffset.from_json(data)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class DriverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class DriverStreamReader(StreamReaderBase):
     """``readMode=driver``: planning by reading (one instance per query in the source runner), and the
     executors' read of shipped or replayed ranges."""
 
     def __init__(self, options: SourceOptions) -> None:
-        self.options = options
+        super().__init__(options)
         self._initial: dict[str, Any] | None = None
-        self._cutoff_ms: int | None = None
         self._bridge: LeaseBridge | None = None
         self._joined_at_start = False
         self._checked_restart = False
-        self._listing: list[Shard] = []
-        self._listed_at: float | None = None
         self._report: dict[str, Any] | None = None
         self._probed: dict[tuple[str, ShardPos, ShardPos], bytes] = {}
         self._resume: dict[str, tuple[ShardPos, Resume]] = {}  # shard -> (end it follows, iterator)
 
     # -- shard listing and lease bridge (driver) -------------------------------------------------
 
-    def _shards(self, *, fresh: bool = False) -> list[Shard]:
-        now = time.monotonic()
-        if (
-            fresh
-            or self._listed_at is None
-            or now - self._listed_at >= self.options.shard_discovery_interval_s
-        ):
-            kinesis = kinesis_for(self.options)
-            self._listing = KINESIS.call(kinesis.list_shards, self.options.stream_name)
-            self._listed_at = now
-        return self._listing
-
     def _join(self) -> dict[str, Any] | None:
         """Join the fleet once (with leaseTableName); the table's positions by shard, else None."""
         if self.options.lease_table_name is None:
             return None
         if self._bridge is None:
-            self._bridge = LeaseBridge(
-                lease_table_for(self.options),
-                owner_of(self.options),
-                failover_s=self.options.lease_failover_s,
-                wait_timeout_s=self.options.lease_wait_timeout_s,
-            )
+            self._bridge = new_bridge(self.options)
             return dict(self._bridge.join())
         return dict(self._bridge.positions())
 
@@ -164,19 +136,11 @@ class DriverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self.options.stream_name,
                 self._shards(fresh=True),
                 self.options.starting_position,
-                _now_ms(),
+                now_ms(),
                 lease_positions=lease_positions,
                 fallback=self.options.lease_fallback_position,
             ).to_json()
         return self._initial
-
-    def getDefaultReadLimit(self) -> ReadLimit:
-        if self.options.max_records_per_batch is not None:
-            return ReadMaxRows(self.options.max_records_per_batch)
-        return ReadAllAvailable()
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        self._cutoff_ms = _now_ms()
 
     def _check_restart(self, start: SourceOffset) -> None:
         """A query restarted from its checkpoint must not rewind shards daemons read on meanwhile."""

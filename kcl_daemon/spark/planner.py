@@ -25,7 +25,6 @@ replayed as it was planned, and the next batch starts from its end positions.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,17 +32,14 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
-    SupportsTriggerAvailableNow,
 )
 
 from kcl_daemon.aws.batch_ends import BatchEnds, LeaseItemEnds, MetadataTableEnds
 from kcl_daemon.aws.kinesis import GetRecordsResult
-from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType, iterator_position_for
 from kcl_daemon.core.spark.batches import (
     BatchOffset,
@@ -58,38 +54,31 @@ from kcl_daemon.core.spark.batches import (
 from kcl_daemon.core.spark.leases import is_ahead
 from kcl_daemon.core.spark.offsets import ShardPos, SourceOffset, group_ranges, initial_offset, shard_ranges
 from kcl_daemon.retry import KINESIS
-from kcl_daemon.spark.clients import batch_ends_for, fanout_for, kinesis_for, lease_table_for
+from kcl_daemon.spark.clients import batch_ends_for, fanout_for, kinesis_for
 from kcl_daemon.spark.driver_read import KinesisPartition, read_ranges
 from kcl_daemon.spark.executor_read import ExecutorPartition, ShardTask, read_partition
-from kcl_daemon.spark.handover import owner_of
 from kcl_daemon.spark.lease_bridge import LeaseBridge
 from kcl_daemon.spark.options import ConsumerMode, SourceOptions
+from kcl_daemon.spark.stream_reader import StreamReaderBase, new_bridge, now_ms
 
 logger = logging.getLogger(__name__)
 
 PROBE_THREADS: Final = 16
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class ExecutorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class ExecutorStreamReader(StreamReaderBase):
     """Driver-side planning of executor reads (one instance per query in the source runner), and the
     executors' ``read``."""
 
     def __init__(self, options: SourceOptions) -> None:
-        self.options = options
+        super().__init__(options)
         self._initial: dict[str, Any] | None = None
         self._run: str | None = None  # drawn when this runner first needs one
-        self._cutoff_ms: int | None = None
         self._ready = False
         self._bridge: LeaseBridge | None = None
         self._joined_at_start = False
         self._checked_restart = False
         self._consumer_arn: str | None = None
-        self._listing: list[Shard] = []
-        self._listed_at: float | None = None
         self._planned: set[tuple[str, int]] = set()
         self._heads: dict[str, tuple[ShardPos, GetRecordsResult]] = {}
         self._after: dict[tuple[str, int], SourceOffset] = {}  # positions after a batch, for commit
@@ -106,12 +95,7 @@ class ExecutorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return None
         joined: dict[str, ShardPos] | None = None
         if self.options.lease_table_name is not None:
-            self._bridge = LeaseBridge(
-                lease_table_for(self.options),
-                owner_of(self.options),
-                failover_s=self.options.lease_failover_s,
-                wait_timeout_s=self.options.lease_wait_timeout_s,
-            )
+            self._bridge = new_bridge(self.options)
             joined = dict(self._bridge.join())
         else:
             store = batch_ends_for(self.options)
@@ -125,17 +109,6 @@ class ExecutorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             logger.info("reading through stream consumer %s", self.options.consumer_name)
         self._ready = True
         return joined
-
-    def _shards(self, *, fresh: bool = False) -> list[Shard]:
-        now = time.monotonic()
-        if (
-            fresh
-            or self._listed_at is None
-            or now - self._listed_at >= self.options.shard_discovery_interval_s
-        ):
-            self._listing = KINESIS.call(kinesis_for(self.options).list_shards, self.options.stream_name)
-            self._listed_at = now
-        return self._listing
 
     def _new_run(self) -> str:
         if self._run is None:
@@ -152,20 +125,12 @@ class ExecutorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self.options.stream_name,
                 self._shards(fresh=True),
                 self.options.starting_position,
-                _now_ms(),
+                now_ms(),
                 lease_positions=lease_positions,
                 fallback=self.options.lease_fallback_position,
             )
             self._initial = first_offset(start, self._new_run()).to_json()
         return self._initial
-
-    def getDefaultReadLimit(self) -> ReadLimit:
-        if self.options.max_records_per_batch is not None:
-            return ReadMaxRows(self.options.max_records_per_batch)
-        return ReadAllAvailable()
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        self._cutoff_ms = _now_ms()
 
     def _previous(self, start: Mapping[str, Any]) -> BatchOffset:
         parsed = parse_offset(start)

@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from kcl_daemon.core.spark.offsets import AT_TRIM_HORIZON, SourceOffset, after
-from kcl_daemon.spark import driver_read, executor_read, planner
+from kcl_daemon.spark import driver_read, executor_read, planner, stream_reader
 from kcl_daemon.spark.driver_read import KinesisPartition
 from kcl_daemon.spark.executor_read import ExecutorPartition
 from kcl_daemon.spark.options import SourceOptions, StartingPosition, StartKind
@@ -27,7 +27,7 @@ OPTIONS = SourceOptions(
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch) -> tuple[FakeKinesis, FakeEnds]:
     kinesis, ends = FakeKinesis(plain(1, 2, 3, 4, 5), page=100), FakeEnds()
-    for module in (planner, executor_read, driver_read):
+    for module in (planner, executor_read, driver_read, stream_reader):
         monkeypatch.setattr(module, "kinesis_for", lambda options: kinesis)
         monkeypatch.setattr(module, "batch_ends_for", lambda options: ends, raising=False)
     return kinesis, ends
