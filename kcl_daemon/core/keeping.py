@@ -148,6 +148,8 @@ class Kept:
     #: earliest send of a write attempt on ``lease.lease_counter`` whose outcome is not known
     unresolved_since: float | None = None
     next_attempt_id: int = 1
+    #: a renewal was asked for while another write was in flight: begin one when that write settles
+    renew_asked: bool = False
 
 
 # -- events ----------------------------------------------------------------------------------------
@@ -339,6 +341,8 @@ def step(kept: Kept, event: Event, now: float, timings: KeepTimings) -> Stepped:
         case RenewNow():
             if kept.write is None and not kept.queue:
                 state = _begin(kept, Op.RENEW, None, now)
+            else:  # the write in flight was sent before the ask: its answer may predate what is asked for
+                state = replace(kept, renew_asked=True)
         case Answer():
             state = _answer(kept, event, now, timings, actions)
         case Tick():
@@ -349,7 +353,8 @@ def step(kept: Kept, event: Event, now: float, timings: KeepTimings) -> Stepped:
 
 
 def _begin(kept: Kept, op: Op, request: Request | None, now: float) -> Kept:
-    return replace(kept, write=Write(op, kept.lease, request, next_at=now))
+    """Start a write; any write of ours renews the lease, so it answers a renewal asked for."""
+    return replace(kept, write=Write(op, kept.lease, request, next_at=now), renew_asked=False)
 
 
 def _advance(kept: Kept, now: float, timings: KeepTimings, actions: list[Action]) -> Kept | None:
@@ -385,7 +390,7 @@ def _advance(kept: Kept, now: float, timings: KeepTimings, actions: list[Action]
             request, rest = kept.queue[0], kept.queue[1:]
             kept = replace(kept, queue=rest)
             kept = _begin(kept, request.op, request, now)
-        elif not kept.validated or now >= kept.confirmed_at + timings.renew_every_s:
+        elif kept.renew_asked or not kept.validated or now >= kept.confirmed_at + timings.renew_every_s:
             kept = _begin(kept, Op.RENEW, None, now)
         else:
             return kept

@@ -130,8 +130,9 @@ class LeaseKeeper:
         self._until: dict[str, float] = {}  # read without the lock (a dict get is atomic)
         self._paused: set[str] = set()
         self._futures: dict[int, Future[Lease | None]] = {}
-        self._renewals: dict[str, list[Future[None]]] = {}
-        self._sent: dict[int, float] = {}  # attempt id -> send time, for the latency reported
+        #: renewals asked for: (the first attempt id whose confirmation answers it, the waiter)
+        self._renewals: dict[str, list[tuple[int, Future[None]]]] = {}
+        self._sent: dict[tuple[str, int], float] = {}  # (lease, attempt id) -> send time, for the latency
         self._tokens = itertools.count(1)
         self._busy = 0  # attempts submitted whose answer has not been fully handled yet
         self._wake = threading.Event()
@@ -156,7 +157,7 @@ class LeaseKeeper:
             self._until.pop(lease_key, None)
             self._paused.discard(lease_key)
             waiters = self._renewals.pop(lease_key, [])
-        for waiter in waiters:
+        for _, waiter in waiters:
             waiter.set_result(None)
 
     def checkpoint(
@@ -172,13 +173,15 @@ class LeaseKeeper:
         return self._ask(lease_key, Op.RELEASE, None, None)
 
     def renew_now(self, lease_key: str) -> Future[None]:
-        """Renew at once; the future completes at the next confirmation, loss or forgetting."""
+        """Renew at once; the future completes when a write sent after this call is confirmed, or the
+        lease is lost or forgotten (an answer to a write already in flight may predate the call)."""
         waiter: Future[None] = Future()
         with self._lock:
-            if lease_key not in self._kept:
+            kept = self._kept.get(lease_key)
+            if kept is None:
                 waiter.set_result(None)
                 return waiter
-            self._renewals.setdefault(lease_key, []).append(waiter)
+            self._renewals.setdefault(lease_key, []).append((kept.next_attempt_id, waiter))
         self._apply(lease_key, RenewNow())
         return waiter
 
@@ -260,7 +263,7 @@ class LeaseKeeper:
             kept = self._kept.get(lease_key)
             if kept is None:
                 if isinstance(event, Answer):
-                    self._sent.pop(event.attempt_id, None)
+                    self._sent.pop((lease_key, event.attempt_id), None)
                 return
             now = self._monotonic()
             stepped = keeping.step(kept, event, now, self.timings)
@@ -279,13 +282,25 @@ class LeaseKeeper:
                     should_flow=stepped.kept.validated and not keeping.releasing(stepped.kept),
                 )
             latency = 0.0
+            answered: int | None = None
             if isinstance(event, Answer):
-                latency = now - self._sent.pop(event.attempt_id, now)
+                answered = event.attempt_id
+                latency = now - self._sent.pop((lease_key, answered), now)
             for action in stepped.actions:
-                effects += self._carry_out(lease_key, action, now, latency, stepped.kept)
+                effects += self._carry_out(lease_key, action, now, latency, stepped.kept, answered)
         for effect in effects:
             effect()
         self._wake.set()
+
+    def _answered_renewals(self, lease_key: str, attempt_id: int | None) -> list[Future[None]]:
+        """Under the lock: the renewal waiters answered by ``attempt_id``'s confirmation (None: all,
+        the lease is gone), removed from those still waiting."""
+        waiting = self._renewals.pop(lease_key, [])
+        done = [w for first, w in waiting if attempt_id is None or attempt_id >= first]
+        rest = [(first, w) for first, w in waiting if attempt_id is not None and attempt_id < first]
+        if rest:
+            self._renewals[lease_key] = rest
+        return done
 
     def _note_pause(self, lease_key: str, until: float, now: float, *, should_flow: bool) -> None:
         if not should_flow:
@@ -302,24 +317,30 @@ class LeaseKeeper:
             logger.info("lease %s renewed again: records flow again", lease_key)
 
     def _carry_out(
-        self, lease_key: str, action: keeping.Action, now: float, latency: float, kept: Kept | None
+        self,
+        lease_key: str,
+        action: keeping.Action,
+        now: float,
+        latency: float,
+        kept: Kept | None,
+        answered: int | None,
     ) -> list[Callable[[], None]]:
         """Bookkeeping under the lock; returns what must happen after it (calls that may block)."""
         match action:
             case Send():
-                self._sent[action.attempt_id] = now
+                self._sent[(lease_key, action.attempt_id)] = now
                 return [lambda: self._submit(lease_key, action)]
             case Confirmed(lease=lease):
                 at = kept.confirmed_at if kept is not None else now
                 event = KeeperEvent("confirmed", lease_key, lease, latency_s=latency, confirmed_at=at)
-                waiters = self._renewals.pop(lease_key, [])
+                waiters = self._answered_renewals(lease_key, answered)
                 return [lambda: self.notify(event), *(lambda w=w: w.set_result(None) for w in waiters)]
             case Lost(reason=reason, unreadable=unreadable):
                 event = KeeperEvent("lost", lease_key, reason=reason, unreadable=unreadable)
-                waiters = self._renewals.pop(lease_key, [])
+                waiters = self._answered_renewals(lease_key, None)
                 return [lambda: self.notify(event), *(lambda w=w: w.set_result(None) for w in waiters)]
             case Released():
-                waiters = self._renewals.pop(lease_key, [])
+                waiters = self._answered_renewals(lease_key, None)
                 return [
                     lambda: self.notify(KeeperEvent("released", lease_key)),
                     *(lambda w=w: w.set_result(None) for w in waiters),

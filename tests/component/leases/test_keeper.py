@@ -65,3 +65,35 @@ async def test_a_hung_attempt_gets_a_hedged_twin_that_keeps_the_lease() -> None:
     finally:
         renewer.cancel()
         await asyncio.gather(renewer, return_exceptions=True)
+
+
+def test_renew_now_waits_for_a_renewal_sent_after_it_not_for_one_already_in_flight() -> None:
+    """The renewal in flight may come back with the item as it was before the call (say, before a
+    leader marked it for hand-off): :meth:`LeaseKeeper.renew_now` answers only with a later one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kcl_daemon.core.keeping import KeepTimings
+    from kcl_daemon.leases.keeper import LeaseKeeper
+
+    gate = threading.Event()
+
+    class GatedTable(CountingTable):
+        def renew(self, lease: Lease) -> Lease:
+            if not self.renewals:
+                assert gate.wait(5)
+            return super().renew(lease)
+
+    table = GatedTable(1)
+    lease = table.items[KEY]
+    taken = table.take(lease, "me")
+    with ThreadPoolExecutor(2) as pool:
+        keeper = LeaseKeeper(table, "me", KeepTimings.for_failover(10.0), pool)
+        keeper.hold(taken, time.monotonic(), validated=False)  # adopted: a renewal goes out at once
+        waiter = keeper.renew_now(KEY)
+        gate.set()
+        deadline = time.monotonic() + 5
+        while not waiter.done() and time.monotonic() < deadline:
+            keeper.tick()
+            time.sleep(0.01)
+        assert waiter.done()
+        assert table.renewals[KEY] == 2, "the renewal in flight, then one sent after the call"

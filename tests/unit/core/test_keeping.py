@@ -239,6 +239,38 @@ def test_renew_now_starts_a_renewal_at_once() -> None:
     assert [s.op for s in _sends(stepped.actions)] == [Op.RENEW]
 
 
+def test_renew_now_during_a_write_in_flight_renews_again_once_it_settles() -> None:
+    """The write in flight was sent before the ask: its answer may show the item as it was before
+    (a hand-off mark written meanwhile), so another renewal follows, not before the first settles."""
+    sent = step(_held(), Tick(), 1.0, T)
+    [first] = _sends(sent.actions)
+    assert sent.kept is not None
+    asked = step(sent.kept, RenewNow(), 1.05, T)
+    assert not _sends(asked.actions) and asked.kept is not None and asked.kept.renew_asked
+    answered = step(
+        asked.kept, Answer(first.attempt_id, Outcome.WRITTEN, replace(LEASE, lease_counter=6)), 1.1, T
+    )
+    [again] = _sends(answered.actions)
+    assert again.op is Op.RENEW and again.attempt_id > first.attempt_id and again.lease.lease_counter == 6
+    assert answered.kept is not None and not answered.kept.renew_asked
+
+
+def test_a_queued_checkpoint_answers_a_renewal_asked_for_meanwhile() -> None:
+    sent = step(_held(), Tick(), 1.0, T)
+    [first] = _sends(sent.actions)
+    assert sent.kept is not None
+    asked = step(sent.kept, RenewNow(), 1.05, T)
+    assert asked.kept is not None
+    request = Request(1, Op.CHECKPOINT, 1.06, ExtendedSequenceNumber("5"))
+    queued = step(asked.kept, Ask(request), 1.06, T)
+    assert queued.kept is not None
+    answered = step(
+        queued.kept, Answer(first.attempt_id, Outcome.WRITTEN, replace(LEASE, lease_counter=6)), 1.1, T
+    )
+    assert [s.op for s in _sends(answered.actions)] == [Op.CHECKPOINT]
+    assert answered.kept is not None and not answered.kept.renew_asked
+
+
 # -- a simulated table, with lost replies and a thief -----------------------------------------------
 
 
