@@ -385,7 +385,28 @@ class CheckpointTool:
             lease = await self._read(lease.lease_key)
 
     async def _take_2x(self, lease: Lease, me: str) -> Lease:
-        """A counter-fenced take, then hold the lease (renewing) for one failover time."""
+        """A counter-fenced take, then hold the lease (renewing) for one failover time.
+
+        The owner renews between our read and the take, and a worker short of leases may steal it
+        from us while we hold it: either way the fence refuses our write, and we read the lease again
+        and start over, until ``3 x failover + 5 s`` have passed."""
+        failover = self.settings.failover_s
+        timeout = 3 * failover + 5.0
+        deadline = self._clock.monotonic() + timeout
+        while True:
+            try:
+                return await self._take_and_hold_2x(lease, me)
+            except LeaseConflict as exc:
+                if self._clock.monotonic() >= deadline:
+                    raise LeaseConflict(
+                        f"lease {lease.lease_key}: could not take it over in {timeout:.0f}s: {exc}"
+                    ) from exc
+                logger.info("lease %s: the take-over was overtaken (%s); trying again", lease.lease_key, exc)
+            lease = await self._read(lease.lease_key)
+            if lease.lease_owner is None and lease.checkpoint_owner is None:
+                return lease  # released meanwhile: written as an unowned lease
+
+    async def _take_and_hold_2x(self, lease: Lease, me: str) -> Lease:
         owner = lease.lease_owner
         held = await self._call(lambda: self.table.take(lease, me))
         logger.info(

@@ -116,3 +116,18 @@ def test_dead_owner_dry_run_finished_and_at_timestamp(
     assert after.lease_owner is None and after.lease_counter == lease.lease_counter + 1  # released
     assert after.extra[AUDIT_ATTRIBUTE]["M"]["how"] == {"S": "write and release"}  # type: ignore[index]
     assert second  # the next record the fleet processes
+
+
+def test_a_2x_take_over_overtaken_by_a_renewal_reads_again_and_takes(
+    backend: Backend, aws_clients: AwsClients, lease_table: DynamoLeaseTable
+) -> None:
+    """The owner renews between the tool's read and its take (a busy fleet): the counter fence refuses
+    the take, and the tool reads the lease again and takes it from the renewed counter."""
+    lease_table.create_lease(Lease("shardId-000000000000", TRIM_HORIZON))
+    created = lease_table.get_lease("shardId-000000000000", consistent=True)
+    assert created is not None
+    read = lease_table.take(created, "worker-b")
+    renewed = lease_table.renew(read)  # after the tool read ``read``
+    tool = CheckpointTool(settings_for(backend, lease_table.table_name, failover_s=0.3), aws_clients)
+    held = asyncio.run(tool._take_2x(read, "the-tool"))
+    assert held.lease_owner == "the-tool" and held.lease_counter > renewed.lease_counter
