@@ -153,8 +153,11 @@ class AssignmentLoop:
         election.on_change.append(self._on_leadership)
 
     def _on_leadership(self, leading: bool) -> None:
-        # Java: forget the previous run's state when leadership is (re)gained.
-        self._observations = LeaseObservations()
+        # Java forgets the previous run's state when leadership is (re)gained. The counter observations
+        # are kept: each is what this worker saw on its own clock (as a follower's OBSERVE passes, or as
+        # an earlier leader), and a counter still unchanged since was unchanged all along. Forgetting them
+        # made a dead leader's leases due one failover after the lock was taken, not after they were
+        # first seen.
         self._handoff_seen.clear()
         self._state = DeciderState()
         self._failures = 0
@@ -239,6 +242,13 @@ class AssignmentLoop:
 
     async def run_once(self, kind: PassKind = PassKind.BALANCE) -> RunReport:
         scan = await self._call(self._table.list_leases)
+        if kind is PassKind.OBSERVE:  # a follower: only record the counters
+            now = self._clock.monotonic()
+            for problem in scan.skipped:
+                logger.debug("observing: skipping item: %s", problem)
+            self._observations = self._observations.observe(scan.leases, now)
+            self.last = RunReport(len(scan.leases), kind=kind)
+            return self.last
         if kind is PassKind.BALANCE or self._entries is None:
             entries, problems = await self._call(self._metrics.scan)
             self._entries = list(entries)
@@ -409,8 +419,12 @@ class AssignmentLoop:
         while True:
             self._election.gained.clear()
             now = self._clock.monotonic()
+            leading = self._election.is_leader()
             kind = plan_pass(
-                now, leading=self._election.is_leader(), balance_due_at=self._balance_due_at, suspicious=False
+                now,
+                leading=leading,
+                balance_due_at=self._balance_due_at,
+                suspicious=not leading and self._election.leader_suspect(),
             )
             if kind is not None:
                 try:
@@ -425,8 +439,8 @@ class AssignmentLoop:
                     ):
                         await self._after(report)
                 except KclError as exc:
-                    if kind is PassKind.EXPIRY:  # the next one is a second away; balance runs count
-                        logger.info("expiry pass failed: %s", exc)
+                    if kind is not PassKind.BALANCE:  # the next one is a second away; balance runs count
+                        logger.info("%s pass failed: %s", kind.value, exc)
                         await sleep_unless_set(self._clock, self.config.expiry_s, self._election.gained)
                         continue
                     self._failures += 1

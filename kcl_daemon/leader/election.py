@@ -10,7 +10,10 @@ stolen (:func:`still_leader`), so a leader that cannot write steps down on its o
 Our lock duration is ``dynamoDbLockBasedLeaderLeaseDurationInMillis``, by default the failover time
 (Java's is 120 s): a dead kcl-daemon leader is replaced within ``duration + check_s`` (``check_s`` = a
 quarter of it, like the heartbeat: each follower's reads are a cost per worker-hour that a shorter check
-would multiply). We judge a lock by the ``leaseDuration`` in its item, so a Java leader gets
+would multiply). A follower whose last reads show the lock unchanged past a missed heartbeat
+*suspects* the leader (:meth:`LeaderElection.leader_suspect`): its assignment loop observes the lease table,
+so that if it takes the lock over, the dead leader's leases are due one failover after it first saw them.
+We judge a lock by the ``leaseDuration`` in its item, so a Java leader gets
 its 120 s; Java followers take about two minutes to replace a dead leader of either kind (their lock
 client's own timing). A lock whose record version has not changed for its duration is always taken
 over, whoever wrote it and however malformed (contract §9.4).
@@ -70,6 +73,7 @@ class LeaderElection:
         self._held_in: Any = None
         self._seen: rules.Observation | None = None
         self._seen_in: Any = None
+        self._seen_lock: rules.LockItem | None = None
         self._was_leader = False
         #: called with True when this worker becomes leader, False when it stops
         self.on_change: list[Callable[[bool], None]] = []
@@ -93,6 +97,13 @@ class LeaderElection:
         leading = leading and self._held_in is self.store and not self.suspended
         self._notify(leading)
         return leading
+
+    def leader_suspect(self) -> bool:
+        """A follower that should observe the lease table: the lock it last read missed a heartbeat,
+        or there is none (see :func:`~kcl_daemon.core.assignment.leader_lock.leader_suspect`)."""
+        if self.is_leader():
+            return False
+        return rules.leader_suspect(self._seen_lock, self._seen, self._clock.monotonic())
 
     def suspend(self, on: bool) -> None:
         """Stop (or resume) leading without giving the lock up (see :attr:`suspended`)."""
@@ -121,6 +132,7 @@ class LeaderElection:
             await self.release("the leader lock has moved to another table")
         if self._seen_in is not store:
             self._seen, self._seen_in = None, store  # a different item: observe it afresh
+            self._seen_lock = None
         try:
             item = await self._call(lambda: store.get(rules.LEADER_KEY))
         except KclError as exc:
@@ -129,6 +141,7 @@ class LeaderElection:
         lock = rules.parse_lock(item)
         now = self._clock.monotonic()
         self._seen = rules.observe(self._seen, lock, now)
+        self._seen_lock = lock
         if lock is not None and lock.problem and self._seen.since == now:
             logger.warning("%s: it is taken over once unchanged for %.0f s", lock.problem, lock.duration_s)
         self.leader_seen = None if lock is None or lock.released else lock.owner

@@ -131,6 +131,22 @@ class Plan:
     reason: str = ""
 
 
+#: A follower suspects the leader once the lock has stood unchanged this share of its duration: leaders
+#: (ours and Java's) heartbeat every quarter of it, so this is a heartbeat missed, seen on two reads.
+SUSPECT_AFTER: Final = 0.375
+
+
+def leader_suspect(lock: LockItem | None, seen: Observation | None, now: float) -> bool:
+    """Whether a follower should start observing the lease table's counters (``PassKind.OBSERVE``): the
+    leader may be dead (a heartbeat missed), or there is no leader at all. ``seen`` includes the last
+    read of ``lock``; None: the lock was never read."""
+    if seen is None:
+        return False
+    if lock is None or lock.released:
+        return True
+    return now - seen.since > lock.duration_s * SUSPECT_AFTER
+
+
 def step_down_margin_s(duration_s: float) -> float:
     """How long before others may steal it a holder stops leading (10 %, at most 1 s)."""
     return min(duration_s * 0.1, 1.0)

@@ -86,6 +86,9 @@ class _Election:
     def is_leader(self) -> bool:
         return True
 
+    def leader_suspect(self) -> bool:
+        return False
+
     async def release(self, why: str) -> None:
         raise AssertionError(why)
 
@@ -247,3 +250,49 @@ async def test_a_hand_off_whose_serving_worker_died_moves_once_expired_not_after
     assert [m.lease_key for m in report.moves] == ["moving"]  # 10.5 s, not handoff timeout + failover
     assert table.leases["moving"].checkpoint_owner is None
     assert table.leases["moving"].lease_owner in {"a", "b"}
+
+
+async def test_a_follower_that_suspects_the_leader_observes_and_moves_its_leases_once_it_leads(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """The leader "dead" stops renewing at t=0; follower "a" suspects it (a missed heartbeat) from t=3,
+    observes the counters, takes the lock at t=11 and moves the dead leader's leases when they come due
+    one failover after it first saw them (t=13), not one failover after it took the lock (t=21)."""
+    table, clock = _Table(_fleet()), FakeClock()
+    election = _Election()
+    leading = False
+    election.is_leader = lambda: leading  # type: ignore[method-assign]
+    election.leader_suspect = lambda: not leading and clock.now >= 3.0  # type: ignore[method-assign]
+    loop = AssignmentLoop(
+        table,
+        _Metrics(["a", "b"]),
+        election,  # type: ignore[arg-type]
+        make_decider("COOPERATIVE"),
+        AssignmentConfig(2 * FAILOVER, FAILOVER),
+        clock,  # type: ignore[arg-type]
+        pool,
+        wall=lambda: WALL + clock.now,
+    )
+    kinds: list[PassKind] = []
+    original = loop.run_once
+
+    async def recording(kind: PassKind = PassKind.BALANCE) -> Any:
+        nonlocal leading
+        table.renew("a")
+        table.renew("b")
+        if clock.now >= 11.0 and not leading:
+            leading = True
+            loop._on_leadership(True)
+            kind = PassKind.BALANCE
+        report = await original(kind)
+        kinds.append(report.kind)
+        if table.owned("dead") == set() or clock.now > 40:
+            raise asyncio.CancelledError
+        return report
+
+    loop.run_once = recording  # type: ignore[method-assign]
+    with pytest.raises(asyncio.CancelledError):
+        await loop.run()
+    assert kinds[0] is PassKind.OBSERVE and PassKind.BALANCE in kinds
+    assert not table.owned("dead")
+    assert clock.now < 14.0, f"moved at {clock.now:.1f}s"

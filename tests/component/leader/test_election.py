@@ -39,6 +39,26 @@ async def test_one_leader_and_a_stale_lock_is_stolen_after_its_duration() -> Non
     assert not a.is_leader() or not await a.check_once()  # a's heartbeat fails its condition
 
 
+async def test_a_follower_suspects_a_leader_that_missed_a_heartbeat_and_never_a_live_one() -> None:
+    store, clock = FakeStore(), FakeClock()
+    a, b = _election(store, "a", clock), _election(store, "b", clock)
+    assert not b.leader_suspect(), "the lock was never read"
+    assert await a.check_once()
+    for _ in range(6):  # heartbeats every 2.5 s, reads every 2.5 s: never suspect
+        assert not await b.check_once()
+        assert not b.leader_suspect() and not a.leader_suspect()
+        clock.now += 2.5
+        assert await a.check_once()
+    # a dies: two reads of the same record version 2.5 s apart are not yet a missed heartbeat
+    assert not await b.check_once()
+    clock.now += 2.5
+    assert not await b.check_once()
+    assert not b.leader_suspect()
+    clock.now += 2.5
+    assert not await b.check_once()
+    assert b.leader_suspect()  # 5 s unchanged > 3/8 of 10 s
+
+
 async def test_a_leader_that_cannot_write_steps_down_before_the_lock_can_be_stolen() -> None:
     store, clock = FakeStore(), FakeClock()
     a = _election(store, "a", clock)

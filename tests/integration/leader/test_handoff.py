@@ -56,6 +56,9 @@ class _Election:
     def is_leader(self) -> bool:
         return True
 
+    def leader_suspect(self) -> bool:
+        return False
+
     async def release(self, why: str) -> None:
         raise AssertionError(why)
 

@@ -89,6 +89,23 @@ def test_lock_plans() -> None:
     assert ll.plan(_lock(owner="me", rvn="r9"), seen, "me", held, 101).action is ll.Action.HEARTBEAT
 
 
+@pytest.mark.parametrize(
+    ("lock", "seen_at", "now", "suspect"),
+    [
+        (_lock(), None, 100.0, False),  # never read
+        (None, 100.0, 100.0, True),  # no leader at all
+        (_lock(released=True), 100.0, 100.0, True),
+        (_lock(), 100.0, 130.0, False),  # Java's 120 s lock heartbeated every 30 s: one period is normal
+        (_lock(), 100.0, 145.5, True),  # past 3/8 of the duration: a heartbeat missed
+    ],
+)
+def test_a_follower_suspects_the_leader_after_a_missed_heartbeat(
+    lock: ll.LockItem | None, seen_at: float | None, now: float, suspect: bool
+) -> None:
+    seen = None if seen_at is None else ll.observe(None, lock, seen_at)
+    assert ll.leader_suspect(lock, seen, now) is suspect
+
+
 @given(st.floats(0.5, 300), st.floats(0, 400))
 def test_holder_steps_down_before_anyone_may_steal(duration: float, elapsed: float) -> None:
     held = ll.Held("r", 0.0, duration)
