@@ -9,9 +9,10 @@ them. Each verdict is a list of named checks, every one with a reason a person c
   ``event_loop_limit_s``;
 * every supervised loop is running, and none has been busy (awake, not sleeping between two rounds)
   for longer than its budget;
-* the renewer keeps up: no lease is still held past its local expiry plus a grace. A working renewer
-  gives a lease up at its local expiry (contract §4.3) even when every renewal fails, so a lease held
-  past it means the renewer itself is stuck.
+* the renewer keeps up: no lease is still held past the time the lease keeper gives it up, plus a
+  grace. Past its local expiry (contract §4.3) the keeper holds a lease's records back and keeps writing
+  for up to one more failover time, then gives the lease up even when every write fails, so a lease held
+  past that means the keeper itself is stuck.
 
 **Readiness** (``/readyz``; red means "not doing its job right now", never a reason to restart):
 
@@ -74,9 +75,9 @@ class LivenessFacts:
     event_loop_lag_s: float
     event_loop_limit_s: float
     loops: tuple[LoopFacts, ...]
-    #: (lease key, seconds past its local expiry) of the leases still held after it
+    #: (lease key, seconds past the keeper's give-up time) of the leases still held after it
     overdue_leases: tuple[tuple[str, float], ...] = ()
-    #: how far past its local expiry a held lease may be before the renewer counts as stuck
+    #: how far past that time a held lease may be before the renewer counts as stuck
     renew_grace_s: float = 1.0
     #: False before the worker started its loops (nothing to judge yet but the event loop)
     started: bool = True
@@ -103,8 +104,8 @@ def liveness(facts: LivenessFacts) -> HealthReport:
             Check(
                 "renewer",
                 False,
-                f"{len(overdue)} lease(s) still held past their local expiry: {listed}{more}; a working "
-                "renewer gives them up by then, so it is stuck",
+                f"{len(overdue)} lease(s) still held past the time the lease keeper gives them up: "
+                f"{listed}{more}; a working keeper gives them up by then, so it is stuck",
             )
         )
     elif facts.started:

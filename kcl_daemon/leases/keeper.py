@@ -189,6 +189,13 @@ class LeaseKeeper:
         """Until when the lease's child may be sent records (monotonic; ``-inf``: not now)."""
         return self._until.get(lease_key, keeping.NEVER)
 
+    def give_up_at(self, lease_key: str) -> float | None:
+        """When the keeper gives the lease up if nothing of ours is confirmed by then (monotonic; None:
+        not kept). A lease still held past it means the keeper itself is stuck."""
+        with self._lock:
+            kept = self._kept.get(lease_key)
+            return None if kept is None else keeping.give_up_at(kept, self.timings)
+
     def keys(self) -> list[str]:
         with self._lock:
             return list(self._kept)

@@ -74,17 +74,22 @@ class WorkerHealth:
         scheduler = self._scheduler
         now = self._monotonic()
         renew_interval = scheduler.config.coordinator.renew_interval_s
-        overdue = tuple(
-            (key, now - held.deadline)
-            for key, held in list(scheduler.coordinator.held.items())
-            if now > held.deadline
-        )
+        keeper = scheduler.coordinator.keeper
+        overdue = []
+        for key, held in list(scheduler.coordinator.held.items()):
+            # past its local expiry the keeper keeps a lease (records held back) for up to one more
+            # failover while writes go on; held past that, the keeper is stuck
+            give_up = keeper.give_up_at(key)
+            if give_up is None:  # given up, and the event loop has not heard yet
+                give_up = held.deadline + self._failover_s
+            if now > give_up:
+                overdue.append((key, now - give_up))
         limit = self._settings.event_loop_limit_s or max(renew_interval, 1.0)
         return LivenessFacts(
             event_loop_lag_s=0.0 if self._watchdog is None else self._watchdog.lag_s,
             event_loop_limit_s=limit,
             loops=scheduler.loop_board.facts(now),
-            overdue_leases=overdue,
+            overdue_leases=tuple(overdue),
             renew_grace_s=max(renew_interval, 1.0),
             started=scheduler.phase is not Phase.STARTING,
         )

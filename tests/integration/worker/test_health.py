@@ -1,6 +1,6 @@
-"""The worker's /healthz on the emulators (kcl_daemon.worker.health, in-process): a renewer wedged in the
-middle of a renewal turns it red, naming the lease held past its local expiry, and green again once the
-renewal goes on (the lease is given up, then taken again)."""
+"""The worker's /healthz on the emulators (kcl_daemon.worker.health, in-process): a lease keeper wedged
+(its thread and its renewals) turns it red, naming the lease held past the time the keeper gives it up,
+and green again once it goes on (the lease is given up, then taken again)."""
 
 from __future__ import annotations
 
@@ -62,30 +62,49 @@ async def test_a_wedged_renewer_turns_healthz_red_and_green_again(
     table = keeper._table
 
     class _Wedged:
-        """The keeper's table, whose renewals block while ``wedge`` is clear: a stuck renewer."""
+        """A lease table whose renewals and takes block while ``wedge`` is clear."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
 
         def __getattr__(self, name: str) -> Any:
-            return getattr(table, name)
+            return getattr(self.inner, name)
 
         def renew(self, lease: Any) -> Any:
             wedge.wait()
-            return table.renew(lease)
+            return self.inner.renew(lease)
 
+        def take(self, lease: Any, owner: str) -> Any:
+            wedge.wait()
+            return self.inner.take(lease, owner)
+
+    tick, coordinator_table = keeper.tick, scheduler.coordinator._table
     try:
         await scheduler.start()
         await poll(url, "/readyz", lambda _, body: "holds 1 lease" in str(body), 20, "a lease held")
         await poll(url, "/healthz", lambda status, _: status == 200, 5, "live")
         wedge.clear()
-        keeper._table = _Wedged()
+        keeper._table = _Wedged(table)
+
+        def wedged_tick() -> float:
+            wedge.wait()  # the keeper thread itself is stuck: nothing gives the lease up
+            return tick()
+
+        keeper.tick = wedged_tick  # type: ignore[method-assign]
+        scheduler.coordinator._table = _Wedged(coordinator_table)  # nor does our taker take it again
         red = await poll(url, "/healthz", lambda status, _: status == 503, 15, "healthz red")
-        assert "still held past their local expiry" in failing_checks(red)["renewer"], red
+        assert "past the time the lease keeper gives them up" in failing_checks(red)["renewer"], red
         keeper._table = table
+        keeper.tick = tick  # type: ignore[method-assign]
+        scheduler.coordinator._table = coordinator_table
         wedge.set()  # the renewals land again (or the lease is given up and taken again)
         await poll(url, "/healthz", lambda status, _: status == 200, 15, "healthz green again")
         await poll(url, "/readyz", lambda _, body: "holds 1 lease" in str(body), 20, "the lease again")
     finally:
         wedge.set()
         keeper._table = table
+        keeper.tick = tick  # type: ignore[method-assign]
+        scheduler.coordinator._table = coordinator_table
         stop_watchdog()
         await scheduler.close()
         endpoint.close()
