@@ -15,7 +15,9 @@ since it was first seen; after that the lease counts as expired and is reassigne
 which clears the stuck ``checkpointOwner`` (KCL#1718/#1729/#1743/#1765: a hand-off never stays stuck).
 The worker serving a hand-off renews the lease until it completes it, so a pending hand-off whose
 counter has not moved for the failover time is expired at once: its serving worker died (waiting the
-hand-off's time for it kept a killed worker's shard idle for half a minute in the chaos runs).
+hand-off's time for it kept a killed worker's shard idle for half a minute in the chaos runs). A pending
+hand-off to a worker judged dead is placed at once too, by a plain assign to a live worker, instead of
+being completed to the dead one and expiring there.
 
 Runs are of two kinds (:mod:`kcl_daemon.core.assignment.passes`): a *balance* pass every
 ``leaseAssignmentIntervalMillis`` (the decider's whole round, as Java), and in between an *expiry* pass
@@ -220,6 +222,8 @@ class AssignmentLoop:
                 first = self._handoff_seen.setdefault(lease.lease_key, now)
                 if expired:
                     pass  # the worker serving it stopped renewing: it is dead, do not wait for it
+                elif lease.lease_owner in self._dead:
+                    expired = True  # its destination died: place it now (a plain assign clears the mark)
                 elif now - first <= stuck_after:
                     frozen.add(lease.lease_key)
                 else:

@@ -296,3 +296,29 @@ async def test_a_follower_that_suspects_the_leader_observes_and_moves_its_leases
     assert kinds[0] is PassKind.OBSERVE and PassKind.BALANCE in kinds
     assert not table.owned("dead")
     assert clock.now < 14.0, f"moved at {clock.now:.1f}s"
+
+
+async def test_a_hand_off_to_a_worker_judged_dead_is_placed_at_once_not_completed_to_it(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """b serves a hand-off to "dead" (renewing it); "dead" stops renewing its own leases at t=0. Once its
+    leases expire it is judged dead, and the hand-off is placed on a live worker by a plain assign,
+    not left for b to complete to a dead worker (or for the hand-off timeout)."""
+    leases = [
+        *_fleet(),
+        Lease("moving", TRIM_HORIZON, lease_owner="dead", checkpoint_owner="b", lease_counter=1),
+    ]
+    table, clock = _Table(leases), FakeClock()
+    loop = _loop(table, _Metrics(["a", "b", "dead"]), "COOPERATIVE", clock, pool)
+    await loop.run_once(PassKind.BALANCE)
+    for _ in range(13):
+        clock.now += 1.0
+        table.renew("a")
+        table.renew("b")
+        moving = table.leases["moving"]
+        if moving.checkpoint_owner == "b":  # b renews the hand-off it serves
+            table.leases["moving"] = dataclasses.replace(moving, lease_counter=moving.lease_counter + 1)
+        await loop.run_once(PassKind.EXPIRY)
+    moved = table.leases["moving"]
+    assert moved.lease_owner in {"a", "b"} and moved.checkpoint_owner is None
+    assert not table.owned("dead")
