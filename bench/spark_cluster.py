@@ -9,15 +9,19 @@ Each child, over the same data:
   best of two (before and after the session started);
 * **whole query**: ``format("kinesis")`` under ``Trigger.AvailableNow`` into the ``noop`` sink (or
   ``--sink parquet``), timed from ``start()`` to the end, after a warm-up query on a small stream (JVM
-  and Python workers started); ``maxRecordsPerBatch`` = ``--batch`` (0: unset, one batch of up to
-  ``maxRecordsPerShardPerBatch`` = 100,000 per shard);
-* **who fetched**: every Kinesis call of the Spark processes goes through an attributing proxy
-  (tests/support/attributing_proxy.py) that tells the driver side from the executors by process
-  ancestry; records fetched by each side against the records delivered;
+  and Python workers started); ``maxRecordsPerBatch`` = ``--batch`` (0: unset, each shard's part of a
+  batch bounded by ``maxBytesPerShardPerBatch``), plus any ``--source-option``;
 * **driver CPU**: a second query over the same data with ``maxRecordsPerBatch`` = ``--cpu-batch`` (many
   batches): CPU seconds of its source runner (the driver-side Python process that plans) from the end
   of its first batch to the end of the query, per 10,000 records read in that time (start-up, imports
   and the first batch excluded), sampled from /proc;
+* **who fetched**: every Kinesis call of the driver-CPU query (``--proxy cpu-run``, the default) or of
+  the timed query (``--proxy measured``) goes through an attributing proxy
+  (tests/support/attributing_proxy.py) that tells the driver side from the executors by process
+  ancestry; records fetched by each side against the records delivered. The proxy is a Python HTTP
+  server in this process that buffers and JSON-parses every GetRecords page, so it costs CPU on the
+  cores the query and the emulator share and delays every page: by default the timed query reads the
+  emulator directly, as the raw loop does;
 * **sink** (``--sink-records``): ``df.write.format("kinesis")`` of that many rows in 2 partitions
   against a raw PutRecords loop (one thread, 500 entries per call) into a fresh stream.
 
@@ -156,15 +160,9 @@ def run_query(spark: Any, options: dict[str, str], out: Path, chk: Path, sink: s
     total_cpu = sampler.stop()
     progress = [dict(p) for p in query.recentProgress]
     if os.environ.get("BENCH_VERBOSE"):
+        print(f"query {options['streamName']}: {wall:.2f} s from start()", file=sys.stderr)
         for p in progress:
-            print(
-                "batch",
-                p["batchId"],
-                p["numInputRows"],
-                p["durationMs"],
-                p["sources"][0].get("latestOffset"),
-                file=sys.stderr,
-            )
+            print("batch", p["batchId"], p["timestamp"], p["numInputRows"], p["durationMs"], file=sys.stderr)
     rows = sum(p["numInputRows"] for p in progress)
     steady_rows = rows - first_batch_rows
     steady_cpu = total_cpu - (first_batch_cpu or 0.0)
@@ -238,11 +236,11 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         raw_after = raw_loop_s(kinesis, args.stream, per_shard)
         raw = min(raw_before, raw_after)
 
-        def options(stream: str) -> dict[str, str]:
+        def options(stream: str, *, attributed: bool = False) -> dict[str, str]:
             return {
                 "streamName": stream,
                 "region": REGION,
-                "endpointUrl": proxy.endpoint,
+                "endpointUrl": proxy.endpoint if attributed else args.kinesis_endpoint,
                 "dynamoDbEndpointUrl": args.dynamodb_endpoint,
                 "startingPosition": "TRIM_HORIZON",
                 "readMode": args.read_mode,
@@ -251,21 +249,29 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
-            run_query(spark, options(args.warmup_stream), root / "w-out", root / "w-chk", "noop")
+            for attributed in (False, True):  # both Kinesis clients of the source runner warm
+                warmup = options(args.warmup_stream, attributed=attributed)
+                run_query(spark, warmup, root / f"w-out-{attributed}", root / f"w-chk-{attributed}", "noop")
             proxy.reset()
-            measured = options(args.stream)
+            measured = {
+                **options(args.stream, attributed=args.proxy == "measured"),
+                **dict(o.split("=", 1) for o in args.source_option),
+            }
             if args.batch:
                 measured["maxRecordsPerBatch"] = str(args.batch)
             result = run_query(spark, measured, root / "out", root / "chk", args.sink)
-            fetched = proxy.records()
-            calls = {role: tally["calls"] for role, tally in proxy.report().items()}
             steady = run_query(
                 spark,
-                {**options(args.stream), "maxRecordsPerBatch": str(args.cpu_batch)},
+                {
+                    **options(args.stream, attributed=args.proxy == "cpu-run"),
+                    "maxRecordsPerBatch": str(args.cpu_batch),
+                },
                 root / "cpu-out",
                 root / "cpu-chk",
                 "noop",
             )
+            fetched = proxy.records()
+            calls = {role: tally["calls"] for role, tally in proxy.report().items()}
         sink = (
             sink_bench(spark, kinesis, args.kinesis_endpoint, args.sink_records, args.size)
             if args.sink_records
@@ -287,6 +293,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         "batches": result["batches"],
         "latest_offset_ms": result["latest_offset_ms"],
         "add_batch_ms": result["add_batch_ms"],
+        "attributed_run": args.proxy,
         "fetched_by_role": fetched,
         "calls_by_role": calls,
         "driver_share": round(fetched.get("driver", 0) / records, 5),
@@ -313,6 +320,19 @@ def main() -> None:
     parser.add_argument("--sink", choices=("noop", "parquet"), default="noop")
     parser.add_argument("--read-mode", choices=("executor", "driver"), default="executor")
     parser.add_argument("--sink-records", type=int, default=100_000, help="0: no sink benchmark")
+    parser.add_argument(
+        "--proxy",
+        choices=("cpu-run", "measured"),
+        default="cpu-run",
+        help="which query reads through the attributing proxy (the other reads the emulator directly)",
+    )
+    parser.add_argument(
+        "--source-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an extra option of the timed query (repeatable), e.g. maxRecordsPerShardPerBatch=200000",
+    )
     parser.add_argument("--json", action="store_true")
     # a child's arguments (set by the parent)
     parser.add_argument("--master", help=argparse.SUPPRESS)
@@ -347,6 +367,8 @@ def main() -> None:
                 f"--cpu-batch={args.cpu_batch}",
                 f"--sink={args.sink}",
                 f"--read-mode={args.read_mode}",
+                f"--proxy={args.proxy}",
+                *(f"--source-option={o}" for o in args.source_option),
                 f"--size={args.size}",
                 f"--sink-records={args.sink_records}",
             ]
@@ -372,6 +394,7 @@ def print_table(args: argparse.Namespace, results: list[dict[str, Any]]) -> None
         "master                   | raw loop rec/s | whole query rec/s | ratio | batches "
         "| driver / executor records fetched | fetched/delivered | runner CPU s per 10k (steady)"
     )
+    print(f"(records fetched: counted in the {args.proxy} query)")
     for r in results:
         fetched = r["fetched_by_role"]
         print(
