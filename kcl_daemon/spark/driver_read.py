@@ -171,7 +171,7 @@ class DriverStreamReader(StreamReaderBase):
         tracked = track_new_shards(start_offset, listing)
         readable = readable_shards(start_offset, tracked, listing)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        budget = split_budget(max_rows, self.options.max_records_per_shard_per_batch, readable)
+        budget = split_budget(max_rows, self.options.per_shard_row_cap, readable)
         by_id = {s.shard_id: s for s in listing}
         probes = {shard: n for shard, n in budget.items() if n > 0}
         results = self._probe(tracked, probes, by_id)
@@ -218,6 +218,7 @@ class DriverStreamReader(StreamReaderBase):
                 get_records_limit=options.get_records_limit,
                 min_interval_s=options.min_fetch_interval_s,
                 cutoff_ms=self._cutoff_ms,
+                max_bytes=options.max_bytes_per_shard_per_batch,
             )
             return read_shard(
                 kinesis,

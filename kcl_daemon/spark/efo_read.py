@@ -27,7 +27,7 @@ from kcl_daemon.errors import KclError, ShardNotFound
 from kcl_daemon.retrieval.deaggregate import Deaggregator
 from kcl_daemon.retrieval.fanout import next_position
 from kcl_daemon.retry import FANOUT_SUBSCRIBE, RetryPolicy
-from kcl_daemon.spark.rows import user_rows
+from kcl_daemon.spark.rows import held_bytes, user_rows
 from kcl_daemon.spark.shard_reader import DataLoss, ShardRead, timestamp_of
 
 logger = logging.getLogger(__name__)
@@ -57,6 +57,7 @@ def read_efo(
     *,
     max_rows: int,
     cutoff_ms: int | None,
+    max_bytes: int | None = None,
     deaggregate: bool = True,
     hash_range: tuple[int, int] = (0, 2**128 - 1),
     fail_on_data_loss: bool = True,
@@ -92,7 +93,7 @@ def read_efo(
                     if check_trim:
                         check_trim = False
                         _check_trimmed(event, start, stream, shard_id, fail_on_data_loss)
-                done = _take(result, event, deaggregator, start, max_rows, cutoff_ms)
+                done = _take(result, event, deaggregator, start, max_rows, cutoff_ms, max_bytes)
                 if done:
                     ended_by_kinesis = False
                     break
@@ -150,6 +151,7 @@ def _take(
     start: ShardPos,
     max_rows: int,
     cutoff_ms: int | None,
+    max_bytes: int | None = None,
 ) -> bool:
     """Take the event's user records into ``result``; True when a stop rule ended the read."""
     start_key = (
@@ -171,6 +173,11 @@ def _take(
             break
         rows.append(row)
         last = row
+        if max_bytes is not None:
+            result.held_bytes += held_bytes(row)
+            if result.held_bytes >= max_bytes:
+                result.full = stopped = True
+                break
     if last is not None:
         result.end = after(last[0], last[2])
     return stopped or len(rows) >= max_rows

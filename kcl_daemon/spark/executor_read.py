@@ -11,7 +11,8 @@ Per shard of a task (:class:`ExecutorPartition`, pickled by the planner with eve
    rows up to that end (reading on if that end is further, which only a trimmed shard can cause).
 4. Only now it yields the rows, as one Arrow batch per shard.
 
-A shard's rows are held in memory until they are published (bounded by the shard's row budget).
+A shard's rows are held in memory until they are published: bounded by ``maxBytesPerShardPerBatch``
+(estimated by :func:`~kcl_daemon.spark.rows.held_bytes`) and the shard's row budget.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def read_partition(partition: ExecutorPartition) -> Iterator[pa.RecordBatch]:
                     rows=len(read.records),
                     max_rows=task.max_rows,
                     cut=read.cut,
+                    full=read.full,
                 ),
                 len(read.records),
             )
@@ -122,6 +124,7 @@ def _decide(kinesis: Kinesis, partition: ExecutorPartition, task: ShardTask) -> 
             task.shard_id,
             task.start,
             max_rows=task.max_rows,
+            max_bytes=options.max_bytes_per_shard_per_batch,
             cutoff_ms=partition.until_ms,
             deaggregate=options.kpl_deaggregate,
             hash_range=(task.starting_hash_key, task.ending_hash_key),
@@ -132,6 +135,7 @@ def _decide(kinesis: Kinesis, partition: ExecutorPartition, task: ShardTask) -> 
         get_records_limit=options.get_records_limit,
         min_interval_s=options.min_fetch_interval_s,
         cutoff_ms=partition.until_ms,
+        max_bytes=options.max_bytes_per_shard_per_batch,
     )
     head = task.head
     return read_shard(

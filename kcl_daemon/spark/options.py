@@ -29,6 +29,12 @@ DEFAULT_METADATA_TABLE: Final = "kcl-daemon-spark"
 #: KPL's default aggregate size; an aggregate (with its partition key) must stay within 1 MiB.
 DEFAULT_AGGREGATION_MAX_BYTES: Final = 51_200
 MAX_AGGREGATION_BYTES: Final = 1024 * 1024 - 4096
+#: What a task may hold of one shard's rows before it publishes the shard's end and hands them to Spark
+#: (estimated as :func:`kcl_daemon.spark.rows.held_bytes` counts them). A bound in bytes, not records:
+#: 100,000 records are 50 MB of 100-byte records but 2.5 GB of 25 KB ones.
+DEFAULT_MAX_BYTES_PER_SHARD_PER_BATCH: Final = 128 * 1024 * 1024
+#: The per-shard row share written into an offset when no row cap applies (the bytes budget ends reads).
+NO_ROW_CAP: Final = 2**31 - 1
 FROM_LATEST: Final = StartingPosition(StartKind.LATEST)
 FROM_TRIM_HORIZON: Final = StartingPosition(StartKind.TRIM_HORIZON)
 
@@ -75,7 +81,8 @@ class SourceOptions:
     lease_fallback_position: StartingPosition = FROM_TRIM_HORIZON
     read_mode: ReadMode = ReadMode.EXECUTOR
     max_records_per_batch: int | None = None
-    max_records_per_shard_per_batch: int = 100_000
+    max_records_per_shard_per_batch: int | None = None  # None: only the bytes budget
+    max_bytes_per_shard_per_batch: int = DEFAULT_MAX_BYTES_PER_SHARD_PER_BATCH
     get_records_limit: int = MAX_GET_RECORDS_LIMIT
     min_fetch_interval_s: float = MIN_FETCH_INTERVAL_MS / 1000
     max_fetch_calls_per_shard_per_batch: int = 20  # driver reads only
@@ -96,6 +103,12 @@ class SourceOptions:
     lease_owner: str | None = None
     lease_failover_s: float = 10.0
     lease_wait_timeout_s: float = 0.0  # 0: refuse to start while other workers hold live leases
+
+    @property
+    def per_shard_row_cap(self) -> int:
+        """Rows one shard may give one batch: ``maxRecordsPerShardPerBatch``, else no row cap."""
+        cap = self.max_records_per_shard_per_batch
+        return NO_ROW_CAP if cap is None else cap
 
     @property
     def ends_table(self) -> str:
@@ -152,7 +165,17 @@ OPTION_DOCS: Final[dict[str, tuple[str, str]]] = {
         "planning (no DynamoDB needed; small streams).",
     ),
     "maxRecordsPerBatch": ("unset", "Rows per micro-batch (`ReadMaxRows`), split over the shards read."),
-    "maxRecordsPerShardPerBatch": ("100000", "Cap per shard per micro-batch, also under `availableNow`."),
+    "maxRecordsPerShardPerBatch": (
+        "unset",
+        "Rows per shard per micro-batch, also under `availableNow` (with `maxBytesPerShardPerBatch`: "
+        "whichever comes first).",
+    ),
+    "maxBytesPerShardPerBatch": (
+        f"{DEFAULT_MAX_BYTES_PER_SHARD_PER_BATCH} (128 MiB)",
+        "Memory a task may hold of one shard's rows before it hands them to Spark (payload and "
+        "partition key plus about 400 bytes per record): a shard's part of a micro-batch ends there, "
+        "also under `availableNow`.",
+    ),
     "getRecordsLimit": ("10000", "`Limit` of each GetRecords call (1..10000)."),
     "minFetchIntervalMs": ("200", "Least time between two GetRecords calls on a shard (≥ 200: 5 calls/s)."),
     "shardDiscoveryIntervalMs": (
@@ -412,7 +435,10 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         ),
         read_mode=read_mode,
         max_records_per_batch=p.optional_integer("maxRecordsPerBatch", minimum=1),
-        max_records_per_shard_per_batch=p.integer("maxRecordsPerShardPerBatch", 100_000, minimum=1),
+        max_records_per_shard_per_batch=p.optional_integer("maxRecordsPerShardPerBatch", minimum=1),
+        max_bytes_per_shard_per_batch=p.integer(
+            "maxBytesPerShardPerBatch", DEFAULT_MAX_BYTES_PER_SHARD_PER_BATCH, minimum=1
+        ),
         get_records_limit=p.integer(
             "getRecordsLimit", MAX_GET_RECORDS_LIMIT, minimum=1, maximum=MAX_GET_RECORDS_LIMIT
         ),

@@ -158,7 +158,7 @@ class ExecutorStreamReader(StreamReaderBase):
             front,
             news,
             max_rows=max_rows,
-            per_shard_cap=self.options.max_records_per_shard_per_batch,
+            per_shard_cap=self.options.per_shard_row_cap,
             until_ms=self._cutoff_ms,
         )
         self._report = {

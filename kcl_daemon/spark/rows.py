@@ -40,6 +40,15 @@ ARROW_SCHEMA: Final = pa.schema(
 #: arrival in epoch ms, payload).
 UserRow = tuple[str, int, int, str, str | None, int, bytes]
 
+#: What a row held in :class:`Rows` costs besides its payload and partition key (the sequence number's
+#: string and integer, the stamp, seven list slots: about 400 bytes, measured with tracemalloc).
+ROW_OVERHEAD_BYTES: Final = 400
+
+
+def held_bytes(row: UserRow) -> int:
+    """The memory a row takes while a read holds it (the estimate ``maxBytesPerShardPerBatch`` counts)."""
+    return len(row[6]) + len(row[3]) + ROW_OVERHEAD_BYTES
+
 
 def _is_aggregate(raw: AnyRawRecord) -> bool:
     if type(raw) is EncodedRawRecord:

@@ -2,7 +2,8 @@
 
 One loop serves every reader of the Spark source, so they agree record for record:
 
-* an executor **deciding** where its part of a batch ends reads from the batch's start until its budget,
+* an executor **deciding** where its part of a batch ends reads from the batch's start until its budget
+  (rows, or the bytes its rows hold),
   the shard's tip (an empty or short page at ``millisBehindLatest == 0``), the shard's end, or the first
   record that arrived after the AvailableNow cut-off (``readMode=driver``: the driver's probe, with a
   call cap);
@@ -37,7 +38,7 @@ from kcl_daemon.core.spark.offsets import AT_SHARD_END, ShardPos, after
 from kcl_daemon.errors import IteratorExpired, KclError, ShardNotFound
 from kcl_daemon.retrieval.deaggregate import Deaggregator
 from kcl_daemon.retry import GET_RECORDS
-from kcl_daemon.spark.rows import Rows, UserRow, user_rows
+from kcl_daemon.spark.rows import Rows, UserRow, held_bytes, user_rows
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class ReadLimits:
     get_records_limit: int = 10_000
     min_interval_s: float = 0.2
     cutoff_ms: int | None = None  # stop before the first record that arrived after this (AvailableNow)
+    max_bytes: int | None = None  # stop once the rows taken hold this much (rows.held_bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +75,8 @@ class ShardRead:
     at_tip: bool = False
     resume: Resume | None = None  # set when every record fetched was taken (the iterator is exact)
     cut: bool = False  # stopped before a record that arrived after the cut-off
+    full: bool = False  # stopped because the rows taken reached ``max_bytes``
+    held_bytes: int = 0  # rows.held_bytes of the rows taken (counted when ``max_bytes`` is set)
 
 
 @dataclass(slots=True)
@@ -166,6 +170,7 @@ def read_shard(
         else (int(start.checkpoint.sequence_number), start.checkpoint.sub_sequence_number)
     )
     last_taken: UserRow | None = None
+    held = 0  # rows.held_bytes of the rows taken, counted when limits.max_bytes is set
     first_page = resume is None  # a resumed iterator (or a head, fetched AFTER the start) starts after it
     last_fetched: str | None = None
     done = False
@@ -185,6 +190,9 @@ def read_shard(
         call_limit = limits.get_records_limit
         if limits.max_records is not None:  # never fetch records past the budget (each is >= 1 row)
             call_limit = max(1, min(call_limit, limits.max_records - len(result.records)))
+        if limits.max_bytes is not None and held:  # nor many past the bytes budget, rows as big as so far
+            room = (limits.max_bytes - held) * len(result.records) // held + 1
+            call_limit = max(1, min(call_limit, room))
         if head is not None:
             page, head, call_limit = head, None, 1
             if page.next_iterator is not None:
@@ -228,6 +236,11 @@ def read_shard(
             if stop_key is not None and key == stop_key:
                 done = True
                 break
+            if limits.max_bytes is not None:
+                held += held_bytes(row)
+                if held >= limits.max_bytes:
+                    result.full = done = True
+                    break
         if last_taken is not None:
             result.end = after(last_taken[0], last_taken[2])
         if done:
@@ -249,6 +262,7 @@ def read_shard(
         if caught_up and stop_at is None and len(page.records) < call_limit:
             result.at_tip = True  # a short page at the tip: another call now would come back empty
             break
+    result.held_bytes = held
     if stop_at is not None and stop_at.is_shard_end and not result.end.is_shard_end:
         return lost("the planned shard end was not reached")
     if result.at_tip and last_fetched is not None and not result.end.is_shard_end:

@@ -196,7 +196,7 @@ _DATABRICKS_UNSUPPORTED: Final[tuple[tuple[str, str], ...]] = (
     ("maxFetchDuration", "maxRecordsPerShardPerBatch or maxRecordsPerBatch (a read ends at the shard's tip)"),
     (
         "fetchBufferSize",
-        "maxRecordsPerShardPerBatch (executors read within the batch, nothing is prefetched)",
+        "maxBytesPerShardPerBatch (executors read within the batch, nothing is prefetched)",
     ),
     ("maxFetchRate", "minFetchIntervalMs and getRecordsLimit"),
     ("coalesceThresholdBlockSize", "shardsPerTask"),

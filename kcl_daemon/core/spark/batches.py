@@ -61,7 +61,7 @@ BEFORE_FIRST: Final = -1
 class Stop(enum.StrEnum):
     """Why a read of one shard stopped where it did."""
 
-    BUDGET = "budget"  # the shard's row budget for the batch was used up: more may follow at once
+    BUDGET = "budget"  # the shard's budget (rows, or bytes held) was used up: more may follow at once
     TIP = "tip"  # the read reached the shard's tip (an empty or short page at MillisBehindLatest 0)
     CUTOFF = "cutoff"  # the next record arrived after the AvailableNow cut-off
     END = "end"  # the shard is closed and was read to its end
@@ -212,11 +212,12 @@ class PublishedEnd:
             raise BadOffset(f"publication {text!r} is malformed: {exc}") from None
 
 
-def end_reason(*, shard_end: bool, rows: int, max_rows: int, cut: bool) -> Stop:
-    """Why a read stopped: the shard's end, else its budget, else the cut-off, else the tip."""
+def end_reason(*, shard_end: bool, rows: int, max_rows: int, cut: bool, full: bool = False) -> Stop:
+    """Why a read stopped: the shard's end, else its budget (``max_rows``, or ``full``: the bytes it may
+    hold), else the cut-off, else the tip."""
     if shard_end:
         return Stop.END
-    if rows >= max_rows:
+    if rows >= max_rows or full:
         return Stop.BUDGET
     if cut:
         return Stop.CUTOFF

@@ -7,6 +7,7 @@ from kcl_daemon.aws.kinesis import RawRecord
 from kcl_daemon.core.shards.iterator import IteratorType
 from kcl_daemon.core.spark.offsets import AT_SHARD_END, AT_TRIM_HORIZON, ShardPos, after
 from kcl_daemon.spark.efo_read import read_efo
+from kcl_daemon.spark.rows import ROW_OVERHEAD_BYTES
 from kcl_daemon.spark.shard_reader import ShardRead
 from tests.support.spark_fakes import FakeFanout, aggregate, plain
 
@@ -40,6 +41,24 @@ def test_events_are_taken_until_one_at_the_tip() -> None:
 def test_the_budget_ends_the_read_inside_an_event() -> None:
     read = efo(FakeFanout(plain(1, 2, 3, 4, 5)), AT_TRIM_HORIZON, max_rows=4)
     assert seqs(read) == [(str(s), 0) for s in range(1, 5)] and read.end == after("4")
+    assert not read.at_tip
+
+
+def test_the_bytes_budget_ends_the_read_inside_an_event() -> None:
+    fanout = FakeFanout(plain(1, 2, 3, 4, 5))
+    read = read_efo(
+        fanout,  # type: ignore[arg-type]
+        "arn:consumer",
+        "stream",
+        "shardId-0",
+        AT_TRIM_HORIZON,
+        max_rows=100,
+        cutoff_ms=None,
+        max_bytes=2 * ROW_OVERHEAD_BYTES,
+        sleep=lambda s: None,
+        monotonic=lambda: 0.0,
+    )
+    assert seqs(read) == [("1", 0), ("2", 0)] and read.full and read.end == after("2")
     assert not read.at_tip
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pyarrow as pa
 import pytest
 
@@ -10,6 +12,7 @@ from kcl_daemon.core.spark.offsets import AT_TRIM_HORIZON, after
 from kcl_daemon.spark import executor_read
 from kcl_daemon.spark.executor_read import ExecutorPartition, ShardTask, read_partition
 from kcl_daemon.spark.options import SourceOptions
+from kcl_daemon.spark.rows import ROW_OVERHEAD_BYTES
 from tests.support.spark_fakes import FakeEnds, FakeKinesis, plain
 
 OPTIONS = SourceOptions(stream_name="stream", min_fetch_interval_s=0.0)
@@ -70,6 +73,14 @@ def test_budget_and_cut_off_are_the_reasons_published(world: tuple[FakeKinesis, 
     cut = ExecutorPartition(OPTIONS, "run1", 5, 500, (task(),), None, False)
     assert sequences(list(read_partition(cut))) == ["1", "2"]
     assert ends.items[("run1", 5, "shardId-0")] == PublishedEnd(after("2"), Stop.CUTOFF, 2)
+
+
+def test_a_full_bytes_budget_is_published_as_a_budget_stop(world: tuple[FakeKinesis, FakeEnds]) -> None:
+    _, ends = world
+    small = replace(OPTIONS, max_bytes_per_shard_per_batch=2 * ROW_OVERHEAD_BYTES)
+    tasks = ExecutorPartition(small, "run1", 4, None, (task(),), None, False)
+    assert sequences(list(read_partition(tasks))) == ["1", "2"]
+    assert ends.items[("run1", 4, "shardId-0")] == PublishedEnd(after("2"), Stop.BUDGET, 2)
 
 
 def test_the_planners_probe_record_is_the_first_page(world: tuple[FakeKinesis, FakeEnds]) -> None:

@@ -7,6 +7,7 @@ import pytest
 from kcl_daemon.aws.kinesis import RawRecord
 from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
 from kcl_daemon.core.spark.offsets import AT_SHARD_END, AT_TRIM_HORIZON, ShardPos, after
+from kcl_daemon.spark.rows import held_bytes, user_rows
 from kcl_daemon.spark.shard_reader import DataLoss, ReadLimits, Resume, read_shard
 from tests.support.spark_fakes import FakeKinesis, aggregate, plain
 
@@ -46,6 +47,20 @@ def test_a_budget_can_end_inside_an_aggregate_and_the_next_batch_resumes_at_the_
         ("3", 0),
     ]
     assert kinesis.iterators[-1] == IteratorPosition(IteratorType.AT_SEQUENCE_NUMBER, "2")
+
+
+def test_the_bytes_budget_ends_a_read_at_the_row_that_fills_it_without_fetching_past_it() -> None:
+    kinesis = FakeKinesis(plain(*range(1, 21)))  # pages of 3
+    per_row = held_bytes(next(user_rows(None, plain(1))))
+    limits = ReadLimits(max_calls=50, max_bytes=per_row * 5 - 1)  # the fifth row fills it
+    first = read(kinesis, AT_TRIM_HORIZON, limits=limits)
+    assert first.records.sequence_numbers == ["1", "2", "3", "4", "5"]
+    assert first.full and first.end == after("5") and first.resume is None
+    assert kinesis.fetched == 5  # the second call asked for the 2 rows the budget had room for
+    second = read(kinesis, first.end, limits=limits)
+    assert second.records.sequence_numbers == ["6", "7", "8", "9", "10"]
+    huge = read(FakeKinesis(plain(1, 2)), AT_TRIM_HORIZON, limits=ReadLimits(max_calls=50, max_bytes=1))
+    assert huge.records.sequence_numbers == ["1"] and huge.full  # a row over the budget still moves on
 
 
 def test_a_closed_shard_is_read_through_empty_pages_to_shard_end() -> None:

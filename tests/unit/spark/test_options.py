@@ -8,7 +8,9 @@ from kcl_daemon.core.spark.aliases import markdown_aliases, markdown_unsupported
 from kcl_daemon.errors import ConfigError
 from kcl_daemon.spark.options import (
     DEFAULT_AGGREGATION_MAX_BYTES,
+    DEFAULT_MAX_BYTES_PER_SHARD_PER_BATCH,
     DEFAULT_METADATA_TABLE,
+    NO_ROW_CAP,
     OPTION_DOCS,
     OPTION_NAMES,
     SINK_OPTION_DOCS,
@@ -72,6 +74,18 @@ def test_at_timestamp_needs_a_zone() -> None:
     assert ok.starting_position == StartingPosition(StartKind.AT_TIMESTAMP, 1767323045000)
     with pytest.raises(ConfigError, match="needs a timezone"):
         parse_options({"streamName": "s", "startingPosition": "AT_TIMESTAMP:2026-01-02T03:04:05"})
+
+
+def test_a_shards_part_of_a_batch_is_bounded_in_bytes_unless_rows_are_capped_too() -> None:
+    default = parse_options({"streamName": "s"})
+    assert default.max_records_per_shard_per_batch is None and default.per_shard_row_cap == NO_ROW_CAP
+    assert default.max_bytes_per_shard_per_batch == DEFAULT_MAX_BYTES_PER_SHARD_PER_BATCH
+    both = parse_options(
+        {"streamName": "s", "maxRecordsPerShardPerBatch": "500", "maxBytesPerShardPerBatch": "1048576"}
+    )
+    assert both.per_shard_row_cap == 500 and both.max_bytes_per_shard_per_batch == 1024 * 1024
+    with pytest.raises(ConfigError, match="maxBytesPerShardPerBatch=0 must be at least 1"):
+        parse_options({"streamName": "s", "maxBytesPerShardPerBatch": "0"})
 
 
 def test_credentials_never_show_in_repr() -> None:

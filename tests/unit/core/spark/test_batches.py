@@ -85,6 +85,12 @@ def test_why_a_read_stopped(shard_end: bool, rows: int, max_rows: int, cut: bool
     assert end_reason(shard_end=shard_end, rows=rows, max_rows=max_rows, cut=cut) is expected
 
 
+def test_a_full_bytes_budget_is_a_budget_stop_unless_the_shard_ended() -> None:
+    assert end_reason(shard_end=False, rows=3, max_rows=10, cut=False, full=True) is Stop.BUDGET
+    assert end_reason(shard_end=False, rows=3, max_rows=10, cut=True, full=True) is Stop.BUDGET
+    assert end_reason(shard_end=True, rows=3, max_rows=10, cut=False, full=True) is Stop.END
+
+
 def test_publications_of_the_two_last_committed_batches_stay() -> None:
     assert list(batches_to_prune(0)) == []
     assert list(batches_to_prune(1)) == []
