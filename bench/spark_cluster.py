@@ -168,7 +168,9 @@ def run_query(
     total_cpu = sampler.stop()
     progress = [dict(p) for p in query.recentProgress]
     if os.environ.get("BENCH_VERBOSE"):
-        print(f"query {options['streamName']}: {wall:.2f} s from start()", file=sys.stderr)
+        began = time.strftime("%H:%M:%S", time.gmtime(now := time.time() - (time.perf_counter() - start)))
+        began += f".{int(now * 1000) % 1000:03d}"
+        print(f"query {options['streamName']}: {wall:.2f} s from start() at {began} UTC", file=sys.stderr)
         for p in progress:
             print("batch", p["batchId"], p["timestamp"], p["numInputRows"], p["durationMs"], file=sys.stderr)
     rows = sum(p["numInputRows"] for p in progress)
