@@ -36,7 +36,8 @@ def _p50_max(values: list[float]) -> str:
 
 
 def _worker_kills(report: ChaosReport) -> list[float]:
-    """Resumption times of the shards of victims that were not leader."""
+    """Resumption times of the shards of victims that were not leader, nor killed within a failover of
+    the leader."""
     rest = list(report.resumed_s)
     for t in report.resumed_leader_s:
         rest.remove(t)
@@ -47,7 +48,7 @@ def table(reports: list[ChaosReport], failover_s: float) -> str:
     """One Markdown row per run."""
     rows = [
         "| seed | mode | host | produced | undelivered after drain | duplicated | not from crash/steal "
-        "| dropped while named | tracebacks | resumption p50 / max (s): worker killed | leader killed "
+        "| dropped while named | tracebacks | resumption p50 / max (s): worker killed | leader killed* "
         "| wall (s) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -68,6 +69,10 @@ def table(reports: list[ChaosReport], failover_s: float) -> str:
             f"{_p50_max(leaders)} s (target failover + 3 + the lock's remaining duration, at most "
             f"{2 * failover_s + 3:.0f} s with kcl-daemon's lock of one failover)"
         )
+    rows.append(
+        "\n*leader killed: the shards of a killed leader, and of a worker killed within one failover of it "
+        "(no leader can move a lease until a new one holds the lock)"
+    )
     return "\n".join(rows)
 
 
