@@ -63,6 +63,7 @@ from kcl_daemon.core.assignment.passes import (
     expiry_moves,
     finished_lease_moves,
     must_place,
+    next_balance_at,
     next_pass_at,
     plan_pass,
 )
@@ -106,6 +107,8 @@ class RunReport:
     workers: int = 0
     moves: list[Move] = field(default_factory=list)
     applied: int = 0
+    #: the moves whose write succeeded
+    applied_moves: list[Move] = field(default_factory=list)
     conflicts: int = 0
     kind: PassKind = PassKind.BALANCE
     #: owners of the leases that are not expired, by the leader's observation
@@ -309,6 +312,7 @@ class AssignmentLoop:
                 raise result
             else:
                 report.applied += 1
+                report.applied_moves.append(move)
         receivers = {
             m.to_worker for m, r in zip(moves, results, strict=True) if not isinstance(r, BaseException)
         }
@@ -436,6 +440,11 @@ class AssignmentLoop:
                         self._balance_due_at = now + self._next_sleep()
                     report = await self.run_once(kind)
                     self._failures = 0
+                    if report.kind is PassKind.BALANCE:
+                        catch_up = next_balance_at(
+                            now, self.config.interval_s, self.config.failover_s, report.applied_moves
+                        )
+                        self._balance_due_at = min(self._balance_due_at, catch_up)
                     if (
                         report.kind is PassKind.BALANCE
                         and self.after_run is not None

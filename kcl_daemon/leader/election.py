@@ -69,6 +69,10 @@ class LeaderElection:
         self._pool = pool
         self._new_version = new_version
         self._held: rules.Held | None = None
+        #: heartbeats of the held lock whose outcome is unknown (they may have applied)
+        self._unconfirmed: list[rules.Held] = []
+        #: the store and the lock of our last acquisition, if its outcome is unknown
+        self._acquiring: tuple[Any, rules.Held] | None = None
         #: the store the held lock is in
         self._held_in: Any = None
         self._seen: rules.Observation | None = None
@@ -145,6 +149,11 @@ class LeaderElection:
         if lock is not None and lock.problem and self._seen.since == now:
             logger.warning("%s: it is taken over once unchanged for %.0f s", lock.problem, lock.duration_s)
         self.leader_seen = None if lock is None or lock.released else lock.owner
+        acquiring, self._acquiring = self._acquiring, None
+        if self._held is None and acquiring is not None and acquiring[0] is store:
+            landed = rules.heartbeat_landed(lock, self.worker_id, [acquiring[1]])
+            if landed is not None:  # our last acquisition applied although it was answered with an error
+                return await self._took(store, landed, "an acquisition answered with an error had applied")
         plan = rules.plan(lock, self._seen, self.worker_id, self._held, now)
         if plan.action is rules.Action.WAIT:
             return False
@@ -172,8 +181,13 @@ class LeaderElection:
             return False
         except KclError as exc:
             logger.warning("leader lock: %s failed: %s", plan.action.value, exc)
+            if exc.retriable:  # it may have applied: the next read tells
+                self._acquiring = (store, rules.Held(rvn, sent_at, self.duration_s))
             return False
-        taken = rules.Held(rvn, sent_at, self.duration_s)
+        return await self._took(store, rules.Held(rvn, sent_at, self.duration_s), plan.reason)
+
+    async def _took(self, store: Any, taken: rules.Held, reason: str) -> bool:
+        """The lock was written by us: lead once confirmed where it belongs (else give it back)."""
         if self._confirm is not None:  # not leader until confirmed: is_leader() stays False meanwhile
             try:
                 belongs = await self._confirm()
@@ -184,14 +198,14 @@ class LeaderElection:
                 await self._delete(store, taken, "the table migration moved the lock meanwhile")
                 return False
         self._held, self._held_in = taken, store
-        logger.info("worker %s took the leader lock: %s", self.worker_id, plan.reason)
+        logger.info("worker %s took the leader lock: %s", self.worker_id, reason)
         self.leader_seen = self.worker_id
         return self.is_leader()
 
     def _put(self, store: Any, attributes: dict[str, str], **condition: Any) -> None:
         store.put(rules.LEADER_KEY, attributes, entity_type=rules.LEADER_ENTITY_TYPE, **condition)
 
-    async def _heartbeat(self) -> None:
+    async def _heartbeat(self, *, again: bool = True) -> None:
         held, store = self._held, self._held_in
         if held is None:
             return
@@ -202,19 +216,41 @@ class LeaderElection:
         try:
             await self._call(lambda: store.update(rules.LEADER_KEY, sets, require_equal=expected))
         except LeaseConflict:
+            landed = await self._landed(store)
+            if landed is not None and self._held is held:
+                # an earlier heartbeat applied although it was answered with an error: still ours
+                logger.info("leader lock: an earlier heartbeat had applied; still leader")
+                self._held, self._unconfirmed = landed, []
+                if again:
+                    await self._heartbeat(again=False)
+                return
             logger.warning("leader lock was taken by another worker: stepping down")
-            self._held = None
+            self._held, self._unconfirmed = None, []
             self._notify(False)
             return
         except KclError as exc:
+            if exc.retriable:  # it may have applied (a timeout, a 500 after the write)
+                self._unconfirmed.append(rules.Held(rvn, sent_at, self.duration_s))
             logger.warning("leader lock heartbeat failed (still leader until it could be stolen): %s", exc)
             return
         if self._held is held:
-            self._held = rules.Held(rvn, sent_at, self.duration_s)
+            self._held, self._unconfirmed = rules.Held(rvn, sent_at, self.duration_s), []
+
+    async def _landed(self, store: Any) -> rules.Held | None:
+        """After a heartbeat's condition failed: the unconfirmed heartbeat the lock shows, if any."""
+        if not self._unconfirmed:
+            return None
+        try:
+            item = await self._call(lambda: store.get(rules.LEADER_KEY))
+        except KclError as exc:
+            logger.warning("cannot read the leader lock after a failed heartbeat: %s", exc)
+            return None
+        return rules.heartbeat_landed(rules.parse_lock(item), self.worker_id, self._unconfirmed)
 
     async def release(self, why: str) -> None:
         """Give leadership up (shutdown, or the assignment loop keeps failing): delete our lock item."""
         held, self._held = self._held, None
+        self._unconfirmed = []
         store, self._held_in = self._held_in, None
         self._notify(False)
         if held is not None:

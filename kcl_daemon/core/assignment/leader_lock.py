@@ -21,7 +21,7 @@ its last *successful* heartbeat was *sent* more than ``leaseDuration`` minus a m
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -145,6 +145,16 @@ def leader_suspect(lock: LockItem | None, seen: Observation | None, now: float) 
     if lock is None or lock.released:
         return True
     return now - seen.since > lock.duration_s * SUSPECT_AFTER
+
+
+def heartbeat_landed(lock: LockItem | None, me: str, unconfirmed: Sequence[Held]) -> Held | None:
+    """Of our heartbeats whose outcome is unknown (a timeout, a 500 after the write), the one the lock
+    shows applied (None: none did, so someone else holds it now). Read after a heartbeat's condition
+    failed: without this, a heartbeat that applied but was answered with an error made the next one
+    fail its condition and the leader stepped down from a lock still naming it."""
+    if lock is None or lock.owner != me or lock.released:
+        return None
+    return next((held for held in unconfirmed if held.record_version == lock.record_version), None)
 
 
 def step_down_margin_s(duration_s: float) -> float:

@@ -5,15 +5,17 @@ default): a dead worker's lease is seen expired only at the round after it expir
 after the death. kcl-daemon's leader runs three kinds of pass (:class:`PassKind`):
 
 * ``BALANCE``, every ``leaseAssignmentIntervalMillis``: the decider's whole round (placement, hand-offs,
-  load moves), as Java;
+  load moves), as Java; after a round that handed leases off by count, a catch-up round follows half a
+  failover later (:func:`next_balance_at`);
 * ``EXPIRY``, in between, every :func:`expiry_interval_for` the failover time (``min(1 s, failover /
   10)``) and also at the moment the earliest observed lease comes due: only leases that must be placed
   now (unowned, expired, a hand-off stuck past its time) move, and a dead worker's finished
   (SHARD_END) lease is passed to a live worker, whose cleanup deletes it. Nothing that is being served
   moves, so these passes cost one scan and never disturb the fleet;
-* ``OBSERVE``, on a follower that has seen the leader's lock unchanged past one heartbeat: the scan only
-  records counter changes, so that if this worker takes the lock over, the dead leader's leases come due
-  one failover after they were first seen here, not one failover after the lock was taken.
+* ``OBSERVE``, on a follower that has seen the leader's lock miss a heartbeat
+  (:func:`~kcl_daemon.core.assignment.leader_lock.leader_suspect`): the scan only records counter
+  changes, so that if this worker takes the lock over, the dead leader's leases come due one failover
+  after they were first seen here, not one failover after the lock was taken.
 
 A worker learns of a lease assigned to it through lease discovery, which runs at the same expiry
 interval (a KEYS_ONLY query of the owner index); the leader adopts its own assignments at once.
@@ -64,6 +66,23 @@ def next_pass_at(
     return wake
 
 
+#: the reasons of count moves, which a catch-up round may go on with (load moves wait for new metrics)
+CATCH_UP_REASONS: Final = frozenset({"over target", "worker leaving"})
+
+
+def next_balance_at(now: float, interval_s: float, failover_s: float, applied: Iterable[Move]) -> float:
+    """When the next balance round is due after one at ``now`` that applied ``applied``.
+
+    Each round hands off at most ``maxHandoffsPerWorker`` leases per worker, so a worker joining a fleet
+    of 64 leases took 16 rounds (five minutes at the defaults) to get its share. A round that handed
+    leases off by count (over target, or a worker leaving) is followed by a *catch-up* round half a
+    failover later, when those hand-offs are normally complete; load moves wait the whole interval for
+    the workers' next metrics, so they cannot oscillate on stale figures."""
+    if any(m.graceful and m.reason in CATCH_UP_REASONS for m in applied):
+        return now + min(interval_s, failover_s / 2)
+    return now + interval_s
+
+
 def earliest_due(
     leases: Iterable[Lease], observations: LeaseObservations, failover_s: float, now: float
 ) -> float | None:
@@ -76,11 +95,6 @@ def earliest_due(
         and not observations.is_expired(lease.lease_key, now, failover_s)
     ]
     return min(dues, default=None)
-
-
-def lock_looks_dead(unchanged_since: float | None, now: float, heartbeat_s: float, check_s: float) -> bool:
-    """A follower suspects the leader once its lock has not changed for a heartbeat and a check."""
-    return unchanged_since is not None and now - unchanged_since > heartbeat_s + check_s
 
 
 def must_place(views: Sequence[LeaseView]) -> frozenset[str]:

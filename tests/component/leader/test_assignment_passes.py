@@ -322,3 +322,34 @@ async def test_a_hand_off_to_a_worker_judged_dead_is_placed_at_once_not_complete
     moved = table.leases["moving"]
     assert moved.lease_owner in {"a", "b"} and moved.checkpoint_owner is None
     assert not table.owned("dead")
+
+
+async def test_a_joining_worker_gets_its_share_in_catch_up_rounds_not_one_interval_per_two_leases(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """20 leases on "a", "b" joins: two hand-offs per worker and round, so five rounds. They follow each
+    other half a failover apart (hand-offs complete at once here), not one assignment interval (20 s)."""
+    leases = [Lease(f"s{i:02}", TRIM_HORIZON, lease_owner="a", lease_counter=1) for i in range(20)]
+    table, clock = _Table(leases), FakeClock()
+    loop = _loop(table, _Metrics(["a", "b"]), "COOPERATIVE", clock, pool)
+    loop._on_leadership(True)
+    original = loop.run_once
+
+    async def recording(kind: PassKind = PassKind.BALANCE) -> Any:
+        table.renew("a")
+        table.renew("b")
+        for key, lease in table.leases.items():  # the owners complete every hand-off at once
+            if lease.checkpoint_owner is not None:
+                table.leases[key] = dataclasses.replace(
+                    lease, checkpoint_owner=None, lease_counter=lease.lease_counter + 1
+                )
+        report = await original(kind)
+        if len(table.owned("b")) >= 10 or clock.now > 120:
+            raise asyncio.CancelledError
+        return report
+
+    loop.run_once = recording  # type: ignore[method-assign]
+    with pytest.raises(asyncio.CancelledError):
+        await loop.run()
+    assert len(table.owned("b")) == 10
+    assert clock.now <= 4 * FAILOVER / 2 + 1.0, f"balanced at {clock.now:.1f}s"

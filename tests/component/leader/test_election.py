@@ -59,6 +59,56 @@ async def test_a_follower_suspects_a_leader_that_missed_a_heartbeat_and_never_a_
     assert b.leader_suspect()  # 5 s unchanged > 3/8 of 10 s
 
 
+async def test_a_heartbeat_that_applied_but_answered_with_an_error_keeps_the_leader() -> None:
+    """The update lands and the reply is lost (a 500 after the write, a timeout): the next heartbeat's
+    condition fails; reading the lock shows our own version, so the leader stays leader."""
+    from kcl_daemon.errors import TransientNetwork
+
+    class LossyStore(FakeStore):
+        lose_reply = False
+
+        def update(self, key: str, sets: Any, *, require_equal: Any) -> None:
+            super().update(key, sets, require_equal=require_equal)
+            if self.lose_reply:
+                self.lose_reply = False
+                raise TransientNetwork("connection closed before the reply")
+
+    store, clock = LossyStore(), FakeClock()
+    a, b = _election(store, "a", clock), _election(store, "b", clock)
+    changes: list[bool] = []
+    a.on_change.append(changes.append)
+    assert await a.check_once()
+    store.lose_reply = True
+    clock.now += 2.5
+    assert await a.check_once()  # applied, answered with an error
+    clock.now += 2.5
+    assert await a.check_once(), "the lock still names a: it must not step down"
+    assert changes == [True]
+    for _ in range(6):  # and it goes on heartbeating: b never sees a stale lock
+        clock.now += 2.5
+        assert await a.check_once()
+        assert not await b.check_once()
+
+
+async def test_an_acquisition_that_applied_but_answered_with_an_error_leads_at_the_next_check() -> None:
+    from kcl_daemon.errors import TransientNetwork
+
+    class LossyStore(FakeStore):
+        lose_reply = True
+
+        def put(self, key: str, attributes: Any, **condition: Any) -> None:
+            super().put(key, attributes, **condition)
+            if self.lose_reply:
+                self.lose_reply = False
+                raise TransientNetwork("read timeout")
+
+    store, clock = LossyStore(), FakeClock()
+    a = _election(store, "a", clock)
+    assert not await a.check_once()  # applied, answered with an error
+    clock.now += 2.5
+    assert await a.check_once(), "its own lock: leading now, not after the lock went stale"
+
+
 async def test_a_leader_that_cannot_write_steps_down_before_the_lock_can_be_stolen() -> None:
     store, clock = FakeStore(), FakeClock()
     a = _election(store, "a", clock)

@@ -81,6 +81,10 @@ class ChaosReport:
     dropped_while_named: int = 0  # leases given up while the table still named the worker
     late_old_owner: int = 0  # records an old owner delivered after the new owner had delivered some
     resumed_s: list[float] = field(default_factory=list)  # SIGKILL -> a victim's shard's next record
+    #: the same for the shards of victims that were leader when killed, or were killed within one
+    #: failover of the leader (no leader could move their leases until a new one took the lock; also
+    #: in ``resumed_s``)
+    resumed_leader_s: list[float] = field(default_factory=list)
     leader_killed: int = 0
     mode: str = "taker"
     hog: bool = False
@@ -393,6 +397,7 @@ def run_chaos(
             faults_off_at: float | None = None
             kill_times: dict[str, float] = {}
             victims_leases: dict[str, set[str]] = {}
+            leaders_killed: set[str] = set()
             pending_restart: list[tuple[float, str]] = []
             while plan or faults_off_at is not None or pending_restart:
                 now = time.monotonic() - t0
@@ -430,6 +435,7 @@ def run_chaos(
                             daemons[victim].log.read_text(errors="replace"), kill_times[victim]
                         ):
                             report.leader_killed += 1
+                            leaders_killed.add(victim)
                         victims_leases[victim] = owned
                         killed.add(victim)
                         report.events.append(f"{now:.1f}s SIGKILL {victim} ({len(owned)} leases)")
@@ -512,5 +518,11 @@ def run_chaos(
             ]  # fmt: skip
             if resumed:
                 report.resumed_s.append(min(resumed) - kill_times[victim])
+                leaderless = any(
+                    abs(kill_times[leader] - kill_times[victim]) <= config.failover_s
+                    for leader in leaders_killed
+                )
+                if leaderless:
+                    report.resumed_leader_s.append(min(resumed) - kill_times[victim])
     report.wall_s = time.monotonic() - started
     return report

@@ -106,6 +106,24 @@ def test_a_follower_suspects_the_leader_after_a_missed_heartbeat(
     assert ll.leader_suspect(lock, seen, now) is suspect
 
 
+@pytest.mark.parametrize(
+    ("lock", "landed"),
+    [
+        (_lock(owner="me", rvn="r2"), "r2"),  # the unconfirmed heartbeat applied: still ours
+        (_lock(owner="me", rvn="r9"), None),  # a version we never wrote
+        (_lock(owner="other", rvn="r2"), None),  # taken over
+        (_lock(owner="me", rvn="r2", released=True), None),
+        (None, None),
+    ],
+)
+def test_a_heartbeat_answered_with_an_error_may_have_landed(
+    lock: ll.LockItem | None, landed: str | None
+) -> None:
+    unconfirmed = [ll.Held("r2", 5.0, 10.0), ll.Held("r3", 7.5, 10.0)]
+    found = ll.heartbeat_landed(lock, "me", unconfirmed)
+    assert (None if found is None else found.record_version) == landed
+
+
 @given(st.floats(0.5, 300), st.floats(0, 400))
 def test_holder_steps_down_before_anyone_may_steal(duration: float, elapsed: float) -> None:
     held = ll.Held("r", 0.0, duration)

@@ -24,8 +24,8 @@ from kcl_daemon.core.assignment.passes import (
     expiry_interval_for,
     expiry_moves,
     finished_lease_moves,
-    lock_looks_dead,
     must_place,
+    next_balance_at,
     next_pass_at,
     plan_pass,
 )
@@ -58,6 +58,26 @@ def test_plan_pass(leading: bool, due_in: float, suspicious: bool, kind: PassKin
     assert plan_pass(100.0, leading=leading, balance_due_at=100.0 + due_in, suspicious=suspicious) is kind
 
 
+def _move(reason: str, graceful: bool = True) -> Move:
+    return Move("s1", 3, "a", "b", graceful, reason)
+
+
+@pytest.mark.parametrize(
+    ("applied", "due_in"),
+    [
+        ((), 20.0),  # nothing moved: the interval
+        ((_move("over target"),), 5.0),  # count hand-offs: catch up half a failover later
+        ((_move("worker leaving"),), 5.0),
+        ((_move("load"),), 20.0),  # load moves wait for the next metrics
+        ((_move("unassigned or expired", graceful=False),), 20.0),  # placed at once already
+    ],
+)
+def test_a_round_that_handed_off_by_count_is_followed_by_a_catch_up_round(
+    applied: tuple[Move, ...], due_in: float
+) -> None:
+    assert next_balance_at(100.0, 20.0, 10.0, applied) == pytest.approx(100.0 + due_in)
+
+
 @pytest.mark.parametrize(
     ("leading", "balance_in", "due_in", "wake_in"),
     [
@@ -86,15 +106,6 @@ def test_earliest_due_is_the_first_owned_lease_to_expire_as_seen() -> None:
     seen = seen.observe([Lease("a", TRIM_HORIZON, lease_owner="w1", lease_counter=4), *leases[1:]], 12.0)
     assert earliest_due(leases, seen, 10.0, 12.5) == pytest.approx(20.0 + DUE_EPSILON_S)  # b, seen at 10
     assert earliest_due(leases, seen, 10.0, 21.0) == pytest.approx(22.0 + DUE_EPSILON_S)  # b expired
-
-
-@pytest.mark.parametrize(
-    ("since", "now", "dead"), [(None, 50.0, False), (40.0, 42.0, False), (40.0, 43.1, True)]
-)
-def test_a_lock_unchanged_for_a_heartbeat_and_a_check_looks_dead(
-    since: float | None, now: float, dead: bool
-) -> None:
-    assert lock_looks_dead(since, now, heartbeat_s=2.5, check_s=0.5) is dead
 
 
 VIEWS = [
