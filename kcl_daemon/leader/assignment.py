@@ -66,6 +66,7 @@ from kcl_daemon.core.assignment.passes import (
     next_balance_at,
     next_pass_at,
     plan_pass,
+    quiet_workers,
 )
 from kcl_daemon.core.assignment.worker_metrics import CPU, WorkerMetricStats, assignable
 from kcl_daemon.core.assignment.zones import WorkerExtras, WorkerExtrasError, extras_from_attribute
@@ -146,6 +147,7 @@ class AssignmentLoop:
         self._earliest_due: float | None = None
         self._entries: list[WorkerMetricStats] | None = None  # the last balance pass's metrics scan
         self._dead: dict[str, float] = {}
+        self._quiet: frozenset[str] = frozenset()
         #: Told each scan (the fleet figures of kcl_daemon.metrics come from the leader in 3.x mode).
         self.observer: WorkerObserver = NULL_WORKER_OBSERVER
         #: awaited after each successful run while leading (the table migration's step)
@@ -171,6 +173,7 @@ class AssignmentLoop:
         self._earliest_due = None
         self._entries = None
         self._dead = {}
+        self._quiet = frozenset()
 
     async def _call(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
@@ -350,7 +353,11 @@ class AssignmentLoop:
                 worker_id,
             )
         self._dead = dead
-        return [w for w in workers if w.worker_id not in dead]
+        quiet = quiet_workers(views, workers, last_change, now + offset, self.config.failover_s / 2)
+        for worker_id in quiet - self._quiet - dead.keys():
+            logger.info("assignment: worker %s renewed nothing for half a failover: gets nothing", worker_id)
+        self._quiet = quiet
+        return [w for w in workers if w.worker_id not in dead and w.worker_id not in quiet]
 
     async def _apply(self, lease: Lease, move: Move, expired: bool) -> None:
         if lease.lease_counter != move.lease_counter:

@@ -181,5 +181,37 @@ def dead_workers(
     return out
 
 
+def quiet_workers(
+    views: Sequence[LeaseView],
+    workers: Sequence[WorkerView],
+    last_change: Mapping[str, float],
+    now: float,
+    quiet_after_s: float,
+) -> frozenset[str]:
+    """Workers that receive nothing for now: every lease they own has stood unchanged for more than
+    ``quiet_after_s`` (``last_change``: lease key -> when its counter last changed, on ``now``'s clock).
+
+    A live worker renews each lease every third of the failover time, so half of it without a change
+    on any lease means it stopped (killed, or cut off); its leases are not expired yet, so it is not
+    :func:`dead_workers`, and its metrics stay fresh for two reporting periods. Without this rule the
+    leader assigned a killed worker's leases, and handed others off, to a second worker killed seconds
+    later, and those shards waited another failover. Receiving nothing is the only consequence, so a
+    live worker judged quiet by mistake (its renewals delayed by throttling) loses nothing; its leases
+    are left to it, and it receives again at its next renewal. Workers that own nothing, and
+    RESTARTING ones (they keep leases they do not renew), are never quiet."""
+    restarting = {w.worker_id for w in workers if w.state is WorkerState.RESTARTING}
+    latest: dict[str, float] = {}
+    for view in views:
+        if view.owner is None or view.finished:
+            continue
+        changed = last_change.get(view.lease_key, float("-inf"))
+        latest[view.owner] = max(latest.get(view.owner, float("-inf")), changed)
+    return frozenset(
+        owner
+        for owner, changed in latest.items()
+        if owner not in restarting and now - changed > quiet_after_s
+    )
+
+
 def _stamp(worker: WorkerView) -> float:
     return worker.last_update if worker.last_update is not None else float("-inf")

@@ -353,3 +353,24 @@ async def test_a_joining_worker_gets_its_share_in_catch_up_rounds_not_one_interv
         await loop.run()
     assert len(table.owned("b")) == 10
     assert clock.now <= 4 * FAILOVER / 2 + 1.0, f"balanced at {clock.now:.1f}s"
+
+
+@pytest.mark.parametrize("strategy", ["COOPERATIVE", "VARIANCE", "LEASE_COUNT_BASED"])
+async def test_a_second_worker_killed_seconds_later_receives_none_of_the_first_ones_leases(
+    pool: ThreadPoolExecutor, strategy: str
+) -> None:
+    """ "x" stops renewing at t=0, "y" at t=3 (both with fresh metrics, neither expired yet when x's
+    leases move at t=10): y renewed nothing for half a failover, so it gets none of them."""
+    owners = ["a", "a", "x", "x", "y", "y"]  # balanced: the first round moves nothing
+    leases = [Lease(f"s{i}", TRIM_HORIZON, lease_owner=o, lease_counter=1) for i, o in enumerate(owners)]
+    table, clock = _Table(leases), FakeClock()
+    loop = _loop(table, _Metrics(["a", "x", "y"]), strategy, clock, pool)
+    await loop.run_once(PassKind.BALANCE)
+    for _ in range(12):
+        clock.now += 1.0
+        table.renew("a")
+        if clock.now < 3.0:
+            table.renew("y")
+        await loop.run_once(PassKind.EXPIRY)
+    assert not table.owned("x")
+    assert table.owned("y") == {"s4", "s5"}, "x's leases went to a, not to the quiet y"

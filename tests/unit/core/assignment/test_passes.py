@@ -28,6 +28,7 @@ from kcl_daemon.core.assignment.passes import (
     next_balance_at,
     next_pass_at,
     plan_pass,
+    quiet_workers,
 )
 from kcl_daemon.core.expiry import LeaseObservations
 from kcl_daemon.core.lease import Lease
@@ -183,3 +184,25 @@ def test_a_dead_worker_stays_dead_until_it_publishes_newer_metrics() -> None:
     assert dead_workers([], [WorkerView("w", last_update=130.0)], {}, judged) == {}  # it published again
     handing = [LeaseView("s0", "w", 3, expired=True, checkpoint_owner="w")]
     assert dead_workers(handing, workers, {"s0": 150.0}, {}) == {}  # a hand-off is the leader's own timer
+
+
+def test_a_worker_whose_every_lease_stood_for_half_a_failover_is_quiet() -> None:
+    views = [
+        LeaseView("a1", "a", 1),
+        LeaseView("a2", "a", 1),
+        LeaseView("b1", "b", 1),
+        LeaseView("c1", "c", 1),
+        LeaseView("d1", "d", 1, finished=True),
+        LeaseView("u", None, 1),
+    ]
+    workers = [
+        WorkerView("a"),
+        WorkerView("b"),
+        WorkerView("c", state=WorkerState.RESTARTING),
+        WorkerView("d"),
+        WorkerView("e"),
+    ]
+    changed = {"a1": 94.0, "a2": 99.0, "b1": 94.0, "c1": 80.0, "d1": 10.0}
+    # a renewed one lease lately; b renewed nothing for 6 s; c restarts (keeps without renewing); d owns
+    # only a finished lease; e owns nothing
+    assert quiet_workers(views, workers, changed, 100.0, 5.0) == {"b"}
