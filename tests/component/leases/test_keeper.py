@@ -48,7 +48,9 @@ async def test_renewals_keep_their_deadline_while_the_event_loop_is_blocked() ->
     finally:
         renewer.cancel()
         await asyncio.gather(renewer, return_exceptions=True)
-    assert min(table.renewals.values()) >= 6, table.renewals  # every ~0.31 s, loop or no loop
+    # every ~0.31 s, loop or no loop (about 8); a loop-bound renewer would manage at most one. The bound
+    # leaves room for a machine loaded by the rest of the suite.
+    assert min(table.renewals.values()) >= 4, table.renewals
     assert not lost and len(coordinator.held) == 2
 
 
