@@ -148,6 +148,9 @@ class AssignmentLoop:
         self._entries: list[WorkerMetricStats] | None = None  # the last balance pass's metrics scan
         self._dead: dict[str, float] = {}
         self._quiet: frozenset[str] = frozenset()
+        #: leases this leader assigned to another kcl-daemon worker: key -> (worker, counter after, sent at)
+        self._assigned: dict[str, tuple[str, int, float]] = {}
+        self._ours: set[str] = set()
         #: Told each scan (the fleet figures of kcl_daemon.metrics come from the leader in 3.x mode).
         self.observer: WorkerObserver = NULL_WORKER_OBSERVER
         #: awaited after each successful run while leading (the table migration's step)
@@ -174,6 +177,7 @@ class AssignmentLoop:
         self._entries = None
         self._dead = {}
         self._quiet = frozenset()
+        self._assigned = {}
 
     async def _call(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
@@ -224,6 +228,8 @@ class AssignmentLoop:
         stuck_after = self.config.handoff_timeout_s + self.config.failover_s
         for lease in leases:
             expired = self._observations.is_expired(lease.lease_key, now, self.config.failover_s)
+            if not expired and self._never_adopted(lease, now):
+                expired = True
             if lease.checkpoint_owner is not None and lease.lease_owner is not None:
                 first = self._handoff_seen.setdefault(lease.lease_key, now)
                 if expired:
@@ -250,6 +256,32 @@ class AssignmentLoop:
             )
         return views, frozen
 
+    def _never_adopted(self, lease: Lease, now: float) -> bool:
+        """A lease this leader assigned to another kcl-daemon worker that has not renewed it for half a
+        failover: that worker never adopted it (dead, or cut off), so it is placed again now.
+
+        Safe because a kcl-daemon worker delivers an adopted lease's records only once a write of its
+        own on the lease is confirmed, which changes the counter; if the assign that moves it again
+        lands first, that write fails and nothing was delivered. Java workers are left to expire: they
+        discover assignments only every half assignment interval and may process before renewing."""
+        assigned = self._assigned.get(lease.lease_key)
+        if assigned is None:
+            return False
+        worker, counter, sent_at = assigned
+        if lease.lease_owner != worker or lease.lease_counter != counter or lease.checkpoint_owner:
+            del self._assigned[lease.lease_key]  # adopted (or moved on): nothing to watch
+            return False
+        if now - sent_at <= self.config.failover_s / 2:
+            return False
+        del self._assigned[lease.lease_key]
+        logger.info(
+            "lease %s: %s has not adopted it in %.1fs (never renewed): placing it again",
+            lease.lease_key,
+            worker,
+            now - sent_at,
+        )
+        return True
+
     async def run_once(self, kind: PassKind = PassKind.BALANCE) -> RunReport:
         scan = await self._call(self._table.list_leases)
         if kind is PassKind.OBSERVE:  # a follower: only record the counters
@@ -262,6 +294,8 @@ class AssignmentLoop:
         if kind is PassKind.BALANCE or self._entries is None:
             entries, problems = await self._call(self._metrics.scan)
             self._entries = list(entries)
+            # kcl-daemon workers publish their extras on the item (Java workers do not)
+            self._ours = {stats.worker_id for stats in entries if stats.extra is not None}
             kind = PassKind.BALANCE
         else:
             entries, problems = self._entries, []
@@ -384,6 +418,8 @@ class AssignmentLoop:
             assigned = await self._call(functools.partial(self._table.assign, lease, move.to_worker))
             if self.adopt_own is not None and move.to_worker == self._election.worker_id:
                 self.adopt_own(assigned, sent_at)  # its own: held and deliverable at once, no discovery
+            elif move.to_worker in self._ours:
+                self._assigned[lease.lease_key] = (move.to_worker, assigned.lease_counter, sent_at)
             logger.info(
                 "assigned %s: %s -> %s (%s)", lease.lease_key, lease.lease_owner, move.to_worker, move.reason
             )

@@ -202,10 +202,11 @@ def quiet_workers(
     restarting = {w.worker_id for w in workers if w.state is WorkerState.RESTARTING}
     latest: dict[str, float] = {}
     for view in views:
-        if view.owner is None or view.finished:
+        renewer = view.actual_owner  # a pending hand-off is renewed by the worker serving it
+        if renewer is None or view.finished:
             continue
         changed = last_change.get(view.lease_key, float("-inf"))
-        latest[view.owner] = max(latest.get(view.owner, float("-inf")), changed)
+        latest[renewer] = max(latest.get(renewer, float("-inf")), changed)
     return frozenset(
         owner
         for owner, changed in latest.items()

@@ -374,3 +374,35 @@ async def test_a_second_worker_killed_seconds_later_receives_none_of_the_first_o
         await loop.run_once(PassKind.EXPIRY)
     assert not table.owned("x")
     assert table.owned("y") == {"s4", "s5"}, "x's leases went to a, not to the quiet y"
+
+
+async def test_a_lease_given_to_a_kcl_daemon_worker_that_never_adopts_it_is_placed_again(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """ "b" (a kcl-daemon worker: it publishes the extras) died owning nothing, so no rule can tell; the
+    lease it is given is never renewed, and after half a failover it goes to a live worker, a failover
+    before it would expire. A Java worker ("j") given a lease is left alone: it adopts later."""
+
+    class _Ours(_Metrics):
+        def scan(self) -> tuple[list[WorkerMetricStats], list[str]]:
+            self.scans += 1
+            return [WorkerMetricStats(w, WALL, extra=None if w == "j" else {}) for w in self.workers], []
+
+    table, clock = _Table([Lease("s0", TRIM_HORIZON, lease_counter=1)]), FakeClock()
+    loop = _loop(table, _Ours(["b"]), "COOPERATIVE", clock, pool)
+    loop.adopt_own = lambda lease, sent_at: None
+    await loop.run_once(PassKind.BALANCE)
+    assert table.owned("b") == {"s0"}
+    loop._metrics = _Ours(["a", "b"])  # "a" (the leader) joins; b never renews s0
+    await loop.run_once(PassKind.BALANCE)
+    for _ in range(6):
+        clock.now += 1.0
+        table.renew("a")
+        await loop.run_once(PassKind.EXPIRY)
+    assert table.owned("b") == set() and table.owned("a") == {"s0"}, "placed again past 5 s, not at 10 s"
+
+    java_table = _Table([Lease("s1", TRIM_HORIZON, lease_counter=1)])
+    java = _loop(java_table, _Ours(["j"]), "COOPERATIVE", FakeClock(), pool)
+    await java.run_once(PassKind.BALANCE)
+    assert java_table.owned("j") == {"s1"}
+    assert not java._assigned, "a Java worker's assignment is not watched"

@@ -206,3 +206,6 @@ def test_a_worker_whose_every_lease_stood_for_half_a_failover_is_quiet() -> None
     # a renewed one lease lately; b renewed nothing for 6 s; c restarts (keeps without renewing); d owns
     # only a finished lease; e owns nothing
     assert quiet_workers(views, workers, changed, 100.0, 5.0) == {"b"}
+    # a pending hand-off counts for the worker serving it (it renews it), not for its destination
+    moving = [LeaseView("m", "e", 1, checkpoint_owner="b")]
+    assert quiet_workers(moving, workers, {"m": 80.0}, 100.0, 5.0) == {"b"}
