@@ -33,7 +33,6 @@ from kcl_daemon.core.spark.offsets import (
     ShardRange,
     SourceOffset,
     group_ranges,
-    initial_offset,
     readable_shards,
     shard_ranges,
     split_budget,
@@ -44,7 +43,7 @@ from kcl_daemon.spark.lease_bridge import LeaseBridge
 from kcl_daemon.spark.options import SourceOptions
 from kcl_daemon.spark.rows import to_ipc
 from kcl_daemon.spark.shard_reader import ReadLimits, Resume, ShardRead, read_shard
-from kcl_daemon.spark.stream_reader import StreamReaderBase, new_bridge, now_ms
+from kcl_daemon.spark.stream_reader import StreamReaderBase, new_bridge
 
 logger = logging.getLogger(__name__)
 
@@ -132,14 +131,7 @@ class DriverStreamReader(StreamReaderBase):
         if self._initial is None:  # called twice at start: must be the same offset both times
             lease_positions = self._join()
             self._joined_at_start = True
-            self._initial = initial_offset(
-                self.options.stream_name,
-                self._shards(fresh=True),
-                self.options.starting_position,
-                now_ms(),
-                lease_positions=lease_positions,
-                fallback=self.options.lease_fallback_position,
-            ).to_json()
+            self._initial = self._starting_offset(lease_positions).to_json()
         return self._initial
 
     def _check_restart(self, start: SourceOffset) -> None:

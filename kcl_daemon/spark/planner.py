@@ -52,14 +52,14 @@ from kcl_daemon.core.spark.batches import (
     plan_next,
 )
 from kcl_daemon.core.spark.leases import is_ahead
-from kcl_daemon.core.spark.offsets import ShardPos, SourceOffset, group_ranges, initial_offset, shard_ranges
+from kcl_daemon.core.spark.offsets import ShardPos, SourceOffset, group_ranges, shard_ranges
 from kcl_daemon.retry import KINESIS
 from kcl_daemon.spark.clients import batch_ends_for, fanout_for, kinesis_for
 from kcl_daemon.spark.driver_read import KinesisPartition, read_ranges
 from kcl_daemon.spark.executor_read import ExecutorPartition, ShardTask, read_partition
 from kcl_daemon.spark.lease_bridge import LeaseBridge
 from kcl_daemon.spark.options import ConsumerMode, SourceOptions
-from kcl_daemon.spark.stream_reader import StreamReaderBase, new_bridge, now_ms
+from kcl_daemon.spark.stream_reader import StreamReaderBase, new_bridge
 
 logger = logging.getLogger(__name__)
 
@@ -121,14 +121,7 @@ class ExecutorStreamReader(StreamReaderBase):
         if self._initial is None:  # called twice at start: must be the same offset both times
             lease_positions = self._setup()
             self._joined_at_start = self._bridge is not None
-            start = initial_offset(
-                self.options.stream_name,
-                self._shards(fresh=True),
-                self.options.starting_position,
-                now_ms(),
-                lease_positions=lease_positions,
-                fallback=self.options.lease_fallback_position,
-            )
+            start = self._starting_offset(lease_positions)
             self._initial = first_offset(start, self._new_run()).to_json()
         return self._initial
 

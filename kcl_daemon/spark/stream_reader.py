@@ -1,10 +1,11 @@
 """What both streaming readers (``readMode=executor`` and ``readMode=driver``) share on the driver: the
-shard listing, cached for ``shardDiscoveryIntervalMs``; joining the fleet's lease table; Spark's default
+shard listing, cached for ``shardDiscoveryIntervalMs``; the offset a new query starts from; joining the fleet's lease table; Spark's default
 read limit; and the AvailableNow cut-off."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import (
@@ -15,6 +16,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from kcl_daemon.core.shards.graph import Shard
+from kcl_daemon.core.spark.offsets import ShardPos, SourceOffset, initial_offset
 from kcl_daemon.retry import KINESIS
 from kcl_daemon.spark.clients import kinesis_for, lease_table_for
 from kcl_daemon.spark.handover import owner_of
@@ -53,6 +55,18 @@ class StreamReaderBase(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._listing = KINESIS.call(kinesis_for(self.options).list_shards, self.options.stream_name)
             self._listed_at = now
         return self._listing
+
+    def _starting_offset(self, lease_positions: Mapping[str, ShardPos] | None) -> SourceOffset:
+        """Where a new query starts: the fleet's checkpoints (``lease_positions`` from joining its lease
+        table, if any), else the configured starting position, over a fresh shard listing."""
+        return initial_offset(
+            self.options.stream_name,
+            self._shards(fresh=True),
+            self.options.starting_position,
+            now_ms(),
+            lease_positions=lease_positions,
+            fallback=self.options.lease_fallback_position,
+        )
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_records_per_batch is not None:
