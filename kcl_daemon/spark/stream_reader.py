@@ -1,6 +1,6 @@
 """What both streaming readers (``readMode=executor`` and ``readMode=driver``) share on the driver: the
-shard listing, cached for ``shardDiscoveryIntervalMs``; the offset a new query starts from; joining the fleet's lease table; Spark's default
-read limit; and the AvailableNow cut-off."""
+shard listing, cached for ``shardDiscoveryIntervalMs``; the offset a new query starts from; joining the
+fleet's lease table; Spark's default read limit; and the AvailableNow cut-off."""
 
 from __future__ import annotations
 
