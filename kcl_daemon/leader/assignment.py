@@ -225,6 +225,10 @@ class AssignmentLoop:
         for key in list(self._handoff_seen):
             if key not in pending:
                 del self._handoff_seen[key]
+        present = {lease.lease_key for lease in leases}
+        for key in list(self._assigned):
+            if key not in present:  # deleted (a finished shard cleaned up): nothing to watch
+                del self._assigned[key]
         stuck_after = self.config.handoff_timeout_s + self.config.failover_s
         for lease in leases:
             expired = self._observations.is_expired(lease.lease_key, now, self.config.failover_s)

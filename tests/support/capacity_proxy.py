@@ -143,8 +143,6 @@ class CapacityProxy(LoopbackProxy):
             if writes:
                 self.write_units[key] += writes
 
-    # -- life cycle ------------------------------------------------------------------------------------
-
     # -- one client connection -------------------------------------------------------------------------
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -142,8 +142,6 @@ class FaultProxy(LoopbackProxy):
                     self.injected[(operation, candidate.fault.value, candidate.phase.value)] += 1
             return latency, chosen
 
-    # -- life cycle ------------------------------------------------------------------------------------
-
     # -- one client connection -------------------------------------------------------------------
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
