@@ -250,17 +250,23 @@ class LeaderElection:
     async def release(self, why: str) -> None:
         """Give leadership up (shutdown, or the assignment loop keeps failing): delete our lock item."""
         held, self._held = self._held, None
-        self._unconfirmed = []
         store, self._held_in = self._held_in, None
         self._notify(False)
         if held is not None:
             await self._delete(store, held, why)
+        self._unconfirmed = []
 
-    async def _delete(self, store: Any, held: rules.Held, why: str) -> None:
+    async def _delete(self, store: Any, held: rules.Held, why: str, *, again: bool = True) -> None:
         expected = {rules.RECORD_VERSION: held.record_version, rules.OWNER_NAME: self.worker_id}
         try:
             await self._call(lambda: store.delete(rules.LEADER_KEY, require_equal=expected))
             logger.info("leader lock released: %s", why)
+        except LeaseConflict as exc:
+            landed = await self._landed(store) if again else None
+            if landed is not None:  # a heartbeat answered with an error had applied: delete that version
+                await self._delete(store, landed, why, again=False)
+                return
+            logger.warning("releasing the leader lock failed (it expires instead): %s", exc)
         except KclError as exc:
             logger.warning("releasing the leader lock failed (it expires instead): %s", exc)
 

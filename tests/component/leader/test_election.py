@@ -90,6 +90,28 @@ async def test_a_heartbeat_that_applied_but_answered_with_an_error_keeps_the_lea
         assert not await b.check_once()
 
 
+async def test_release_deletes_the_lock_a_heartbeat_answered_with_an_error_had_written() -> None:
+    from kcl_daemon.errors import TransientNetwork
+
+    class LossyStore(FakeStore):
+        lose_reply = False
+
+        def update(self, key: str, sets: Any, *, require_equal: Any) -> None:
+            super().update(key, sets, require_equal=require_equal)
+            if self.lose_reply:
+                self.lose_reply = False
+                raise TransientNetwork("read timeout")
+
+    store, clock = LossyStore(), FakeClock()
+    a = _election(store, "a", clock)
+    assert await a.check_once()
+    store.lose_reply = True
+    clock.now += 2.5
+    assert await a.check_once()  # applied, answered with an error
+    await a.release("shutdown")
+    assert "Leader" not in store.items, "the lock is deleted, not left to expire"
+
+
 async def test_an_acquisition_that_applied_but_answered_with_an_error_leads_at_the_next_check() -> None:
     from kcl_daemon.errors import TransientNetwork
 
