@@ -112,6 +112,13 @@ LOCAL_EXPIRY_MARGIN_SHARE: Final = 0.1
 LOCAL_EXPIRY_MARGIN_MAX_S: Final = 1.0
 
 
+def expiry_interval_for(failover_s: float) -> float:
+    """How often kcl-daemon looks for expired leases between Java's full rounds (the 2.x taker's runs,
+    the 3.x leader's balance rounds), and a 3.x worker for leases assigned to it: ``min(1 s, failover /
+    10)``, at least 50 ms."""
+    return max(min(1.0, failover_s / 10), 0.05)
+
+
 def local_expiry_margin_s(failover_s: float) -> float:
     return min(failover_s * LOCAL_EXPIRY_MARGIN_SHARE, LOCAL_EXPIRY_MARGIN_MAX_S)
 

@@ -41,11 +41,6 @@ class PassKind(enum.StrEnum):
     OBSERVE = "observe"
 
 
-def expiry_interval_for(failover_s: float) -> float:
-    """How often the leader looks for expired leases (and workers for leases assigned to them)."""
-    return max(min(1.0, failover_s / 10), 0.05)
-
-
 def plan_pass(now: float, *, leading: bool, balance_due_at: float, suspicious: bool) -> PassKind | None:
     """The pass to run at ``now``: the leader balances when due and checks expiries otherwise; a follower
     observes only while the leader looks dead; None: nothing to scan."""

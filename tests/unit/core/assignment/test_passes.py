@@ -21,7 +21,6 @@ from kcl_daemon.core.assignment.passes import (
     PassKind,
     dead_workers,
     earliest_due,
-    expiry_interval_for,
     expiry_moves,
     finished_lease_moves,
     must_place,
@@ -30,7 +29,7 @@ from kcl_daemon.core.assignment.passes import (
     plan_pass,
     quiet_workers,
 )
-from kcl_daemon.core.expiry import LeaseObservations
+from kcl_daemon.core.expiry import LeaseObservations, expiry_interval_for
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
 
