@@ -26,6 +26,8 @@ from typing import Final
 from kcl_daemon.core.lease import Lease
 
 NEVER_CHANGED: Final = float("-inf")
+#: a due time is acted on this long after it (the expiry rule is "older than", not "as old as")
+DUE_EPSILON_S: Final = 0.05
 MAX_ABS_AGE_S: Final = 365 * 24 * 3600.0
 VERY_OLD_MULTIPLIER: Final = 3
 
@@ -72,6 +74,17 @@ class LeaseObservations:
 
     def get(self, lease_key: str) -> CounterObservation | None:
         return self.entries.get(lease_key)
+
+    def next_expiry(self, now: float, failover_s: float, keys: Iterable[str] | None = None) -> float | None:
+        """When the first of ``keys`` (default: every lease seen) that is not expired yet would be, if
+        its counter stays as seen: plus :data:`DUE_EPSILON_S`, since the rule is "older than"."""
+        chosen = self.entries if keys is None else {k: self.entries[k] for k in keys if k in self.entries}
+        dues = [
+            observed.changed_at + failover_s + DUE_EPSILON_S
+            for observed in chosen.values()
+            if not now - observed.changed_at > failover_s
+        ]
+        return min(dues, default=None)
 
     def age(self, lease_key: str, now: float) -> float:
         """Seconds since the counter of ``lease_key`` was last seen to change (``inf`` if never)."""

@@ -523,6 +523,10 @@ class LeaseCoordinator:
                 listener(taken)
         return plan
 
+    def next_expiry(self) -> float | None:
+        """When the first lease this worker has seen would expire if nobody renews it (monotonic)."""
+        return self._observations.next_expiry(self._clock.monotonic(), self.config.failover_s)
+
     def _take_write(self, lease: Lease, *, owner: str) -> Lease:
         return self._table.take(lease, owner)
 
@@ -565,21 +569,25 @@ class LeaseCoordinator:
             self.keeper.stop()
 
     async def run_taker(self) -> None:
-        """Java's taker run every ``2 x failover``, and expiry passes (no steals) in between, so a dead
-        worker's lease is taken about a second after it expires (:func:`next_taker_pass`)."""
+        """Java's taker run every ``2 x failover``, and expiry passes (no steals) in between and when the
+        first lease seen would expire, so a dead worker's lease is taken as it expires
+        (:func:`next_taker_pass`)."""
         full_due_at = self._clock.monotonic()
         while True:
+            started = self._clock.monotonic()
+            full = started >= full_due_at
+            try:
+                await self.take_once(steals=full)
+            except KclError as exc:
+                logger.warning("lease taker run failed, will retry: %s", exc)
             step = next_taker_pass(
-                self._clock.monotonic(),
+                started,
                 full_due_at=full_due_at,
                 take_interval_s=self.config.take_interval_s,
                 expiry_interval_s=self.config.expiry_pass_s,
+                earliest_due=self.next_expiry(),
             )
             full_due_at = step.full_due_at
-            try:
-                await self.take_once(steals=step.full)
-            except KclError as exc:
-                logger.warning("lease taker run failed, will retry: %s", exc)
             delay = step.wake_at - self._clock.monotonic()
             if delay <= 0:  # a pass slower than the interval (a large table): a pause, not the next scan
                 delay = self.config.expiry_pass_s / 2

@@ -2,7 +2,7 @@
 
 Each live coordinator renews every failover/3 - epsilon and follows the daemon's taker schedule on the
 fake clock: a full run every 2 x (failover + epsilon), staggered 3 s apart as real workers' are, and
-expiry passes (no steals) in between. The table may be an
+expiry passes (no steals) in between and when a lease seen would expire. The table may be an
 in-memory fake or the real DynamoDB adapter against an emulator: only the clock is simulated.
 """
 
@@ -71,13 +71,15 @@ class CoordinatorFleet:
                     self.next_renew[worker] += self.renew_every
                     acted = True
                 if self.clock.now >= self.next_take[worker]:
+                    now = self.clock.now
+                    await coordinator.take_once(steals=now >= self.next_full[worker])
                     step = next_taker_pass(
-                        self.clock.now,
+                        now,
                         full_due_at=self.next_full[worker],
                         take_interval_s=self.take_every,
                         expiry_interval_s=self.expiry_every,
+                        earliest_due=coordinator.next_expiry(),
                     )
-                    await coordinator.take_once(steals=step.full)
                     self.next_full[worker], self.next_take[worker] = step.full_due_at, step.wake_at
                     acted = True
             if acted and done():

@@ -251,15 +251,26 @@ class TakerStep:
 
 
 def next_taker_pass(
-    now: float, *, full_due_at: float, take_interval_s: float, expiry_interval_s: float | None
+    now: float,
+    *,
+    full_due_at: float,
+    take_interval_s: float,
+    expiry_interval_s: float | None,
+    earliest_due: float | None = None,
 ) -> TakerStep:
     """The taker's schedule at ``now``: full runs every ``take_interval_s`` (``2 x failover``, as Java),
     due at ``full_due_at``; expiry passes every ``expiry_interval_s`` in between (None: Java's cadence
-    only), never later than the next full run."""
+    only), and at ``earliest_due`` (when the first lease seen would expire:
+    :meth:`~kcl_daemon.core.expiry.LeaseObservations.next_expiry`) if that comes sooner; never later
+    than the next full run."""
     full = now >= full_due_at
     if full:
         full_due_at = now + take_interval_s
-    wake_at = full_due_at if expiry_interval_s is None else min(now + expiry_interval_s, full_due_at)
+    wake_at = full_due_at
+    if expiry_interval_s is not None:
+        wake_at = min(wake_at, now + expiry_interval_s)
+        if earliest_due is not None and earliest_due > now:
+            wake_at = min(wake_at, earliest_due)
     return TakerStep(full=full, full_due_at=full_due_at, wake_at=wake_at)
 
 

@@ -17,7 +17,6 @@ from kcl_daemon.core.assignment.decider import (
     WorkerView,
 )
 from kcl_daemon.core.assignment.passes import (
-    DUE_EPSILON_S,
     PassKind,
     dead_workers,
     earliest_due,
@@ -29,7 +28,7 @@ from kcl_daemon.core.assignment.passes import (
     plan_pass,
     quiet_workers,
 )
-from kcl_daemon.core.expiry import LeaseObservations, expiry_interval_for
+from kcl_daemon.core.expiry import DUE_EPSILON_S, LeaseObservations, expiry_interval_for
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
 

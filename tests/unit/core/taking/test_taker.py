@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kcl_daemon.core.expiry import NEVER_CHANGED, CounterObservation, LeaseObservations
+from kcl_daemon.core.expiry import DUE_EPSILON_S, NEVER_CHANGED, CounterObservation, LeaseObservations
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
 from kcl_daemon.core.taking.taker import (
@@ -280,6 +280,36 @@ def test_taker_schedule(
 ) -> None:
     step = next_taker_pass(now, full_due_at=full_due_at, take_interval_s=20.0, expiry_interval_s=expiry)
     assert (step.full, step.full_due_at, step.wake_at) == (full, next_full, wake)
+
+
+@pytest.mark.parametrize(
+    ("now", "due", "wake"),
+    [
+        (1.0, 1.4, 1.4),  # a lease comes due before the next pass: look then
+        (1.0, 5.0, 2.0),  # later than the next pass: the pass
+        (1.0, 0.5, 2.0),  # already past (taken or retried by this pass): ignored
+        (19.8, 20.3, 20.0),  # never later than the next full run
+    ],
+)
+def test_the_taker_also_looks_when_a_lease_comes_due(now: float, due: float, wake: float) -> None:
+    step = next_taker_pass(
+        now, full_due_at=20.0, take_interval_s=20.0, expiry_interval_s=1.0, earliest_due=due
+    )
+    assert step.wake_at == pytest.approx(wake)
+
+
+def test_next_expiry_is_the_first_unexpired_lease_coming_due() -> None:
+    obs = LeaseObservations(
+        {
+            "a": CounterObservation(1, 100.0),
+            "b": CounterObservation(1, 95.0),
+            "c": CounterObservation(1, 80.0),  # expired at 103: ignored
+            "d": CounterObservation(1, NEVER_CHANGED),  # never seen changing: expired
+        }
+    )
+    assert obs.next_expiry(103.0, L) == pytest.approx(105.0 + DUE_EPSILON_S)
+    assert obs.next_expiry(103.0, L, ["a", "zz"]) == pytest.approx(110.0 + DUE_EPSILON_S)
+    assert obs.next_expiry(103.0, L, ["c", "d"]) is None
 
 
 # --- invariants of a single plan ----------------------------------------------------------------------
