@@ -20,13 +20,24 @@ checkpoint's sequence number, dropping user records at or before it), KPL aggreg
 daemon's :class:`Deaggregator`, calls are paced per shard (:mod:`kcl_daemon.core.shards.read_pacing`) and
 retried under the named ``GET_RECORDS`` policy, re-getting an expired iterator after the last record
 fetched. Never logs payloads.
+
+**Read-ahead.** When a page certainly does not end the read (:func:`~kcl_daemon.core.spark.read_ahead.
+reads_on`: not the known end, the cut-off, a full budget, the call cap, the shard's end or its tip, from
+bounds taken before the page becomes rows), the next call starts on a helper thread while this thread
+turns the page into rows, so Kinesis is not idle while Python works; such a page is also taken whole,
+column by column, without a per-row check. The call ahead is the same call the read makes next (same
+cursor, pacing, retry policy and iterator refresh; its error surfaces where the read takes its page),
+so a read fetches and yields exactly what it did without it. When the read ends early (an error), the
+call ahead is cancelled before its next attempt or pacing wait, and joined before the read returns.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -35,10 +46,11 @@ from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shards.iterator import IteratorPosition, iterator_position_for, refresh_position
 from kcl_daemon.core.shards.read_pacing import seconds_until_next_read
 from kcl_daemon.core.spark.offsets import AT_SHARD_END, ShardPos, after
+from kcl_daemon.core.spark.read_ahead import ReadState, next_limit, page_within_stops, reads_on
 from kcl_daemon.errors import IteratorExpired, KclError, ShardNotFound
 from kcl_daemon.retrieval.deaggregate import Deaggregator
 from kcl_daemon.retry import GET_RECORDS
-from kcl_daemon.spark.rows import Rows, UserRow, held_bytes, user_rows
+from kcl_daemon.spark.rows import Rows, held_bytes, page_facts, user_rows
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +91,10 @@ class ShardRead:
     held_bytes: int = 0  # rows.held_bytes of the rows taken (counted when ``max_bytes`` is set)
 
 
+class _Cancelled(Exception):
+    """The read ended before its call ahead was made."""
+
+
 @dataclass(slots=True)
 class _Cursor:
     kinesis: Kinesis
@@ -92,12 +108,24 @@ class _Cursor:
     last_fetched: str | None = None
     last_call: float | None = None
 
-    def fetch(self, limit: int) -> GetRecordsResult:
-        for attempt in GET_RECORDS.retrying(sleep=self.sleep, monotonic=self.monotonic):
+    def fetch(
+        self,
+        limit: int,
+        sleep: Callable[[float], None] | None = None,
+        cancelled: threading.Event | None = None,
+    ) -> GetRecordsResult:
+        """One GetRecords page, paced and retried; ``cancelled`` (a call ahead): give up before each
+        attempt and after each wait once it is set."""
+        sleep = sleep or self.sleep
+        for attempt in GET_RECORDS.retrying(sleep=sleep, monotonic=self.monotonic):
             with attempt:
+                if cancelled is not None and cancelled.is_set():
+                    raise _Cancelled
                 wait = seconds_until_next_read(self.monotonic(), self.last_call, self.interval_s)
                 if wait > 0:
-                    self.sleep(wait)
+                    sleep(wait)
+                    if cancelled is not None and cancelled.is_set():
+                        raise _Cancelled
                 if self.iterator is None:
                     position = refresh_position(self.last_fetched, self.start)
                     self.iterator = self.kinesis.get_shard_iterator(self.stream, self.shard_id, position)
@@ -112,6 +140,50 @@ class _Cursor:
                 self.iterator = result.next_iterator
                 return result
         raise AssertionError("unreachable: the retry policy re-raises the last error")  # pragma: no cover
+
+
+class _ReadAhead:
+    """At most one GetRecords call of a read running ahead of it, on a one-thread pool started on first
+    use. The cursor belongs to the call ahead while it runs: the read touches it only after
+    :meth:`take`."""
+
+    def __init__(self, cursor: _Cursor, sleep: Callable[[float], None] | None) -> None:
+        self._cursor = cursor
+        self._cancelled = threading.Event()
+        # the real clock's waits end at once when the read ends; an injected clock's are left to it
+        self._sleep = sleep if sleep is not None else self._wait
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future[GetRecordsResult] | None = None
+        self.limit = 0  # the Limit of the call ahead
+        self.started = 0  # calls started ahead (tests, benchmarks)
+
+    def _wait(self, seconds: float) -> None:
+        self._cancelled.wait(seconds)
+
+    @property
+    def pending(self) -> bool:
+        return self._pending is not None
+
+    def start(self, limit: int) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="spark-read-ahead")
+        self.limit = limit
+        self.started += 1
+        self._pending = self._pool.submit(self._cursor.fetch, limit, self._sleep, self._cancelled)
+
+    def take(self) -> GetRecordsResult:
+        """The page of the call ahead (its error, if it failed), waiting for it."""
+        assert self._pending is not None
+        future, self._pending = self._pending, None
+        return future.result()
+
+    def close(self) -> None:
+        """Cancel a call ahead nobody will take and wait for the thread to end (at most the call that
+        is in flight: no further attempt or wait starts)."""
+        self._cancelled.set()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pending = None
 
 
 def timestamp_of(pos: ShardPos) -> datetime | None:
@@ -134,7 +206,7 @@ def read_shard(
     closed: bool = False,
     resume: Resume | None = None,
     head: GetRecordsResult | None = None,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> ShardRead:
     """Read ``shard_id`` after ``start`` (see the module docstring); ``stop_at`` is a known end.
@@ -144,7 +216,8 @@ def read_shard(
     end, within ``max_calls``. ``head``: the first page, fetched by someone else from ``start`` with
     ``Limit`` 1 (``resume`` then holds its next iterator). Raises :class:`DataLoss` (when
     ``fail_on_data_loss``) if the read cannot reach ``stop_at`` or the first record is later than the
-    numeric start, i.e. records were trimmed before they were read.
+    numeric start, i.e. records were trimmed before they were read. ``sleep`` (None: the real clock,
+    whose waits a cancelled call ahead cuts short) and ``monotonic`` are the clock.
     """
     result = ShardRead(end=start)
     if start.is_shard_end:
@@ -155,12 +228,45 @@ def read_shard(
         shard_id,
         iterator_position_for(start.checkpoint, timestamp=timestamp_of(start)),
         limits.min_interval_s,
-        sleep,
+        sleep or time.sleep,
         monotonic,
         iterator=None if resume is None else resume.iterator,
         last_call=None if resume is None else resume.last_call,
     )
-    deaggregator = Deaggregator(shard_id, *hash_range) if deaggregate else None
+    ahead = _ReadAhead(cursor, sleep)
+    try:
+        return _read(
+            cursor,
+            ahead,
+            result,
+            start,
+            stop_at=stop_at,
+            limits=limits,
+            deaggregator=Deaggregator(shard_id, *hash_range) if deaggregate else None,
+            fail_on_data_loss=fail_on_data_loss,
+            closed=closed,
+            resumed=resume is not None,
+            head=head,
+        )
+    finally:
+        ahead.close()
+
+
+def _read(
+    cursor: _Cursor,
+    ahead: _ReadAhead,
+    result: ShardRead,
+    start: ShardPos,
+    *,
+    stop_at: ShardPos | None,
+    limits: ReadLimits,
+    deaggregator: Deaggregator | None,
+    fail_on_data_loss: bool,
+    closed: bool,
+    resumed: bool,
+    head: GetRecordsResult | None,
+) -> ShardRead:
+    shard_id, stream = cursor.shard_id, cursor.stream
     stop_esn = None if stop_at is None or stop_at.is_shard_end else stop_at.checkpoint
     stop_seq = None if stop_esn is None else int(stop_esn.sequence_number)
     stop_key = None if stop_esn is None else (int(stop_esn.sequence_number), stop_esn.sub_sequence_number)
@@ -169,9 +275,10 @@ def read_shard(
         if start.checkpoint.is_sentinel
         else (int(start.checkpoint.sequence_number), start.checkpoint.sub_sequence_number)
     )
-    last_taken: UserRow | None = None
+    going_to_end = closed or (stop_at is not None and stop_at.is_shard_end)
+    last_taken: tuple[str, int] | None = None  # (sequence number, sub-sequence) of the last row taken
     held = 0  # rows.held_bytes of the rows taken, counted when limits.max_bytes is set
-    first_page = resume is None  # a resumed iterator (or a head, fetched AFTER the start) starts after it
+    first_page = not resumed  # a resumed iterator (or a head, fetched AFTER the start) starts after it
     last_fetched: str | None = None
     done = False
 
@@ -199,7 +306,11 @@ def read_shard(
                 cursor.iterator = page.next_iterator
         else:
             try:
-                page = cursor.fetch(call_limit)
+                if ahead.pending:
+                    call_limit = ahead.limit
+                    page = ahead.take()
+                else:
+                    page = cursor.fetch(call_limit)
             except ShardNotFound:
                 if stop_at is None or stop_at.is_shard_end:
                     result.end = AT_SHARD_END
@@ -218,31 +329,63 @@ def read_shard(
                     f"(the first one left is {page.records[0].sequence_number})"
                 )
         rows = result.records
-        for row in user_rows(deaggregator, page.records):
-            key = (row[1], row[2])
-            if start_key is not None and key <= start_key:
-                continue  # the daemon's rule: read AT the checkpoint, drop what it covers
-            if stop_key is not None and key > stop_key:
-                done = True
-                break
-            if limits.cutoff_ms is not None and row[5] > limits.cutoff_ms:
-                result.cut = done = True
-                break
-            if limits.max_records is not None and len(rows) >= limits.max_records:
-                done = True
-                break
-            rows.append(row)
-            last_taken = row
-            if stop_key is not None and key == stop_key:
-                done = True
-                break
+        facts = page_facts(
+            page.records,
+            deaggregator is not None,
+            asked=call_limit,
+            has_next=page.next_iterator is not None,
+            millis_behind_latest=page.millis_behind_latest,
+        )
+        state = ReadState(
+            rows=len(rows),
+            held=held,
+            calls=result.calls,
+            going_to_end=going_to_end,
+            stop_sequence=stop_seq,
+            stop_at_shard_end=stop_at is not None and stop_at.is_shard_end,
+            cutoff_ms=limits.cutoff_ms,
+            max_records=limits.max_records,
+            max_bytes=limits.max_bytes,
+            max_calls=limits.max_calls,
+        )
+        if reads_on(facts, state):  # the next call runs while this page becomes rows
+            ahead.start(next_limit(facts, state, limits.get_records_limit))
+        if (
+            page.records
+            and not facts.aggregates
+            and (start_key is None or int(page.records[0].sequence_number) > start_key[0])
+            and page_within_stops(facts, state)
+        ):
+            added = rows.add_plain(page.records)  # every record a row, none ends the read
             if limits.max_bytes is not None:
-                held += held_bytes(row)
-                if held >= limits.max_bytes:
-                    result.full = done = True
+                held += added
+            last_taken = (page.records[-1].sequence_number, 0)
+        else:
+            for row in user_rows(deaggregator, page.records):
+                key = (row[1], row[2])
+                if start_key is not None and key <= start_key:
+                    continue  # the daemon's rule: read AT the checkpoint, drop what it covers
+                if stop_key is not None and key > stop_key:
+                    done = True
                     break
+                if limits.cutoff_ms is not None and row[5] > limits.cutoff_ms:
+                    result.cut = done = True
+                    break
+                if limits.max_records is not None and len(rows) >= limits.max_records:
+                    done = True
+                    break
+                rows.append(row)
+                last_taken = (row[0], row[2])
+                if stop_key is not None and key == stop_key:
+                    done = True
+                    break
+                if limits.max_bytes is not None:
+                    held += held_bytes(row)
+                    if held >= limits.max_bytes:
+                        result.full = done = True
+                        break
         if last_taken is not None:
-            result.end = after(last_taken[0], last_taken[2])
+            result.end = after(*last_taken)
         if done:
             break
         if stop_seq is not None and last_fetched is not None and int(last_fetched) >= stop_seq:
@@ -252,7 +395,6 @@ def read_shard(
         if page.next_iterator is None:
             result.end = AT_SHARD_END  # closed, and every record of it was taken
             break
-        going_to_end = closed or (stop_at is not None and stop_at.is_shard_end)
         caught_up = page.millis_behind_latest in (0, None) and not going_to_end
         if caught_up and not page.records:
             result.at_tip = True
@@ -269,6 +411,6 @@ def read_shard(
         past = ExtendedSequenceNumber(last_fetched, 0)
         if past > result.end.checkpoint:
             result.end = after(last_fetched, 0)  # every fetched record was looked at: move past drops
-    if not done and cursor.iterator is not None and not result.end.is_shard_end:
+    if not done and not ahead.pending and cursor.iterator is not None and not result.end.is_shard_end:
         result.resume = Resume(cursor.iterator, cursor.last_call)  # every record fetched was taken
     return result
