@@ -44,7 +44,6 @@ from kcl_daemon.consumer.shard_consumer import make_child_launcher
 from kcl_daemon.core.assignment.client_version import ClientVersionConfig
 from kcl_daemon.core.assignment.decider import DeciderConfig
 from kcl_daemon.core.assignment.layout import LayoutReport, describe_layout
-from kcl_daemon.core.assignment.passes import expiry_interval_for
 from kcl_daemon.core.assignment.table_migration import TableLayoutConfig, effective_complete_bake_s
 from kcl_daemon.core.assignment.zones import resolve_zone
 from kcl_daemon.core.keeping import attempt_timeout_for
@@ -149,6 +148,7 @@ def plan_worker(
             max_leases_for_worker=settings.max_leases_for_worker,
             max_leases_to_steal_at_one_time=settings.max_leases_to_steal_at_one_time,
             enable_priority_lease_assignment=settings.enable_priority_lease_assignment,
+            expiry_check_s=settings.effective_lease_expiry_check_s,
         ),
         shard_sync=ShardSyncConfig(
             stream_name=stream,
@@ -207,6 +207,7 @@ def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
         assignment=AssignmentConfig(
             interval_s=interval,
             failover_s=settings.failover_s,
+            expiry_interval_s=settings.effective_lease_expiry_check_s,
             handoff_timeout_s=settings.graceful_lease_handoff_timeout_s,
             graceful_handoff=settings.graceful_lease_handoff,
             reporter_period_s=settings.worker_metrics_report_s,
@@ -230,7 +231,7 @@ def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
         ),
         # Java queries at half the assignment interval (10 s at the defaults); a KEYS_ONLY query of one key
         # every min(1 s, failover / 10) lets a worker start a lease moved to it within about a second
-        discovery_s=min(max(interval / 2 - 0.025, 0.1), expiry_interval_for(settings.failover_s)),
+        discovery_s=min(max(interval / 2 - 0.025, 0.1), settings.effective_lease_expiry_check_s),
         lock_duration_s=settings.effective_leader_lock_duration_s,
         lock_heartbeat_s=settings.effective_leader_lock_heartbeat_s,
         handoff_timeout_s=settings.graceful_lease_handoff_timeout_s,

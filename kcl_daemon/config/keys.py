@@ -375,6 +375,18 @@ KEYS: Final[tuple[Key, ...]] = (
         minimum=1,
         unset="2 x failoverTimeMillis",
     ),
+    Key(
+        "leaseExpiryCheckIntervalMillis",
+        "lease_expiry_check_interval_s",
+        Kind.MILLIS,
+        None,
+        "How often a worker looks for expired leases between full rounds (the 2.x taker's runs, the "
+        "leader's balance rounds), and a 3.x worker for leases assigned to it: each look is one scan "
+        "(one query) of the lease table.",
+        extension=True,
+        minimum=50,
+        unset="min(1000, failoverTimeMillis / 10)",
+    ),
     # --- coordinator, lifecycle, metrics
     Key(
         "parentShardPollIntervalMillis",

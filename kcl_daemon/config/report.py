@@ -116,6 +116,7 @@ def derived(settings: Settings) -> dict[str, JsonValue]:
         "retrievalMode": mode,
         "initialPosition": position,
         "leaseAssignmentIntervalMillis": round(settings.effective_lease_assignment_interval_s * 1000),
+        "leaseExpiryCheckIntervalMillis": round(settings.effective_lease_expiry_check_s * 1000),
         "tableLayout": layout_summary(
             TableLayoutConfig(settings.lease_table_layout), settings.migrate_all_entities_to_lease_table
         ),

@@ -35,6 +35,7 @@ from kcl_daemon.config.properties import PropertiesSyntaxError, parse_properties
 from kcl_daemon.config.providers import parse_providers
 from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.validate import check_values
+from kcl_daemon.core.expiry import expiry_interval_for
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.errors import ConfigError
 from kcl_daemon.retry import LEASE_IO
@@ -111,6 +112,7 @@ class Settings:
     max_list_shards_retry_attempts: int = 50
     enable_priority_lease_assignment: bool = True
     lease_assignment_interval_s: float | None = None  # None: 2 x failover_s
+    lease_expiry_check_interval_s: float | None = None  # None: min(1 s, failover_s / 10)
     # coordinator, lifecycle, metrics
     parent_shard_poll_interval_s: float = 10.0
     skip_shard_sync_at_worker_initialization_if_leases_exist: bool = False
@@ -180,6 +182,12 @@ class Settings:
     @property
     def lease_table_name(self) -> str | None:
         return self.table_name or self.application_name
+
+    @property
+    def effective_lease_expiry_check_s(self) -> float:
+        if self.lease_expiry_check_interval_s is not None:
+            return self.lease_expiry_check_interval_s
+        return expiry_interval_for(self.failover_s)
 
     @property
     def effective_lease_assignment_interval_s(self) -> float:

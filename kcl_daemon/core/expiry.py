@@ -26,6 +26,8 @@ from typing import Final
 from kcl_daemon.core.lease import Lease
 
 NEVER_CHANGED: Final = float("-inf")
+#: a due time is acted on this long after it (the expiry rule is "older than", not "as old as")
+DUE_EPSILON_S: Final = 0.05
 MAX_ABS_AGE_S: Final = 365 * 24 * 3600.0
 VERY_OLD_MULTIPLIER: Final = 3
 
@@ -73,6 +75,17 @@ class LeaseObservations:
     def get(self, lease_key: str) -> CounterObservation | None:
         return self.entries.get(lease_key)
 
+    def next_expiry(self, now: float, failover_s: float, keys: Iterable[str] | None = None) -> float | None:
+        """When the first of ``keys`` (default: every lease seen) that is not expired yet would be, if
+        its counter stays as seen: plus :data:`DUE_EPSILON_S`, since the rule is "older than"."""
+        chosen = self.entries if keys is None else {k: self.entries[k] for k in keys if k in self.entries}
+        dues = [
+            observed.changed_at + failover_s + DUE_EPSILON_S
+            for observed in chosen.values()
+            if not now - observed.changed_at > failover_s
+        ]
+        return min(dues, default=None)
+
     def age(self, lease_key: str, now: float) -> float:
         """Seconds since the counter of ``lease_key`` was last seen to change (``inf`` if never)."""
         observed = self.entries.get(lease_key)
@@ -110,6 +123,13 @@ def _owning(entries: dict[str, CounterObservation]) -> LeaseObservations:
 #: expire, so that its child is told (and no checkpoint is accepted) before anyone can take it over.
 LOCAL_EXPIRY_MARGIN_SHARE: Final = 0.1
 LOCAL_EXPIRY_MARGIN_MAX_S: Final = 1.0
+
+
+def expiry_interval_for(failover_s: float) -> float:
+    """How often kcl-daemon looks for expired leases between Java's full rounds (the 2.x taker's runs,
+    the 3.x leader's balance rounds), and a 3.x worker for leases assigned to it: ``min(1 s, failover /
+    10)``, at least 50 ms."""
+    return max(min(1.0, failover_s / 10), 0.05)
 
 
 def local_expiry_margin_s(failover_s: float) -> float:

@@ -59,7 +59,6 @@ from kcl_daemon.core.assignment.passes import (
     PassKind,
     dead_workers,
     earliest_due,
-    expiry_interval_for,
     expiry_moves,
     finished_lease_moves,
     must_place,
@@ -70,7 +69,7 @@ from kcl_daemon.core.assignment.passes import (
 )
 from kcl_daemon.core.assignment.worker_metrics import CPU, WorkerMetricStats, assignable
 from kcl_daemon.core.assignment.zones import WorkerExtras, WorkerExtrasError, extras_from_attribute
-from kcl_daemon.core.expiry import LeaseObservations
+from kcl_daemon.core.expiry import LeaseObservations, expiry_interval_for
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.leader.election import LeaderElection

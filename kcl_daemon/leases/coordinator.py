@@ -36,13 +36,13 @@ from typing import Protocol, TypeVar
 
 from kcl_daemon.blocking import run_blocking
 from kcl_daemon.clock import Clock, SystemClock
-from kcl_daemon.core.expiry import LeaseObservations, held_lease_deadline
+from kcl_daemon.core.expiry import LeaseObservations, expiry_interval_for, held_lease_deadline
 from kcl_daemon.core.keeping import KeepTimings, may_deliver
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.lease_codec import CorruptLeaseItem, ScanResultLike
 from kcl_daemon.core.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.core.taking.taker import TakeKind, TakePlan, TakerConfig, plan_takes
+from kcl_daemon.core.taking.taker import TakeKind, TakePlan, TakerConfig, next_taker_pass, plan_takes
 from kcl_daemon.errors import (
     DependencyUnavailable,
     KclError,
@@ -78,6 +78,14 @@ class CoordinatorConfig:
     max_leases_for_worker: int = 2**31 - 1
     max_leases_to_steal_at_one_time: int = 1
     enable_priority_lease_assignment: bool = True
+    #: how often the taker looks for expired leases between its full runs (None: from the failover)
+    expiry_check_s: float | None = None
+
+    @property
+    def expiry_pass_s(self) -> float:
+        return (
+            self.expiry_check_s if self.expiry_check_s is not None else expiry_interval_for(self.failover_s)
+        )
 
     @property
     def renew_interval_s(self) -> float:
@@ -455,7 +463,8 @@ class LeaseCoordinator:
 
     # -- the 2.x taker -------------------------------------------------------------------------------
 
-    async def take_once(self) -> TakePlan:
+    async def take_once(self, *, steals: bool = True) -> TakePlan:
+        """One taker pass: scan, then take (and, unless ``steals=False``, steal) what the plan says."""
         self._loop = asyncio.get_running_loop()
         started = self._clock.monotonic()
         scan = await self._bounded(
@@ -474,7 +483,13 @@ class LeaseCoordinator:
         )
         self.observer.scanned(scan.leases, expired)
         plan = plan_takes(
-            scan.leases, self._observations, self.config.worker_id, now, self.config.taker_config(), self._rng
+            scan.leases,
+            self._observations,
+            self.config.worker_id,
+            now,
+            self.config.taker_config(),
+            self._rng,
+            steals=steals,
         )
         self.last_plan = plan
         for planned in plan.all:
@@ -507,6 +522,10 @@ class LeaseCoordinator:
             for listener in self.listeners.taken:
                 listener(taken)
         return plan
+
+    def next_expiry(self) -> float | None:
+        """When the first lease this worker has seen would expire if nobody renews it (monotonic)."""
+        return self._observations.next_expiry(self._clock.monotonic(), self.config.failover_s)
 
     def _take_write(self, lease: Lease, *, owner: str) -> Lease:
         return self._table.take(lease, owner)
@@ -550,9 +569,26 @@ class LeaseCoordinator:
             self.keeper.stop()
 
     async def run_taker(self) -> None:
+        """Java's taker run every ``2 x failover``, and expiry passes (no steals) in between and when the
+        first lease seen would expire, so a dead worker's lease is taken as it expires
+        (:func:`next_taker_pass`)."""
+        full_due_at = self._clock.monotonic()
         while True:
+            started = self._clock.monotonic()
+            full = started >= full_due_at
             try:
-                await self.take_once()
+                await self.take_once(steals=full)
             except KclError as exc:
                 logger.warning("lease taker run failed, will retry: %s", exc)
-            await self._clock.sleep(self.config.take_interval_s)
+            step = next_taker_pass(
+                started,
+                full_due_at=full_due_at,
+                take_interval_s=self.config.take_interval_s,
+                expiry_interval_s=self.config.expiry_pass_s,
+                earliest_due=self.next_expiry(),
+            )
+            full_due_at = step.full_due_at
+            delay = step.wake_at - self._clock.monotonic()
+            if delay <= 0:  # a pass slower than the interval (a large table): a pause, not the next scan
+                delay = self.config.expiry_pass_s / 2
+            await self._clock.sleep(delay)

@@ -210,7 +210,7 @@ class LeaseKeeper:
     def tick(self) -> float:
         """Do what is due on every lease; returns the next time something will be (monotonic)."""
         for key in self.keys():
-            self._apply(key, Tick())
+            self._apply(key, Tick(), wake=False)  # the keeper's own pass: it computes its wake below
         with self._lock:
             wakes = [keeping.next_wake(k, self.timings) for k in self._kept.values()]
         return min(wakes, default=keeping.FOREVER)
@@ -237,13 +237,14 @@ class LeaseKeeper:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            # cleared before the pass: an event from another thread during it wakes the next one at once
+            self._wake.clear()
             try:
                 wake = self.tick()
             except Exception:  # a bug: never let renewals die silently
                 logger.exception("the lease keeper failed unexpectedly; going on")
                 wake = self._monotonic() + MAX_SLEEP_S
             self._wake.wait(min(max(wake - self._monotonic(), 0.0), MAX_SLEEP_S))
-            self._wake.clear()
 
     # -- events ----------------------------------------------------------------------------------
 
@@ -264,7 +265,9 @@ class LeaseKeeper:
         self._apply(lease_key, Ask(Request(token, op, self._monotonic(), target, children)))
         return future
 
-    def _apply(self, lease_key: str, event: keeping.Event) -> None:
+    def _apply(self, lease_key: str, event: keeping.Event, *, wake: bool = True) -> None:
+        """Step one lease's state machine and carry out its actions; ``wake``: let the keeper thread
+        recompute its next wake (every event but the thread's own ticks, which would make it spin)."""
         effects: list[Callable[[], None]] = []
         with self._lock:
             kept = self._kept.get(lease_key)
@@ -297,7 +300,8 @@ class LeaseKeeper:
                 effects += self._carry_out(lease_key, action, now, latency, stepped.kept, answered)
         for effect in effects:
             effect()
-        self._wake.set()
+        if wake:
+            self._wake.set()
 
     def _answered_renewals(self, lease_key: str, attempt_id: int | None) -> list[Future[None]]:
         """Under the lock: the renewal waiters answered by ``attempt_id``'s confirmation (None: all,

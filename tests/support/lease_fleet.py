@@ -1,7 +1,8 @@
 """Step a fleet of LeaseCoordinators through simulated time (shared by component and integration tests).
 
-Each live coordinator renews every failover/3 - epsilon and runs its taker every 2 x (failover +
-epsilon) of the fake clock, takers staggered 3 s apart as real workers' are. The table may be an
+Each live coordinator renews every failover/3 - epsilon and follows the daemon's taker schedule on the
+fake clock: a full run every 2 x (failover + epsilon), staggered 3 s apart as real workers' are, and
+expiry passes (no steals) in between and when a lease seen would expire. The table may be an
 in-memory fake or the real DynamoDB adapter against an emulator: only the clock is simulated.
 """
 
@@ -11,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from random import Random
 
+from kcl_daemon.core.taking.taker import next_taker_pass
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator, LeaseTableOps
 from tests.support.clocks import SteppedClock
 
@@ -41,8 +43,11 @@ class CoordinatorFleet:
         }
         config = next(iter(self.coordinators.values())).config
         self.renew_every, self.take_every = config.renew_interval_s, config.take_interval_s
+        self.expiry_every = config.expiry_pass_s
         self.next_renew = dict.fromkeys(workers, self.clock.now)
-        self.next_take = {w: self.clock.now + i * 3.0 for i, w in enumerate(workers)}
+        # the taker's schedule (next_taker_pass): full runs staggered by 3 s, expiry passes in between
+        self.next_full = {w: self.clock.now + i * 3.0 for i, w in enumerate(workers)}
+        self.next_take = dict(self.next_full)
         self.stopped: set[str] = set()
 
     def owners(self) -> Counter[str]:
@@ -66,8 +71,16 @@ class CoordinatorFleet:
                     self.next_renew[worker] += self.renew_every
                     acted = True
                 if self.clock.now >= self.next_take[worker]:
-                    await coordinator.take_once()
-                    self.next_take[worker] = self.clock.now + self.take_every
+                    now = self.clock.now
+                    await coordinator.take_once(steals=now >= self.next_full[worker])
+                    step = next_taker_pass(
+                        now,
+                        full_due_at=self.next_full[worker],
+                        take_interval_s=self.take_every,
+                        expiry_interval_s=self.expiry_every,
+                        earliest_due=coordinator.next_expiry(),
+                    )
+                    self.next_full[worker], self.next_take[worker] = step.full_due_at, step.wake_at
                     acted = True
             if acted and done():
                 return self.clock.now - start

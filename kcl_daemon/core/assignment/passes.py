@@ -31,19 +31,11 @@ from kcl_daemon.core.assignment.decider import LeaseView, Move, WorkerState, Wor
 from kcl_daemon.core.expiry import LeaseObservations
 from kcl_daemon.core.lease import Lease
 
-#: a due time is acted on this long after it (the expiry rule is "older than", not "as old as")
-DUE_EPSILON_S: Final = 0.05
-
 
 class PassKind(enum.StrEnum):
     BALANCE = "balance"
     EXPIRY = "expiry"
     OBSERVE = "observe"
-
-
-def expiry_interval_for(failover_s: float) -> float:
-    """How often the leader looks for expired leases (and workers for leases assigned to them)."""
-    return max(min(1.0, failover_s / 10), 0.05)
 
 
 def plan_pass(now: float, *, leading: bool, balance_due_at: float, suspicious: bool) -> PassKind | None:
@@ -87,14 +79,8 @@ def earliest_due(
     leases: Iterable[Lease], observations: LeaseObservations, failover_s: float, now: float
 ) -> float | None:
     """When the first owned, not yet expired lease would expire if its counter stays as seen."""
-    dues = [
-        observed.changed_at + failover_s + DUE_EPSILON_S
-        for lease in leases
-        if lease.lease_owner is not None
-        and (observed := observations.get(lease.lease_key)) is not None
-        and not observations.is_expired(lease.lease_key, now, failover_s)
-    ]
-    return min(dues, default=None)
+    owned = (lease.lease_key for lease in leases if lease.lease_owner is not None)
+    return observations.next_expiry(now, failover_s, owned)
 
 
 def must_place(views: Sequence[LeaseView]) -> frozenset[str]:

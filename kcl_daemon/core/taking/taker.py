@@ -15,6 +15,12 @@ One call per taker run (contract §4.4), after the shell has scanned the table a
    ``min(needed, its_count - target)`` of its leases, but 1 when that is 0 and ``needed > 1``, and
    never more than ``max_leases_to_steal_at_one_time``.
 
+Java runs the taker every ``2 x failover``; a dead worker's lease is then seen expired up to two runs
+after its last renewal. kcl-daemon also runs *expiry passes* in between (``steals=False``, every
+:func:`~kcl_daemon.core.expiry.expiry_interval_for` the failover time): the same decision, except that
+it never steals, so an expired or unowned lease is taken within about a second of coming due while
+balancing by stealing keeps Java's cadence (:func:`next_taker_pass`).
+
 Every take is a conditional write on the counter seen in the scan, so plans of concurrent workers
 may overlap: the table decides. Randomness comes from the injected ``random.Random``; the leases are
 sorted by key before shuffling so a seeded run is reproducible. Ties for "most loaded" (an arbitrary
@@ -190,8 +196,11 @@ def plan_takes(
     now: float,
     config: TakerConfig,
     rng: Random,
+    *,
+    steals: bool = True,
 ) -> TakePlan:
-    """Decide this run's takes and steals (contract §4.4). ``observations`` must already include the scan."""
+    """Decide this run's takes and steals (contract §4.4). ``observations`` must already include the scan.
+    ``steals=False`` (an expiry pass): take what is available, never steal."""
     scan = _scan(leases, observations, worker_id, now, config)
     if not scan.ordered:
         return scan.plan("no leases, nothing to take")
@@ -227,7 +236,42 @@ def plan_takes(
         ]
         return scan.plan(f"taking {len(takes)} of {len(available)} available leases", takes)
 
+    if not steals:
+        return scan.plan("nothing available; stealing waits for the next full run")
     return _plan_steals(scan, config, rng)
+
+
+@dataclass(frozen=True, slots=True)
+class TakerStep:
+    """One pass of the taker's schedule: whether it may steal, and when the next passes are due."""
+
+    full: bool
+    full_due_at: float  # the next full run (the one after this pass)
+    wake_at: float  # the next pass of either kind
+
+
+def next_taker_pass(
+    now: float,
+    *,
+    full_due_at: float,
+    take_interval_s: float,
+    expiry_interval_s: float | None,
+    earliest_due: float | None = None,
+) -> TakerStep:
+    """The taker's schedule at ``now``: full runs every ``take_interval_s`` (``2 x failover``, as Java),
+    due at ``full_due_at``; expiry passes every ``expiry_interval_s`` in between (None: Java's cadence
+    only), and at ``earliest_due`` (when the first lease seen would expire:
+    :meth:`~kcl_daemon.core.expiry.LeaseObservations.next_expiry`) if that comes sooner; never later
+    than the next full run."""
+    full = now >= full_due_at
+    if full:
+        full_due_at = now + take_interval_s
+    wake_at = full_due_at
+    if expiry_interval_s is not None:
+        wake_at = min(wake_at, now + expiry_interval_s)
+        if earliest_due is not None and earliest_due > now:
+            wake_at = min(wake_at, earliest_due)
+    return TakerStep(full=full, full_due_at=full_due_at, wake_at=wake_at)
 
 
 def _plan_steals(scan: _Scan, config: TakerConfig, rng: Random) -> TakePlan:

@@ -7,6 +7,7 @@ timing logic exactly, in simulated seconds.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from dataclasses import replace
 from random import Random
 
@@ -16,7 +17,7 @@ from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import LeaseConflict
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
-from tests.support.clocks import SteppedClock
+from tests.support.clocks import SteppedClock, VirtualClock
 from tests.support.fakes import FakeTable, Scan, owned_by, shards
 from tests.support.lease_fleet import CoordinatorFleet
 
@@ -27,7 +28,8 @@ async def test_three_workers_converge_and_two_take_over_when_one_stops() -> None
 
     fleet.stopped.add("w-c")  # stops renewing and taking, as if killed
     took = await fleet.run_until(lambda: sorted(fleet.owners().values()) == [6, 6], limit_s=120)
-    bound = 10.0 + 2 * fleet.take_every
+    # expiry passes: failover after the last renewal was seen, plus one pass (Java: two taker runs)
+    bound = 10.0 + 2 * fleet.expiry_every + 0.2
     assert took <= bound, f"takeover took {took:.1f}s simulated, bound {bound:.1f}s"
     # the old owner's view: its leases are lost by its own clock once it cannot renew
     held = fleet.held()
@@ -180,3 +182,53 @@ async def test_release_named_gives_up_leases_assigned_but_not_adopted_and_hands_
     assert table.items["shardId-000000000000"].lease_owner == "me"  # held: not the sweep's
     assert table.items["shardId-000000000003"].lease_owner == "other"
     assert await coordinator.release_named() == 0
+
+
+async def test_the_taker_loop_takes_a_dead_workers_leases_as_they_expire() -> None:
+    """run_taker itself: expiry passes between Java's full runs take a dead worker's leases as they
+    expire (Java's cadence alone: at the second full run, 20 s)."""
+    table = FakeTable(owned_by("dead", 4))
+    clock = VirtualClock(1000.0)
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), clock, rng=Random(1))
+    taker = asyncio.create_task(coordinator.run_taker())
+    try:
+        took = await clock.run(lambda: len(coordinator.held) == 4, limit_s=60)
+    finally:
+        taker.cancel()
+        await asyncio.gather(taker, return_exceptions=True)
+    # first seen (a full run, which also steals one) at 0 s; expired past 10 s: taken by the pass the
+    # taker schedules for that moment, not the next 1 s pass
+    assert took < 12.0  # (the clock may step once more before the check runs)
+    taken_at = sorted(held.renewed_at - 1000.0 for held in coordinator.held.values())
+    assert taken_at[-3:] == pytest.approx([10.05] * 3)  # (no renewer runs: the stolen one is retaken too)
+
+
+async def test_the_taker_loop_steals_only_at_its_full_runs() -> None:
+    table = FakeTable(owned_by("busy", 4))
+    clock = VirtualClock(1000.0)
+    passes: list[tuple[float, bool, int]] = []
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), clock, rng=Random(1))
+    take_once = coordinator.take_once
+
+    async def spy(*, steals: bool = True) -> object:
+        for lease in table.items.values():  # "busy" renews: nothing ever expires
+            if lease.lease_owner == "busy":
+                table.items[lease.lease_key] = replace(lease, lease_counter=lease.lease_counter + 1)
+        plan = await take_once(steals=steals)
+        passes.append((clock.now - 1000.0, steals, len(coordinator.held)))
+        return plan
+
+    coordinator.take_once = spy  # type: ignore[method-assign]
+    taker = asyncio.create_task(coordinator.run_taker())
+    try:
+        await clock.run(lambda: clock.now >= 1045.0, limit_s=60)
+    finally:
+        taker.cancel()
+        await asyncio.gather(taker, return_exceptions=True)
+    full_runs = [at for at, allowed, _ in passes if allowed]
+    assert full_runs == pytest.approx([0.0, 20.05, 40.1])
+    assert len(passes) >= 40  # an expiry pass about every second in between
+    # one steal per full run (maxLeasesToStealAtOneTime) up to the target of 2; none in between
+    counts = [(0.0, True, 0), *passes]
+    grew = [(at, allowed) for (_, _, before), (at, allowed, n) in itertools.pairwise(counts) if n > before]
+    assert grew == [(0.0, True), (pytest.approx(20.05), True)]

@@ -99,3 +99,35 @@ def test_renew_now_waits_for_a_renewal_sent_after_it_not_for_one_already_in_flig
             time.sleep(0.01)
         assert waiter.done()
         assert table.renewals[KEY] == 2, "the renewal in flight, then one sent after the call"
+
+
+async def test_the_keeper_thread_sleeps_between_renewals() -> None:
+    """The keeper thread wakes for what is due, not in a loop: with two leases renewed every ~3.3 s it
+    passes a handful of times a second at most (a thread woken by its own passes spun, taking a core and
+    the GIL from the event loop)."""
+    table = CountingTable()
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me", failover_s=10.0), SystemClock())
+    await coordinator.take_once()
+    await coordinator.take_once()
+    passes = 0
+    tick = coordinator.keeper.tick
+
+    def counted() -> float:
+        nonlocal passes
+        passes += 1
+        return tick()
+
+    coordinator.keeper.tick = counted  # type: ignore[method-assign]
+    cpu = time.thread_time
+    renewer = asyncio.create_task(coordinator.run_renewer())
+    started = cpu()
+    try:
+        await asyncio.sleep(1.0)
+    finally:
+        renewer.cancel()
+        await asyncio.gather(renewer, return_exceptions=True)
+    assert len(coordinator.held) == 2
+    # at most one pass per MAX_SLEEP_S plus the renewals' and answers' wake-ups; a spinning thread makes
+    # tens of thousands
+    assert passes <= 20, passes
+    assert cpu() - started < 0.5

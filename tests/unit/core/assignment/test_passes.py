@@ -17,11 +17,9 @@ from kcl_daemon.core.assignment.decider import (
     WorkerView,
 )
 from kcl_daemon.core.assignment.passes import (
-    DUE_EPSILON_S,
     PassKind,
     dead_workers,
     earliest_due,
-    expiry_interval_for,
     expiry_moves,
     finished_lease_moves,
     must_place,
@@ -30,7 +28,7 @@ from kcl_daemon.core.assignment.passes import (
     plan_pass,
     quiet_workers,
 )
-from kcl_daemon.core.expiry import LeaseObservations
+from kcl_daemon.core.expiry import DUE_EPSILON_S, LeaseObservations, expiry_interval_for
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
 

@@ -10,10 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kcl_daemon.core.expiry import NEVER_CHANGED, CounterObservation, LeaseObservations
+from kcl_daemon.core.expiry import DUE_EPSILON_S, NEVER_CHANGED, CounterObservation, LeaseObservations
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
-from kcl_daemon.core.taking.taker import PlannedTake, TakeKind, TakePlan, TakerConfig, plan_takes
+from kcl_daemon.core.taking.taker import (
+    PlannedTake,
+    TakeKind,
+    TakePlan,
+    TakerConfig,
+    next_taker_pass,
+    plan_takes,
+)
 
 L = 10.0
 NOW = 1000.0
@@ -230,6 +237,81 @@ def test_config_validation() -> None:
         TakerConfig(failover_s=0)
 
 
+# --- expiry passes (steals=False) and the taker's schedule -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "owners",
+    [
+        ["me"] * 1 + ["a"] * 3 + ["b"] * 3 + ["c"] * 1,  # a full run would steal 1
+        ["a"] * 12,  # cold: a full run would steal 1
+    ],
+)
+def test_an_expiry_pass_never_steals(owners: list[str]) -> None:
+    leases = table(*owners)
+    assert plan(leases, "me").steals
+    result = plan_takes(leases, fresh(leases), "me", NOW, NO_PRIORITY, random.Random(0), steals=False)
+    assert result.all == ()
+    assert "stealing waits for the next full run" in result.summary
+
+
+def test_an_expiry_pass_takes_an_expired_lease_as_a_full_run_would() -> None:
+    leases = table("a", "a", "b", "b", "me")
+    obs = fresh(leases, {key(0): L + 0.5})
+    for steals in (True, False):
+        result = plan_takes(leases, obs, "me", NOW, NO_PRIORITY, random.Random(0), steals=steals)
+        assert [t.lease_key for t in result.takes] == [key(0)]
+        assert result.steals == ()
+
+
+@pytest.mark.parametrize(
+    ("now", "full_due_at", "expiry", "full", "next_full", "wake"),
+    [
+        (0.0, 0.0, 1.0, True, 20.0, 1.0),  # the first pass is a full run
+        (1.0, 20.0, 1.0, False, 20.0, 2.0),  # expiry passes in between
+        (19.5, 20.0, 1.0, False, 20.0, 20.0),  # never later than the next full run
+        (20.2, 20.0, 1.0, True, 40.2, 21.2),  # a late full run counts from when it ran
+        (0.0, 0.0, None, True, 20.0, 20.0),  # None: Java's cadence only
+        (5.0, 20.0, None, False, 20.0, 20.0),
+    ],
+)
+def test_taker_schedule(
+    now: float, full_due_at: float, expiry: float | None, full: bool, next_full: float, wake: float
+) -> None:
+    step = next_taker_pass(now, full_due_at=full_due_at, take_interval_s=20.0, expiry_interval_s=expiry)
+    assert (step.full, step.full_due_at, step.wake_at) == (full, next_full, wake)
+
+
+@pytest.mark.parametrize(
+    ("now", "due", "wake"),
+    [
+        (1.0, 1.4, 1.4),  # a lease comes due before the next pass: look then
+        (1.0, 5.0, 2.0),  # later than the next pass: the pass
+        (1.0, 0.5, 2.0),  # already past (taken or retried by this pass): ignored
+        (19.8, 20.3, 20.0),  # never later than the next full run
+    ],
+)
+def test_the_taker_also_looks_when_a_lease_comes_due(now: float, due: float, wake: float) -> None:
+    step = next_taker_pass(
+        now, full_due_at=20.0, take_interval_s=20.0, expiry_interval_s=1.0, earliest_due=due
+    )
+    assert step.wake_at == pytest.approx(wake)
+
+
+def test_next_expiry_is_the_first_unexpired_lease_coming_due() -> None:
+    obs = LeaseObservations(
+        {
+            "a": CounterObservation(1, 100.0),
+            "b": CounterObservation(1, 95.0),
+            "c": CounterObservation(1, 80.0),  # expired at 103: ignored
+            "d": CounterObservation(1, NEVER_CHANGED),  # never seen changing: expired
+        }
+    )
+    assert obs.next_expiry(103.0, L) == pytest.approx(105.0 + DUE_EPSILON_S)
+    assert obs.next_expiry(103.0, L, ["a", "zz"]) == pytest.approx(110.0 + DUE_EPSILON_S)
+    assert obs.next_expiry(103.0, L, ["c", "d"]) is None
+
+
 # --- invariants of a single plan ----------------------------------------------------------------------
 
 WORKERS = ["me", "w1", "w2", "w3", "w4"]
@@ -255,10 +337,17 @@ def scenarios(draw: st.DrawFn) -> tuple[list[Lease], LeaseObservations, TakerCon
     return leases, LeaseObservations(entries), config
 
 
-@given(scenarios(), st.integers(0, 2**32))
-def test_plan_invariants(scenario: tuple[list[Lease], LeaseObservations, TakerConfig], seed: int) -> None:
+@given(scenarios(), st.integers(0, 2**32), st.booleans())
+def test_plan_invariants(
+    scenario: tuple[list[Lease], LeaseObservations, TakerConfig], seed: int, steals: bool
+) -> None:
     leases, obs, config = scenario
-    result = plan_takes(leases, obs, "me", NOW, config, random.Random(seed))
+    result = plan_takes(leases, obs, "me", NOW, config, random.Random(seed), steals=steals)
+    if not steals:
+        assert result.steals == ()
+        # an expiry pass takes exactly what a full run would take, when the full run takes anything
+        full = plan_takes(leases, obs, "me", NOW, config, random.Random(seed))
+        assert result.takes == full.takes
     by_key = {lease.lease_key: lease for lease in leases}
 
     def available(lease: Lease) -> bool:
