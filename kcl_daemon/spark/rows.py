@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from kcl_daemon.aws.kinesis import AnyRawRecord, RawRecord
 from kcl_daemon.aws.records_page import EncodedRawRecord
-from kcl_daemon.core.spark.read_ahead import PageFacts
+from kcl_daemon.core.spark.whole_pages import PageFacts
 from kcl_daemon.retrieval.deaggregate import MAGIC, MAGIC_B64_PREFIX, Deaggregator
 
 SCHEMA_DDL: Final = (
@@ -96,20 +96,13 @@ def user_rows(deaggregator: Deaggregator | None, raws: Sequence[AnyRawRecord]) -
 MAX_PARTITION_KEY_CHARS: Final = 256
 
 
-def page_facts(
-    raws: Sequence[AnyRawRecord],
-    deaggregate: bool,
-    *,
-    asked: int,
-    has_next: bool,
-    millis_behind_latest: int | None,
-) -> PageFacts:
+def page_facts(raws: Sequence[AnyRawRecord], deaggregate: bool) -> PageFacts:
     """What a read can know of a page before turning it into rows: its last sequence number, latest
     arrival, and upper bounds of its rows and of the bytes they hold (:func:`held_bytes`). A plain
     record is one row of its payload and key; a KPL aggregate (when ``deaggregate``) is bounded by
     one row per byte of its payload, each with the longest partition key."""
     if not raws:
-        return PageFacts(0, asked, has_next, millis_behind_latest, None, None, 0, 0)
+        return PageFacts(0, None, None, 0, 0)
     latest = max(raw.approximate_arrival_timestamp for raw in raws)
     keys = sum(len(raw.partition_key) for raw in raws)
     if all(type(raw) is EncodedRawRecord for raw in raws):
@@ -129,7 +122,7 @@ def page_facts(
         rows += inside - len(aggregates)
         held += inside * (MAX_PARTITION_KEY_CHARS + ROW_OVERHEAD_BYTES)
     last = int(raws[-1].sequence_number)
-    return PageFacts(count, asked, has_next, millis_behind_latest, last, latest, rows, held, len(aggregates))
+    return PageFacts(count, last, latest, rows, held, len(aggregates))
 
 
 class Rows:

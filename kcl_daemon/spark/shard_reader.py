@@ -21,23 +21,18 @@ daemon's :class:`Deaggregator`, calls are paced per shard (:mod:`kcl_daemon.core
 retried under the named ``GET_RECORDS`` policy, re-getting an expired iterator after the last record
 fetched. Never logs payloads.
 
-**Read-ahead.** When a page certainly does not end the read (:func:`~kcl_daemon.core.spark.read_ahead.
-reads_on`: not the known end, the cut-off, a full budget, the call cap, the shard's end or its tip, from
-bounds taken before the page becomes rows), the next call starts on a helper thread while this thread
-turns the page into rows, so Kinesis is not idle while Python works; such a page is also taken whole,
-column by column, without a per-row check. The call ahead is the same call the read makes next (same
-cursor, pacing, retry policy and iterator refresh; its error surfaces where the read takes its page),
-so a read fetches and yields exactly what it did without it. When the read ends early (an error), the
-call ahead is cancelled before its next attempt or pacing wait, and joined before the read returns.
+**Whole pages.** A page whose bounds (:func:`~kcl_daemon.spark.rows.page_facts`: last sequence number,
+latest arrival, upper bounds of its rows and held bytes) show that none of its rows can end the read
+(:func:`~kcl_daemon.core.spark.whole_pages.page_within_stops`: not the known end, not past the cut-off,
+no budget that may fill) and that holds no KPL aggregate or record at or before the start is added
+whole, column by column; any other page goes row by row. Both give the same rows.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -46,7 +41,7 @@ from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shards.iterator import IteratorPosition, iterator_position_for, refresh_position
 from kcl_daemon.core.shards.read_pacing import seconds_until_next_read
 from kcl_daemon.core.spark.offsets import AT_SHARD_END, ShardPos, after
-from kcl_daemon.core.spark.read_ahead import ReadState, next_limit, page_within_stops, reads_on
+from kcl_daemon.core.spark.whole_pages import ReadState, page_within_stops
 from kcl_daemon.errors import IteratorExpired, KclError, ShardNotFound
 from kcl_daemon.retrieval.deaggregate import Deaggregator
 from kcl_daemon.retry import GET_RECORDS
@@ -91,10 +86,6 @@ class ShardRead:
     held_bytes: int = 0  # rows.held_bytes of the rows taken (counted when ``max_bytes`` is set)
 
 
-class _Cancelled(Exception):
-    """The read ended before its call ahead was made."""
-
-
 @dataclass(slots=True)
 class _Cursor:
     kinesis: Kinesis
@@ -108,24 +99,12 @@ class _Cursor:
     last_fetched: str | None = None
     last_call: float | None = None
 
-    def fetch(
-        self,
-        limit: int,
-        sleep: Callable[[float], None] | None = None,
-        cancelled: threading.Event | None = None,
-    ) -> GetRecordsResult:
-        """One GetRecords page, paced and retried; ``cancelled`` (a call ahead): give up before each
-        attempt and after each wait once it is set."""
-        sleep = sleep or self.sleep
-        for attempt in GET_RECORDS.retrying(sleep=sleep, monotonic=self.monotonic):
+    def fetch(self, limit: int) -> GetRecordsResult:
+        for attempt in GET_RECORDS.retrying(sleep=self.sleep, monotonic=self.monotonic):
             with attempt:
-                if cancelled is not None and cancelled.is_set():
-                    raise _Cancelled
                 wait = seconds_until_next_read(self.monotonic(), self.last_call, self.interval_s)
                 if wait > 0:
-                    sleep(wait)
-                    if cancelled is not None and cancelled.is_set():
-                        raise _Cancelled
+                    self.sleep(wait)
                 if self.iterator is None:
                     position = refresh_position(self.last_fetched, self.start)
                     self.iterator = self.kinesis.get_shard_iterator(self.stream, self.shard_id, position)
@@ -140,50 +119,6 @@ class _Cursor:
                 self.iterator = result.next_iterator
                 return result
         raise AssertionError("unreachable: the retry policy re-raises the last error")  # pragma: no cover
-
-
-class _ReadAhead:
-    """At most one GetRecords call of a read running ahead of it, on a one-thread pool started on first
-    use. The cursor belongs to the call ahead while it runs: the read touches it only after
-    :meth:`take`."""
-
-    def __init__(self, cursor: _Cursor, sleep: Callable[[float], None] | None) -> None:
-        self._cursor = cursor
-        self._cancelled = threading.Event()
-        # the real clock's waits end at once when the read ends; an injected clock's are left to it
-        self._sleep = sleep if sleep is not None else self._wait
-        self._pool: ThreadPoolExecutor | None = None
-        self._pending: Future[GetRecordsResult] | None = None
-        self.limit = 0  # the Limit of the call ahead
-        self.started = 0  # calls started ahead (tests, benchmarks)
-
-    def _wait(self, seconds: float) -> None:
-        self._cancelled.wait(seconds)
-
-    @property
-    def pending(self) -> bool:
-        return self._pending is not None
-
-    def start(self, limit: int) -> None:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="spark-read-ahead")
-        self.limit = limit
-        self.started += 1
-        self._pending = self._pool.submit(self._cursor.fetch, limit, self._sleep, self._cancelled)
-
-    def take(self) -> GetRecordsResult:
-        """The page of the call ahead (its error, if it failed), waiting for it."""
-        assert self._pending is not None
-        future, self._pending = self._pending, None
-        return future.result()
-
-    def close(self) -> None:
-        """Cancel a call ahead nobody will take and wait for the thread to end (at most the call that
-        is in flight: no further attempt or wait starts)."""
-        self._cancelled.set()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-        self._pending = None
 
 
 def timestamp_of(pos: ShardPos) -> datetime | None:
@@ -206,7 +141,7 @@ def read_shard(
     closed: bool = False,
     resume: Resume | None = None,
     head: GetRecordsResult | None = None,
-    sleep: Callable[[float], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> ShardRead:
     """Read ``shard_id`` after ``start`` (see the module docstring); ``stop_at`` is a known end.
@@ -216,8 +151,7 @@ def read_shard(
     end, within ``max_calls``. ``head``: the first page, fetched by someone else from ``start`` with
     ``Limit`` 1 (``resume`` then holds its next iterator). Raises :class:`DataLoss` (when
     ``fail_on_data_loss``) if the read cannot reach ``stop_at`` or the first record is later than the
-    numeric start, i.e. records were trimmed before they were read. ``sleep`` (None: the real clock,
-    whose waits a cancelled call ahead cuts short) and ``monotonic`` are the clock.
+    numeric start, i.e. records were trimmed before they were read.
     """
     result = ShardRead(end=start)
     if start.is_shard_end:
@@ -228,45 +162,12 @@ def read_shard(
         shard_id,
         iterator_position_for(start.checkpoint, timestamp=timestamp_of(start)),
         limits.min_interval_s,
-        sleep or time.sleep,
+        sleep,
         monotonic,
         iterator=None if resume is None else resume.iterator,
         last_call=None if resume is None else resume.last_call,
     )
-    ahead = _ReadAhead(cursor, sleep)
-    try:
-        return _read(
-            cursor,
-            ahead,
-            result,
-            start,
-            stop_at=stop_at,
-            limits=limits,
-            deaggregator=Deaggregator(shard_id, *hash_range) if deaggregate else None,
-            fail_on_data_loss=fail_on_data_loss,
-            closed=closed,
-            resumed=resume is not None,
-            head=head,
-        )
-    finally:
-        ahead.close()
-
-
-def _read(
-    cursor: _Cursor,
-    ahead: _ReadAhead,
-    result: ShardRead,
-    start: ShardPos,
-    *,
-    stop_at: ShardPos | None,
-    limits: ReadLimits,
-    deaggregator: Deaggregator | None,
-    fail_on_data_loss: bool,
-    closed: bool,
-    resumed: bool,
-    head: GetRecordsResult | None,
-) -> ShardRead:
-    shard_id, stream = cursor.shard_id, cursor.stream
+    deaggregator = Deaggregator(shard_id, *hash_range) if deaggregate else None
     stop_esn = None if stop_at is None or stop_at.is_shard_end else stop_at.checkpoint
     stop_seq = None if stop_esn is None else int(stop_esn.sequence_number)
     stop_key = None if stop_esn is None else (int(stop_esn.sequence_number), stop_esn.sub_sequence_number)
@@ -278,7 +179,7 @@ def _read(
     going_to_end = closed or (stop_at is not None and stop_at.is_shard_end)
     last_taken: tuple[str, int] | None = None  # (sequence number, sub-sequence) of the last row taken
     held = 0  # rows.held_bytes of the rows taken, counted when limits.max_bytes is set
-    first_page = not resumed  # a resumed iterator (or a head, fetched AFTER the start) starts after it
+    first_page = resume is None  # a resumed iterator (or a head, fetched AFTER the start) starts after it
     last_fetched: str | None = None
     done = False
 
@@ -306,11 +207,7 @@ def _read(
                 cursor.iterator = page.next_iterator
         else:
             try:
-                if ahead.pending:
-                    call_limit = ahead.limit
-                    page = ahead.take()
-                else:
-                    page = cursor.fetch(call_limit)
+                page = cursor.fetch(call_limit)
             except ShardNotFound:
                 if stop_at is None or stop_at.is_shard_end:
                     result.end = AT_SHARD_END
@@ -329,27 +226,15 @@ def _read(
                     f"(the first one left is {page.records[0].sequence_number})"
                 )
         rows = result.records
-        facts = page_facts(
-            page.records,
-            deaggregator is not None,
-            asked=call_limit,
-            has_next=page.next_iterator is not None,
-            millis_behind_latest=page.millis_behind_latest,
-        )
+        facts = page_facts(page.records, deaggregator is not None)
         state = ReadState(
             rows=len(rows),
             held=held,
-            calls=result.calls,
-            going_to_end=going_to_end,
             stop_sequence=stop_seq,
-            stop_at_shard_end=stop_at is not None and stop_at.is_shard_end,
             cutoff_ms=limits.cutoff_ms,
             max_records=limits.max_records,
             max_bytes=limits.max_bytes,
-            max_calls=limits.max_calls,
         )
-        if reads_on(facts, state):  # the next call runs while this page becomes rows
-            ahead.start(next_limit(facts, state, limits.get_records_limit))
         if (
             page.records
             and not facts.aggregates
@@ -411,6 +296,6 @@ def _read(
         past = ExtendedSequenceNumber(last_fetched, 0)
         if past > result.end.checkpoint:
             result.end = after(last_fetched, 0)  # every fetched record was looked at: move past drops
-    if not done and not ahead.pending and cursor.iterator is not None and not result.end.is_shard_end:
+    if not done and cursor.iterator is not None and not result.end.is_shard_end:
         result.resume = Resume(cursor.iterator, cursor.last_call)  # every record fetched was taken
     return result

@@ -40,7 +40,7 @@ def test_a_plain_page_taken_whole_is_the_page_taken_row_by_row(
         by_row.append(row)
     assert columns(whole) == columns(by_row)
     assert added == sum(held_bytes(row) for row in user_rows(None, raws))
-    facts = page_facts(raws, True, asked=10, has_next=True, millis_behind_latest=0)
+    facts = page_facts(raws, True)
     assert facts.rows_bound == len(raws) and facts.held_bound >= added and facts.aggregates == 0
     if raws:
         assert facts.last_sequence == 100 + len(raws) - 1 and facts.latest_arrival_ms == 999 + len(raws)
@@ -56,10 +56,10 @@ def test_the_bounds_of_a_page_of_aggregates_hold(sizes: list[int], encoded: bool
             EncodedRawRecord(base64.b64encode(r.data).decode(), "agg", r.sequence_number, 1000) for r in raws
         ]
     rows = list(user_rows(Deaggregator("shardId-0", 0, 2**128 - 1), raws))
-    facts = page_facts(raws, True, asked=10, has_next=True, millis_behind_latest=0)
+    facts = page_facts(raws, True)
     assert facts.aggregates == len(sizes) and len(rows) == sum(sizes)
     assert facts.rows_bound >= len(rows) and facts.held_bound >= sum(map(held_bytes, rows))
-    whole = page_facts(raws, False, asked=10, has_next=True, millis_behind_latest=0)
+    whole = page_facts(raws, False)
     assert whole.aggregates == 0 and whole.rows_bound == len(raws)  # not split: one row each
 
 
