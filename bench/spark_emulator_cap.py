@@ -5,8 +5,7 @@ kinesalite + dynalite on 127.0.0.1, ``--records`` records of 100 bytes in 4 shar
 
 * **raw**: ``spark_cluster.py``'s raw loop (boto3, a thread per shard, Limit 10000);
 * **executor path**: what ``local[2]`` runs without Spark: two processes, each reading two shards one
-  after the other as a task does (``read_shard`` with the executor's limits, then the Arrow batch);
-* **executor path, no read-ahead**: the same with the read-ahead turned off.
+  after the other as a task does (``read_shard`` with the executor's limits, then the Arrow batch).
 
 and the CPU seconds kinesalite (a single-threaded Node process) spent meanwhile, from /proc. A reader
 that keeps it near 100 % of a core reads as fast as the emulator serves; nothing on the client side
@@ -51,16 +50,14 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def task(args: tuple[str, list[str], bool]) -> int:
+def task(args: tuple[str, list[str]]) -> int:
     """One executor process: its shards one after the other, as local[2]'s tasks read them."""
-    endpoint, shard_ids, ahead = args
+    endpoint, shard_ids = args
     from kcl_daemon.aws import source_clients
     from kcl_daemon.core.spark.offsets import AT_TRIM_HORIZON
     from kcl_daemon.spark import shard_reader
     from kcl_daemon.spark.options import DEFAULT_MAX_BYTES_PER_SHARD_PER_BATCH, NO_ROW_CAP
 
-    if not ahead:
-        shard_reader.reads_on = lambda page, state: False  # type: ignore[attr-defined]
     kinesis = source_clients.kinesis_for(REGION, endpoint, source_clients.Credentials())
     limits = shard_reader.ReadLimits(max_records=NO_ROW_CAP, max_bytes=DEFAULT_MAX_BYTES_PER_SHARD_PER_BATCH)
     rows = 0
@@ -85,20 +82,15 @@ def main() -> None:
         pid = kinesalite_pid(endpoint.rsplit(":", 1)[1])
         shard_ids = sorted(per_shard)
 
-        def executor_path(ahead: bool) -> Callable[[], object]:
-            def run() -> object:
-                with get_context("fork").Pool(2) as pool:
-                    jobs = [(endpoint, shard_ids[0::2], ahead), (endpoint, shard_ids[1::2], ahead)]
-                    rows = sum(pool.map(task, jobs))
-                assert rows == args.records, f"read {rows} rows, not {args.records}"
-                return rows
+        def executor_path() -> object:
+            with get_context("fork").Pool(2) as pool:
+                rows = sum(pool.map(task, [(endpoint, shard_ids[0::2]), (endpoint, shard_ids[1::2])]))
+            assert rows == args.records, f"read {rows} rows, not {args.records}"
+            return rows
 
-            return run
-
-        readers = {
+        readers: dict[str, Callable[[], object]] = {
             "raw loop (4 threads)": lambda: raw_loop_s(kinesis, STREAM, per_shard),
-            "executor path (2 processes)": executor_path(True),
-            "executor path, no read-ahead": executor_path(False),
+            "executor path (2 processes)": executor_path,
         }
         print(f"{args.records} records of 100 bytes in 4 shards on kinesalite:")
         for _ in range(args.rounds):
