@@ -10,7 +10,9 @@ Each child, over the same data:
 * **whole query**: ``format("kinesis")`` under ``Trigger.AvailableNow`` into the ``noop`` sink (or
   ``--sink parquet``), timed from ``start()`` to the end, after a warm-up query on a small stream (JVM
   and Python workers started); ``maxRecordsPerBatch`` = ``--batch`` (0: unset, each shard's part of a
-  batch bounded by ``maxBytesPerShardPerBatch``), plus any ``--source-option``;
+  batch bounded by ``maxBytesPerShardPerBatch``), plus any ``--source-option``; ``--repeat N`` times it N
+  times with a raw loop between rounds (a round's raw figure: the best of the raw loops on either side
+  of it; the first round's is the baseline above) and reports each round's ratio and their median;
 * **driver CPU**: a second query over the same data with ``maxRecordsPerBatch`` = ``--cpu-batch`` (many
   batches): CPU seconds of its source runner (the driver-side Python process that plans) from the end
   of its first batch to the end of the query, per 10,000 records read in that time (start-up, imports
@@ -37,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -270,6 +273,21 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             if args.batch:
                 measured["maxRecordsPerBatch"] = str(args.batch)
             result = run_query(spark, measured, root / "out", root / "chk", args.sink, watch=False)
+            rounds = [{"raw_s": raw, "query_s": result["wall_s"]}]
+            raws = [raw_after]
+            for again in range(1, args.repeat):  # more rounds: a raw loop, then the query again
+                raws.append(raw_loop_s(kinesis, args.stream, per_shard))
+                wall = run_query(
+                    spark, measured, root / f"out{again}", root / f"chk{again}", args.sink, watch=False
+                )["wall_s"]
+                rounds.append({"raw_s": raws[-1], "query_s": wall})
+            if args.repeat > 1:  # each round's raw figure: the best of the raw loops on either side
+                raws.append(raw_loop_s(kinesis, args.stream, per_shard))
+                for i, entry in enumerate(rounds[1:], start=1):
+                    entry["raw_s"] = min(raws[i], raws[i + 1])
+            for entry in rounds:
+                entry["ratio"] = round(entry["raw_s"] / entry["query_s"], 2)
+                entry["raw_s"], entry["query_s"] = round(entry["raw_s"], 2), round(entry["query_s"], 2)
             steady = run_query(
                 spark,
                 {
@@ -300,6 +318,9 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         "whole_query_rps": round(records / result["wall_s"]),
         "ratio_vs_raw": round(raw / result["wall_s"], 2),
         "whole_query_s": round(result["wall_s"], 2),
+        "raw_loop_s": round(raw, 2),
+        "rounds": rounds,
+        "median_ratio": statistics.median(entry["ratio"] for entry in rounds),
         "batches": result["batches"],
         "latest_offset_ms": result["latest_offset_ms"],
         "add_batch_ms": result["add_batch_ms"],
@@ -343,6 +364,12 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="an extra option of the timed query (repeatable), e.g. maxRecordsPerShardPerBatch=200000",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="time the query this many times, a raw loop between rounds; each round's ratio and the median",
+    )
     parser.add_argument("--json", action="store_true")
     # a child's arguments (set by the parent)
     parser.add_argument("--master", help=argparse.SUPPRESS)
@@ -381,6 +408,7 @@ def main() -> None:
                 *(f"--source-option={o}" for o in args.source_option),
                 f"--size={args.size}",
                 f"--sink-records={args.sink_records}",
+                f"--repeat={args.repeat}",
             ]
             done = subprocess.run(command, check=False, capture_output=True, text=True)
             if done.returncode:
@@ -413,6 +441,10 @@ def print_table(args: argparse.Namespace, results: list[dict[str, Any]]) -> None
             f"| {fetched.get('driver', 0):>8} / {fetched.get('executor', 0):<8} "
             f"| {r['fetched_over_delivered']:>17} | {r['steady_runner_cpu_s_per_10k']}"
         )
+    for r in results:
+        if len(r["rounds"]) > 1:
+            each = ", ".join(f"{e['raw_s']} / {e['query_s']} s = {e['ratio']}" for e in r["rounds"])
+            print(f"rounds on {r['master']} (raw / query): {each}; median ratio {r['median_ratio']}")
     for r in results:
         if r["sink"]:
             s = r["sink"]

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import orjson
 
@@ -40,9 +40,11 @@ _EVENT: Final = "before-parse.kinesis.GetRecords"
 _ACTIVE = threading.local()
 
 
-@dataclass(frozen=True, slots=True)
-class EncodedRawRecord:
-    """One Kinesis record as GetRecords returns it, its payload still the base64 text of the response."""
+class EncodedRawRecord(NamedTuple):
+    """One Kinesis record as GetRecords returns it, its payload still the base64 text of the response.
+
+    A named tuple, not a dataclass: a page builds thousands of them, and a tuple is built in half the
+    time of a frozen dataclass."""
 
     data_b64: str
     partition_key: str
@@ -132,12 +134,18 @@ def parse_page(body: bytes) -> RecordsPage:
     if not isinstance(obj, dict):
         raise TypeError("the GetRecords response is not a JSON object")
     records: list[EncodedRawRecord] = []
+    seen: dict[float, int] = {}
     for r in obj.get("Records") or ():
         data, key, sequence = r["Data"], r["PartitionKey"], r["SequenceNumber"]
         if type(data) is not str or type(key) is not str or type(sequence) is not str:
             raise TypeError("Data, PartitionKey and SequenceNumber must be strings")
         arrival = r.get("ApproximateArrivalTimestamp")
-        millis = _millis_of_seconds(arrival) if type(arrival) is float else epoch_millis_of(arrival)
+        if type(arrival) is float:  # records put together share their stamp: convert each one once
+            millis = seen.get(arrival)
+            if millis is None:
+                millis = seen[arrival] = _millis_of_seconds(arrival)
+        else:
+            millis = epoch_millis_of(arrival)
         records.append(EncodedRawRecord(data, key, sequence, millis))
     behind = obj.get("MillisBehindLatest")
     return RecordsPage(

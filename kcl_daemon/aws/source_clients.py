@@ -47,6 +47,9 @@ class _Key:
 
 _lock = threading.Lock()
 _clients: dict[_Key, object] = {}
+#: One session per credentials and region: the Kinesis and DynamoDB clients of a process share its
+#: loaded endpoint and partition data (the second client then costs about 10 ms instead of 60).
+_sessions: dict[tuple[Credentials, str | None], tuple[boto3.session.Session, bool]] = {}
 
 
 def _session(credentials: Credentials, region: str | None) -> tuple[boto3.session.Session, bool]:
@@ -84,7 +87,10 @@ def _client(key: _Key) -> object:
         if key not in _clients:
             settings = ClientSettings(region=key.region, read_timeout_s=10.0, max_pool_connections=64)
             try:
-                session, anonymous = _session(key.credentials, key.region)
+                made = _sessions.get((key.credentials, key.region))
+                if made is None:
+                    made = _sessions[(key.credentials, key.region)] = _session(key.credentials, key.region)
+                session, anonymous = made
                 client = _raw_timestamps(session).client(
                     key.service,  # type: ignore[call-overload]
                     endpoint_url=key.endpoint,

@@ -10,6 +10,7 @@ base64 text), KPL aggregates split by the daemon's :class:`Deaggregator`.
 from __future__ import annotations
 
 import bisect
+from binascii import a2b_base64
 from collections.abc import Iterator, Sequence
 from typing import Final
 
@@ -17,6 +18,7 @@ import pyarrow as pa
 
 from kcl_daemon.aws.kinesis import AnyRawRecord, RawRecord
 from kcl_daemon.aws.records_page import EncodedRawRecord
+from kcl_daemon.core.spark.whole_pages import PageFacts
 from kcl_daemon.retrieval.deaggregate import MAGIC, MAGIC_B64_PREFIX, Deaggregator
 
 SCHEMA_DDL: Final = (
@@ -89,14 +91,47 @@ def user_rows(deaggregator: Deaggregator | None, raws: Sequence[AnyRawRecord]) -
             )
 
 
+#: The longest partition key Kinesis takes (characters): what one row of an aggregate may hold besides
+#: its payload, in :func:`page_facts`' bound.
+MAX_PARTITION_KEY_CHARS: Final = 256
+
+
+def page_facts(raws: Sequence[AnyRawRecord], deaggregate: bool) -> PageFacts:
+    """What a read can know of a page before turning it into rows: its last sequence number, latest
+    arrival, and upper bounds of its rows and of the bytes they hold (:func:`held_bytes`). A plain
+    record is one row of its payload and key; a KPL aggregate (when ``deaggregate``) is bounded by
+    one row per byte of its payload, each with the longest partition key."""
+    if not raws:
+        return PageFacts(0, None, None, 0, 0)
+    latest = max(raw.approximate_arrival_timestamp for raw in raws)
+    keys = sum(len(raw.partition_key) for raw in raws)
+    if all(type(raw) is EncodedRawRecord for raw in raws):
+        texts = [raw.data_b64 for raw in raws]  # type: ignore[union-attr]
+        payload = sum(map(len, texts)) * 3 // 4  # at least the decoded size
+        aggregates = [len(text) * 3 // 4 for text in texts if text.startswith(MAGIC_B64_PREFIX)]
+    else:
+        payloads = [raw.data for raw in raws]
+        payload = sum(map(len, payloads))
+        aggregates = [len(data) for data in payloads if data.startswith(MAGIC)]
+    count = len(raws)
+    rows, held = count, payload + keys + count * ROW_OVERHEAD_BYTES
+    if not deaggregate:
+        aggregates = []  # delivered whole, one row each
+    if aggregates:
+        inside = sum(aggregates)
+        rows += inside - len(aggregates)
+        held += inside * (MAX_PARTITION_KEY_CHARS + ROW_OVERHEAD_BYTES)
+    last = int(raws[-1].sequence_number)
+    return PageFacts(count, last, latest, rows, held, len(aggregates))
+
+
 class Rows:
     """User records of one shard, column by column, in sequence order."""
 
-    __slots__ = ("data", "explicit_hash_keys", "keys", "partition_keys", "sequence_numbers", "stamps", "subs")
+    __slots__ = ("data", "explicit_hash_keys", "partition_keys", "sequence_numbers", "stamps", "subs")
 
     def __init__(self) -> None:
         self.sequence_numbers: list[str] = []
-        self.keys: list[tuple[int, int]] = []  # (sequence number, sub-sequence) for ordering
         self.subs: list[int] = []
         self.partition_keys: list[str] = []
         self.explicit_hash_keys: list[str | None] = []
@@ -107,14 +142,31 @@ class Rows:
         return len(self.sequence_numbers)
 
     def append(self, row: UserRow) -> None:
-        seq, number, sub, key, ehk, stamp, data = row
+        seq, _, sub, key, ehk, stamp, data = row
         self.sequence_numbers.append(seq)
-        self.keys.append((number, sub))
         self.subs.append(sub)
         self.partition_keys.append(key)
         self.explicit_hash_keys.append(ehk)
         self.stamps.append(stamp)
         self.data.append(data)
+
+    def add_plain(self, raws: Sequence[AnyRawRecord]) -> int:
+        """Every record of ``raws`` as one row (none is a KPL aggregate to split), column by column;
+        returns the bytes the new rows hold (:func:`held_bytes`)."""
+        count = len(raws)
+        sequence_numbers = [raw.sequence_number for raw in raws]
+        keys = [raw.partition_key for raw in raws]
+        if all(type(raw) is EncodedRawRecord for raw in raws):
+            data = list(map(a2b_base64, [raw.data_b64 for raw in raws]))  # type: ignore[union-attr]
+        else:
+            data = [raw.data for raw in raws]
+        self.sequence_numbers += sequence_numbers
+        self.subs += [0] * count
+        self.partition_keys += keys
+        self.explicit_hash_keys += [None] * count
+        self.stamps += [raw.approximate_arrival_timestamp for raw in raws]
+        self.data += data
+        return sum(map(len, data)) + sum(map(len, keys)) + count * ROW_OVERHEAD_BYTES
 
     def extend(self, other: Rows) -> None:
         for name in self.__slots__:
@@ -122,7 +174,8 @@ class Rows:
 
     def up_to(self, number: int, sub: int) -> Rows:
         """The rows at or before (sequence number, sub-sequence)."""
-        count = bisect.bisect_right(self.keys, (number, sub))
+        keys = [(int(seq), s) for seq, s in zip(self.sequence_numbers, self.subs, strict=True)]
+        count = bisect.bisect_right(keys, (number, sub))
         kept = Rows()
         for name in self.__slots__:
             getattr(kept, name).extend(getattr(self, name)[:count])
