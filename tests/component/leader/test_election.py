@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kcl_daemon.errors import TransientNetwork
 from kcl_daemon.leader.election import LeaderElection
 from tests.support.clocks import FakeClock
 from tests.support.fakes import FakeStore
@@ -59,20 +60,22 @@ async def test_a_follower_suspects_a_leader_that_missed_a_heartbeat_and_never_a_
     assert b.leader_suspect()  # 5 s unchanged > 3/8 of 10 s
 
 
+class LossyStore(FakeStore):
+    """A lock store whose next update, once ``lose_reply`` is set, applies and then fails as if its reply
+    were lost (a 500 after the write, a timeout)."""
+
+    lose_reply = False
+
+    def update(self, key: str, sets: Any, *, require_equal: Any) -> None:
+        super().update(key, sets, require_equal=require_equal)
+        if self.lose_reply:
+            self.lose_reply = False
+            raise TransientNetwork("connection closed before the reply")
+
+
 async def test_a_heartbeat_that_applied_but_answered_with_an_error_keeps_the_leader() -> None:
     """The update lands and the reply is lost (a 500 after the write, a timeout): the next heartbeat's
     condition fails; reading the lock shows our own version, so the leader stays leader."""
-    from kcl_daemon.errors import TransientNetwork
-
-    class LossyStore(FakeStore):
-        lose_reply = False
-
-        def update(self, key: str, sets: Any, *, require_equal: Any) -> None:
-            super().update(key, sets, require_equal=require_equal)
-            if self.lose_reply:
-                self.lose_reply = False
-                raise TransientNetwork("connection closed before the reply")
-
     store, clock = LossyStore(), FakeClock()
     a, b = _election(store, "a", clock), _election(store, "b", clock)
     changes: list[bool] = []
@@ -91,17 +94,6 @@ async def test_a_heartbeat_that_applied_but_answered_with_an_error_keeps_the_lea
 
 
 async def test_release_deletes_the_lock_a_heartbeat_answered_with_an_error_had_written() -> None:
-    from kcl_daemon.errors import TransientNetwork
-
-    class LossyStore(FakeStore):
-        lose_reply = False
-
-        def update(self, key: str, sets: Any, *, require_equal: Any) -> None:
-            super().update(key, sets, require_equal=require_equal)
-            if self.lose_reply:
-                self.lose_reply = False
-                raise TransientNetwork("read timeout")
-
     store, clock = LossyStore(), FakeClock()
     a = _election(store, "a", clock)
     assert await a.check_once()
@@ -113,9 +105,7 @@ async def test_release_deletes_the_lock_a_heartbeat_answered_with_an_error_had_w
 
 
 async def test_an_acquisition_that_applied_but_answered_with_an_error_leads_at_the_next_check() -> None:
-    from kcl_daemon.errors import TransientNetwork
-
-    class LossyStore(FakeStore):
+    class LossyPutStore(FakeStore):
         lose_reply = True
 
         def put(self, key: str, attributes: Any, **condition: Any) -> None:
@@ -124,7 +114,7 @@ async def test_an_acquisition_that_applied_but_answered_with_an_error_leads_at_t
                 self.lose_reply = False
                 raise TransientNetwork("read timeout")
 
-    store, clock = LossyStore(), FakeClock()
+    store, clock = LossyPutStore(), FakeClock()
     a = _election(store, "a", clock)
     assert not await a.check_once()  # applied, answered with an error
     clock.now += 2.5
