@@ -78,11 +78,11 @@ class LeaseObservations:
     def next_expiry(self, now: float, failover_s: float, keys: Iterable[str] | None = None) -> float | None:
         """When the first of ``keys`` (default: every lease seen) that is not expired yet would be, if
         its counter stays as seen: plus :data:`DUE_EPSILON_S`, since the rule is "older than"."""
-        chosen = self.entries if keys is None else {k: self.entries[k] for k in keys if k in self.entries}
+        chosen = self.entries.keys() if keys is None else keys
         dues = [
             observed.changed_at + failover_s + DUE_EPSILON_S
-            for observed in chosen.values()
-            if not now - observed.changed_at > failover_s
+            for key in chosen
+            if (observed := self.entries.get(key)) is not None and not self.is_expired(key, now, failover_s)
         ]
         return min(dues, default=None)
 

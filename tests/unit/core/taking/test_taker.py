@@ -305,11 +305,12 @@ def test_next_expiry_is_the_first_unexpired_lease_coming_due() -> None:
             "b": CounterObservation(1, 95.0),
             "c": CounterObservation(1, 80.0),  # expired at 103: ignored
             "d": CounterObservation(1, NEVER_CHANGED),  # never seen changing: expired
+            "e": CounterObservation(1, 103.0 + 400 * 86400.0),  # a clock jump: counts as expired too
         }
     )
     assert obs.next_expiry(103.0, L) == pytest.approx(105.0 + DUE_EPSILON_S)
     assert obs.next_expiry(103.0, L, ["a", "zz"]) == pytest.approx(110.0 + DUE_EPSILON_S)
-    assert obs.next_expiry(103.0, L, ["c", "d"]) is None
+    assert obs.next_expiry(103.0, L, ["c", "d", "e"]) is None
 
 
 # --- invariants of a single plan ----------------------------------------------------------------------
