@@ -55,10 +55,9 @@ from kcl_daemon.core.spark.leases import is_ahead
 from kcl_daemon.core.spark.offsets import ShardPos, SourceOffset, group_ranges, shard_ranges
 from kcl_daemon.retry import KINESIS
 from kcl_daemon.spark.clients import batch_ends_for, fanout_for, kinesis_for
-from kcl_daemon.spark.driver_read import KinesisPartition, read_ranges
-from kcl_daemon.spark.executor_read import ExecutorPartition, ShardTask, read_partition
 from kcl_daemon.spark.lease_bridge import LeaseBridge
 from kcl_daemon.spark.options import ConsumerMode, SourceOptions
+from kcl_daemon.spark.partitions import ExecutorPartition, ShardTask
 from kcl_daemon.spark.stream_reader import StreamReaderBase, new_bridge
 
 logger = logging.getLogger(__name__)
@@ -241,6 +240,8 @@ class ExecutorStreamReader(StreamReaderBase):
         parsed = parse_offset(end)
         listing = {s.shard_id: s for s in self._shards()}
         if isinstance(parsed, SourceOffset):  # the last batch readMode=driver planned: replay it as planned
+            from kcl_daemon.spark.driver_read import KinesisPartition
+
             ranges = shard_ranges(SourceOffset.from_json(start), parsed, listing)
             return [
                 KinesisPartition(self.options, group, ())
@@ -279,8 +280,14 @@ class ExecutorStreamReader(StreamReaderBase):
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # The read paths load here, in the processes that run tasks: the driver's source runner, a new
+        # process for every query, never imports them (see :mod:`kcl_daemon.spark.partitions`).
         if isinstance(partition, ExecutorPartition):
+            from kcl_daemon.spark.executor_read import read_partition
+
             return read_partition(partition)
+        from kcl_daemon.spark.driver_read import KinesisPartition, read_ranges
+
         if isinstance(partition, KinesisPartition):
             return read_ranges(partition)
         raise TypeError(f"not a partition of this source: {partition!r}")

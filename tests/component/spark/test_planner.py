@@ -11,8 +11,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from kcl_daemon.core.spark.offsets import AT_TRIM_HORIZON, SourceOffset, after
 from kcl_daemon.spark import driver_read, executor_read, planner, stream_reader
 from kcl_daemon.spark.driver_read import KinesisPartition
-from kcl_daemon.spark.executor_read import ExecutorPartition
 from kcl_daemon.spark.options import SourceOptions, StartingPosition, StartKind
+from kcl_daemon.spark.partitions import ExecutorPartition
 from kcl_daemon.spark.planner import ExecutorStreamReader
 from tests.support.spark_fakes import FakeEnds, FakeKinesis, plain
 
