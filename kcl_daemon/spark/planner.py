@@ -40,6 +40,7 @@ from pyspark.sql.streaming.datasource import (
 
 from kcl_daemon.aws.batch_ends import BatchEnds, LeaseItemEnds, MetadataTableEnds
 from kcl_daemon.aws.kinesis import GetRecordsResult
+from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType, iterator_position_for
 from kcl_daemon.core.spark.batches import (
     BatchOffset,
@@ -118,9 +119,16 @@ class ExecutorStreamReader(StreamReaderBase):
 
     def initialOffset(self) -> dict[str, Any]:
         if self._initial is None:  # called twice at start: must be the same offset both times
-            lease_positions = self._setup()
+            listing: list[Shard] | None = None
+            if self._ready or self.options.lease_table_name is not None:
+                lease_positions = self._setup()  # joining may wait for leases: list the shards after it
+            else:  # the metadata table's check and the listing are independent: overlap their calls
+                with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
+                    listed = pool.submit(self._shards, fresh=True)
+                    lease_positions = self._setup()
+                    listing = listed.result()
             self._joined_at_start = self._bridge is not None
-            start = self._starting_offset(lease_positions)
+            start = self._starting_offset(lease_positions, listing)
             self._initial = first_offset(start, self._new_run()).to_json()
         return self._initial
 
