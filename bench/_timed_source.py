@@ -46,6 +46,7 @@ emit(
     loaded_before=_BEFORE,
     loaded_after=sorted(m for m in ("pyarrow", "boto3", "botocore") if m in sys.modules),
     argv=" ".join(sys.argv)[-120:],
+    pyspark_from=str(getattr(sys.modules.get("pyspark"), "__file__", None)),
 )
 
 

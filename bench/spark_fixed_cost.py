@@ -60,7 +60,7 @@ def timeline(events: list[dict[str, Any]], began: float, ended: float) -> list[t
     for e in mine:
         who = "runner" if e["pid"] == runner else f"pid {e['pid']}"
         if e["event"] == "imported":
-            rows.append((e["process_start"] - began, f"{who}: process started"))
+            rows.append((e["process_start"] - began, f"{who}: process started ({e.get('pyspark_from')})"))
             rows.append((e["began"] - began, f"{who}: source import begins (had {e['loaded_before']})"))
             rows.append((e["t"] - began, f"{who}: source imported"))
         else:
@@ -115,12 +115,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--verbose", action="store_true", help="print each round's whole timeline")
+    parser.add_argument(
+        "--compiled-pyspark-zip",
+        action="store_true",
+        help="run Spark from a Spark home whose pyspark.zip carries bytecode (bench/_spark_home.py)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, running_emulators(shard_limit=50) as emulators:
         root = Path(tmp)
         log = root / "timeline.jsonl"
         os.environ["KCL_TIMELINE"] = str(log)  # inherited by the JVM, so by every Python process it starts
+        if args.compiled_pyspark_zip:
+            from bench._spark_home import compiled_spark_home
+
+            os.environ["SPARK_HOME"] = str(compiled_spark_home(root))
         kinesis = kinesis_client(emulators.kinesis_endpoint, read_timeout_s=60)
         make_stream(kinesis, "measured", args.shards, args.records, 100)
         make_stream(kinesis, "warmup", 1, 100, 100)
