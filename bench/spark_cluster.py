@@ -327,6 +327,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         "whole_query_s": round(result["wall_s"], 2),
         "raw_loop_s": round(raw, 2),
         "rounds": rounds,
+        "raw_loops_s": [round(raw_before, 2), *(round(r, 2) for r in raws)],
         "median_ratio": statistics.median(entry["ratio"] for entry in rounds),
         "batches": result["batches"],
         "latest_offset_ms": result["latest_offset_ms"],
