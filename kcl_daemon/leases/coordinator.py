@@ -544,6 +544,9 @@ class LeaseCoordinator:
         write = LeaseWrite(WriteKind.RELEASE, planned.lease, self.config.worker_id)
         try:
             await self._write(write, self._table.release, self._io_pool, deadline)
+        except LeaseUnreadable as exc:
+            logger.warning("not evicting lease %s: %s", planned.lease_key, exc)
+            return
         except LeaseConflict as exc:
             logger.debug("lease %s not evicted: it moved since the scan: %s", planned.lease_key, exc)
             return
