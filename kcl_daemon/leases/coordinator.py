@@ -544,6 +544,9 @@ class LeaseCoordinator:
         write = LeaseWrite(WriteKind.RELEASE, planned.lease, self.config.worker_id)
         try:
             await self._write(write, self._table.release, self._io_pool, deadline)
+        except LeaseUnreadable as exc:
+            logger.warning("not evicting lease %s: %s", planned.lease_key, exc)
+            return
         except LeaseConflict as exc:
             logger.debug("lease %s not evicted: it moved since the scan: %s", planned.lease_key, exc)
             return
@@ -553,8 +556,14 @@ class LeaseCoordinator:
         logger.info("lease %s evicted: %s", planned.lease_key, planned.reason)
 
     def next_expiry(self) -> float | None:
-        """When the first lease this worker has seen would expire if nobody renews it (monotonic)."""
-        return self._observations.next_expiry(self._clock.monotonic(), self.config.failover_s)
+        """When the first lease this worker has seen would expire if nobody renews it, or an expired one
+        would be due for eviction (monotonic)."""
+        now, failover = self._clock.monotonic(), self.config.failover_s
+        dues = [self._observations.next_expiry(now, failover)]
+        grace = self.config.taker_config().evict_after_s
+        if grace is not None:
+            dues.append(self._observations.next_expiry(now, failover + grace))
+        return min((due for due in dues if due is not None), default=None)
 
     def _take_write(self, lease: Lease, *, owner: str) -> Lease:
         return self._table.take(lease, owner)

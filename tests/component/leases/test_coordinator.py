@@ -13,6 +13,7 @@ from random import Random
 
 import pytest
 
+from kcl_daemon.core.expiry import DUE_EPSILON_S
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import LeaseConflict
@@ -55,6 +56,18 @@ async def test_a_replacement_worker_gets_a_dead_workers_leases_within_a_failover
     bound = 10.0 + 2 * fleet.expiry_every + 0.5 * fleet.expiry_every + 0.2
     assert took <= bound, f"the dead worker's leases moved after {took:.1f}s simulated, bound {bound:.1f}s"
     assert fleet.owners()["w-d"] >= 1
+
+
+async def test_the_taker_wakes_when_an_expired_lease_is_due_for_eviction() -> None:
+    table = FakeTable(owned_by("dead", 1))
+    clock = VirtualClock(1000.0)
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), clock, rng=Random(1))
+    await coordinator.take_once(steals=False)  # first seen now, owned: counts as renewed now
+    assert coordinator.next_expiry() == pytest.approx(1010.0 + DUE_EPSILON_S)
+    clock.now = 1010.2  # expired, not yet due for eviction (half a 1 s expiry pass of grace)
+    assert coordinator.next_expiry() == pytest.approx(1010.5 + DUE_EPSILON_S)
+    clock.now = 1010.6
+    assert coordinator.next_expiry() is None
 
 
 async def test_a_lease_whose_counter_moved_is_lost_on_the_next_renewal() -> None:
