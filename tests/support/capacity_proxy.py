@@ -17,8 +17,9 @@ Counts are per (table, operation): :attr:`CapacityProxy.calls`, :attr:`CapacityP
 :attr:`CapacityProxy.write_units`; :meth:`CapacityProxy.snapshot` copies them all at once. With
 ``label_items``, a lease-table call that is not about a lease has what it is about added to its operation
 (:func:`item_label`: ``UpdateItem Leader``, ``Scan worker metrics``, ``Query LeaseOwnerToLeaseKeyIndex``),
-so that a breakdown tells renewals from the leader lock and the worker metrics a KCL 3.5 layout keeps in
-the same table. Request and
+and a lease update what it writes (``UpdateItem renewal``: the counter alone; ``owner``, ``checkpoint``,
+``other``), so that a breakdown tells renewals from the rest and from the leader lock and the worker
+metrics a KCL 3.5 layout keeps in the same table. Request and
 response bodies are parsed, never logged. Independent of kcl_daemon.
 """
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -41,6 +43,9 @@ ENTITY_TYPE = "entityType"
 #: the KCL 3.x coordinator items a single-table layout keeps in the lease table under these keys
 COORDINATOR_ITEMS = frozenset({"Leader", "Migration3.0", "TableMigration3.5"})
 WORKER_METRICS = "worker metrics"
+#: what a renewal writes: the counter, and in a 3.x table the lease's throughput
+RENEWAL_ATTRIBUTES = frozenset({"leaseCounter", "throughputKBps"})
+_EXPRESSION_WORDS = frozenset({"SET", "REMOVE", "ADD", "DELETE", "if_not_exists", "list_append"})
 Key = tuple[str, str]  # (table, operation)
 
 
@@ -115,7 +120,7 @@ def item_label(request: dict[str, Any]) -> str:
     name = value.get("S") if isinstance(value, dict) else None
     if isinstance(name, str):
         if "shardId-" in name:
-            return ""
+            return lease_write_kind(request)
         return name if name in COORDINATOR_ITEMS else WORKER_METRICS
     names = request.get("ExpressionAttributeNames") or {}
     if isinstance(names, dict) and ENTITY_TYPE in names.values():
@@ -127,6 +132,40 @@ def item_label(request: dict[str, Any]) -> str:
         )
         return ",".join(WORKER_METRICS if kind == "WORKER_METRIC_STATS" else kind for kind in kinds)
     return ""
+
+
+def written_attributes(request: dict[str, Any]) -> set[str]:
+    """The attributes an UpdateItem names in what it writes (``AttributeUpdates`` or ``UpdateExpression``,
+    aliases resolved; an attribute a SET only reads, as in ``a = b + :one``, counts too)."""
+    updates = request.get("AttributeUpdates")
+    if isinstance(updates, dict):
+        return set(updates)
+    expression = request.get("UpdateExpression")
+    if not isinstance(expression, str):
+        return set()
+    names = request.get("ExpressionAttributeNames") or {}
+    aliases = names if isinstance(names, dict) else {}
+    out = set()
+    for token in re.split(r"[\s,=+\-()]+", expression):
+        if not token or token.startswith(":") or token in _EXPRESSION_WORDS:
+            continue
+        out.add(str(aliases.get(token, token)))
+    return out
+
+
+def lease_write_kind(request: dict[str, Any]) -> str:
+    """``renewal`` (the counter alone), ``checkpoint``, ``owner`` (a take, an assignment, a hand-off, a
+    release) or ``other`` for a lease update; "" for a call that writes no attribute (a read, a delete)."""
+    written = written_attributes(request)
+    if not written:
+        return ""
+    if written <= RENEWAL_ATTRIBUTES:
+        return "renewal"
+    if "checkpoint" in written:
+        return "checkpoint"
+    if OWNER in written or "checkpointOwner" in written:
+        return "owner"
+    return "other"
 
 
 @dataclass

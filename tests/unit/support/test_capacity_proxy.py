@@ -72,7 +72,7 @@ def _key(name: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("request_", "label"),
     [
-        (_key("shardId-000000000007"), ""),  # a renewal, a take, a checkpoint
+        (_key("shardId-000000000007"), ""),  # a read
         (_key("123456789012:stream:1700000000:shardId-000000000007"), ""),  # multi-stream lease
         (_key("Leader"), "Leader"),
         (_key("Migration3.0"), "Migration3.0"),
@@ -94,6 +94,30 @@ def _key(name: str) -> dict[str, Any]:
     ],
 )
 def test_item_label(request_: dict[str, Any], label: str) -> None:
+    assert item_label(request_) == label
+
+
+def _update(expression: str, **names: str) -> dict[str, Any]:
+    return {**_key("shardId-000000000001"), "UpdateExpression": expression, "ExpressionAttributeNames": names}
+
+
+@pytest.mark.parametrize(
+    ("request_", "label"),
+    [
+        (_update("SET #c = :c", **{"#c": "leaseCounter"}), "renewal"),  # ours
+        (_update("SET #c = :c, #t = :t", **{"#c": "leaseCounter", "#t": "throughputKBps"}), "renewal"),
+        (
+            {**_key("shardId-1"), "AttributeUpdates": {"leaseCounter": {"Value": {"N": "8"}}}},
+            "renewal",
+        ),  # Java
+        (_update("SET #c = :c, #o = :o ADD #s :one", **{"#c": "leaseCounter", "#o": "leaseOwner"}), "owner"),
+        (_update("SET checkpoint = :x, leaseCounter = leaseCounter + :one"), "checkpoint"),
+        (_update("SET #c = :c REMOVE #p", **{"#c": "leaseCounter", "#p": "checkpointOwner"}), "owner"),
+        (_update("SET childShardIds = :k"), "other"),
+        ({**_key("shardId-1"), "ConsistentRead": True}, ""),  # GetItem of a lease
+    ],
+)
+def test_lease_updates_by_what_they_write(request_: dict[str, Any], label: str) -> None:
     assert item_label(request_) == label
 
 
