@@ -52,7 +52,14 @@ def make_records(poison: bool) -> list[Record]:
 
 def settings(**timeouts: float) -> ConsumerSettings:
     return ConsumerSettings(
-        timeouts=ActionTimeouts(default_s=timeouts.get("action", 10.0), write_s=timeouts.get("write", 10.0)),
+        timeouts=ActionTimeouts(
+            default_s=timeouts.get("action", 10.0),
+            # a short processRecords timeout alone: a child's start-up on a busy machine may take longer
+            per_action_s={"processRecords": timeouts["processRecords"]}
+            if "processRecords" in timeouts
+            else {},
+            write_s=timeouts.get("write", 10.0),
+        ),
         stop=StopTimeouts(after_eof_s=timeouts.get("stop", 2.0), after_sigterm_s=timeouts.get("stop", 2.0)),
         restart=RestartPolicy(initial_backoff_s=1.0, max_backoff_s=8.0, max_consecutive_failures=3),
         return_when_parked=True,
@@ -112,7 +119,7 @@ def assert_healthy_shard_unaffected(outcome: ShardOutcome, delivered: Counter[st
             "exited while waiting for processRecords, but a process it started still holds its stdout "
             "open: child pid \\d+ exited with status 3",
         ),
-        ("hang", {"action": 0.5}, "no answer to processRecords within 0.5s"),
+        ("hang", {"processRecords": 0.5}, "no answer to processRecords within 0.5s"),
         ("wrong-status", {}, "child answered 'processRecords' with a status for 'initialize'"),
         ("long-line", {}, "longer than the 1048576 byte limit \\(childMaxLineBytes\\)"),
         ("stop-reading", {"write": 0.5}, "did not read .* bytes from its stdin within 0.5s"),

@@ -136,8 +136,13 @@ def race(**calls: Callable[[], Lease]) -> dict[str, Lease | LeaseConflict]:
 
 
 async def test_a_checkpoint_racing_a_steal_has_one_winner_and_the_loser_notices(
-    lease_table: DynamoLeaseTable,
+    lease_table: DynamoLeaseTable, backend: Backend
 ) -> None:
+    if backend.name == "moto":
+        # as in tests/integration/aws/test_lease_table.py: moto_server checks a condition, then writes, on
+        # request threads with no lock between, so two racing conditional writes can both pass on a
+        # loaded machine (seen in a fresh-clone CI run); DynamoDB and dynalite apply each one atomically
+        pytest.skip("moto_server's conditional writes are not atomic under concurrent requests")
     sequence = 49590338271490256608559692538361571095921575989136588800
     for round_ in range(8):
         key = f"shardId-{round_:012d}"
