@@ -366,9 +366,10 @@ def ratios(results: list[Figures]) -> str:
             wcu = f.per_lease_hour(f.write_units) / j.per_lease_hour(j.write_units)
             rcu = f.per_lease_hour(f.read_units) / max(j.per_lease_hour(j.read_units), 1e-9)
             calls = f.per_lease_hour(f.calls) / j.per_lease_hour(j.calls)
+            cost = dollars_per_month(f, f.leases) / dollars_per_month(j, j.leases)
             out.append(
-                f"{f.mode} / java-3x at {f.leases} leases, {f.workers} workers: WCU x{wcu:.2f}, "
-                f"RCU x{rcu:.2f}, calls x{calls:.2f}"
+                f"{f.mode} / java-3x at {f.leases} leases, {f.workers} workers: $ x{cost:.2f}, "
+                f"WCU x{wcu:.2f}, RCU x{rcu:.2f}, calls x{calls:.2f}"
             )
     return "\n".join(out) + "\n"
 
@@ -410,6 +411,8 @@ def dollars(results: list[Figures]) -> str:
 
 
 def print_all(results: list[Figures]) -> None:
+    order = {mode: index for index, mode in enumerate(MODES)}
+    results = sorted(results, key=lambda f: (f.leases, f.workers, order.get(f.mode, len(order))))
     print()
     print(report(results))
     print(ratios(results))
@@ -419,7 +422,7 @@ def print_all(results: list[Figures]) -> None:
 
 @contextlib.contextmanager
 def counting(upstream: str) -> Iterator[CapacityProxy]:
-    proxy = CapacityProxy(upstream).start()
+    proxy = CapacityProxy(upstream, label_items=True).start()  # leader lock, worker metrics apart
     try:
         yield proxy
     finally:

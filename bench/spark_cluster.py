@@ -27,9 +27,12 @@ Each child, over the same data:
 * **sink** (``--sink-records``): ``df.write.format("kinesis")`` of that many rows in 2 partitions
   against a raw PutRecords loop (one thread, 500 entries per call) into a fresh stream.
 
-``--read-mode driver`` runs the old driver-read mode for comparison. Prints a table, and one JSON
-object per master with ``--json``. Two cores are shared by kinesalite, the JVMs, the executors' Python
-workers and the baseline: see bench/README.md for what they can and cannot show.
+``--read-mode driver`` runs the old driver-read mode for comparison; ``--compiled-pyspark-zip`` runs Spark
+from a Spark home whose ``pyspark.zip`` carries bytecode (``bench/_spark_home.py``: a deployment choice
+that saves each fresh Python process Spark starts, the source runner among them, compiling pyspark).
+Prints a table, and one JSON object per master with ``--json``. Two cores are shared by kinesalite,
+the JVMs, the executors' Python workers and the baseline: see bench/README.md for what they can and
+cannot show.
 
     flock /tmp/kcl-heavy.lock .venv/bin/python bench/spark_cluster.py
 """
@@ -242,7 +245,11 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     kinesis = kinesis_client(args.kinesis_endpoint, read_timeout_s=60)
     per_shard = json.loads(args.per_shard)
     raw_before = raw_loop_s(kinesis, args.stream, per_shard)
-    with AttributingProxy(args.kinesis_endpoint) as proxy:
+    with AttributingProxy(args.kinesis_endpoint) as proxy, tempfile.TemporaryDirectory() as home_dir:
+        if args.compiled_pyspark_zip:
+            from bench._spark_home import compiled_spark_home
+
+            os.environ["SPARK_HOME"] = str(compiled_spark_home(Path(home_dir)))
         started = time.perf_counter()
         spark = start_session(args.master, "kcl-spark-cluster-bench")
         session_s = time.perf_counter() - started
@@ -320,6 +327,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         "whole_query_s": round(result["wall_s"], 2),
         "raw_loop_s": round(raw, 2),
         "rounds": rounds,
+        "raw_loops_s": [round(raw_before, 2), *(round(r, 2) for r in raws)],
         "median_ratio": statistics.median(entry["ratio"] for entry in rounds),
         "batches": result["batches"],
         "latest_offset_ms": result["latest_offset_ms"],
@@ -335,6 +343,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         if steady["steady_runner_cpu_s_per_10k"] is None
         else round(steady["steady_runner_cpu_s_per_10k"], 4),
         "sink": sink,
+        "compiled_pyspark_zip": args.compiled_pyspark_zip,
     }
 
 
@@ -369,6 +378,11 @@ def main() -> None:
         type=int,
         default=1,
         help="time the query this many times, a raw loop between rounds; each round's ratio and the median",
+    )
+    parser.add_argument(
+        "--compiled-pyspark-zip",
+        action="store_true",
+        help="run Spark from a Spark home whose pyspark.zip carries bytecode (bench/_spark_home.py)",
     )
     parser.add_argument("--json", action="store_true")
     # a child's arguments (set by the parent)
@@ -409,6 +423,7 @@ def main() -> None:
                 f"--size={args.size}",
                 f"--sink-records={args.sink_records}",
                 f"--repeat={args.repeat}",
+                *(["--compiled-pyspark-zip"] if args.compiled_pyspark_zip else []),
             ]
             done = subprocess.run(command, check=False, capture_output=True, text=True)
             if done.returncode:

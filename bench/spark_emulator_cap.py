@@ -5,7 +5,10 @@ kinesalite + dynalite on 127.0.0.1, ``--records`` records of 100 bytes in 4 shar
 
 * **raw**: ``spark_cluster.py``'s raw loop (boto3, a thread per shard, Limit 10000);
 * **executor path**: what ``local[2]`` runs without Spark: two processes, each reading two shards one
-  after the other as a task does (``read_shard`` with the executor's limits, then the Arrow batch).
+  after the other as a task does (``read_shard`` with the executor's limits, then the Arrow batch);
+* **executor path, shards at once**: the same two processes, each reading its two shards at the same
+  time on two threads (four calls in flight, as the raw loop has): does more concurrency get more out
+  of the emulator?
 
 and the CPU seconds kinesalite (a single-threaded Node process) spent meanwhile, from /proc. A reader
 that keeps it near 100 % of a core reads as fast as the emulator serves; nothing on the client side
@@ -50,9 +53,12 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def task(args: tuple[str, list[str]]) -> int:
-    """One executor process: its shards one after the other, as local[2]'s tasks read them."""
-    endpoint, shard_ids = args
+def task(args: tuple[str, list[str], bool]) -> int:
+    """One executor process: its shards one after the other, as local[2]'s tasks read them, or all at
+    once on a thread each (``together``)."""
+    endpoint, shard_ids, together = args
+    from concurrent.futures import ThreadPoolExecutor
+
     from kcl_daemon.aws import source_clients
     from kcl_daemon.core.spark.offsets import AT_TRIM_HORIZON
     from kcl_daemon.spark import shard_reader
@@ -60,11 +66,15 @@ def task(args: tuple[str, list[str]]) -> int:
 
     kinesis = source_clients.kinesis_for(REGION, endpoint, source_clients.Credentials())
     limits = shard_reader.ReadLimits(max_records=NO_ROW_CAP, max_bytes=DEFAULT_MAX_BYTES_PER_SHARD_PER_BATCH)
-    rows = 0
-    for shard_id in shard_ids:
+
+    def one(shard_id: str) -> int:
         read = shard_reader.read_shard(kinesis, STREAM, shard_id, AT_TRIM_HORIZON, limits=limits)
-        rows += read.records.to_arrow(STREAM, shard_id).num_rows
-    return rows
+        return int(read.records.to_arrow(STREAM, shard_id).num_rows)
+
+    if not together:
+        return sum(one(shard_id) for shard_id in shard_ids)
+    with ThreadPoolExecutor(len(shard_ids), thread_name_prefix="cap-shard") as pool:
+        return sum(pool.map(one, shard_ids))
 
 
 def main() -> None:
@@ -82,15 +92,17 @@ def main() -> None:
         pid = kinesalite_pid(endpoint.rsplit(":", 1)[1])
         shard_ids = sorted(per_shard)
 
-        def executor_path() -> object:
+        def executor_path(together: bool) -> object:
+            halves = [(endpoint, shard_ids[0::2], together), (endpoint, shard_ids[1::2], together)]
             with get_context("fork").Pool(2) as pool:
-                rows = sum(pool.map(task, [(endpoint, shard_ids[0::2]), (endpoint, shard_ids[1::2])]))
+                rows = sum(pool.map(task, halves))
             assert rows == args.records, f"read {rows} rows, not {args.records}"
             return rows
 
         readers: dict[str, Callable[[], object]] = {
             "raw loop (4 threads)": lambda: raw_loop_s(kinesis, STREAM, per_shard),
-            "executor path (2 processes)": executor_path,
+            "executor path (2 processes)": lambda: executor_path(False),
+            "shards at once (2 x 2 threads)": lambda: executor_path(True),
         }
         print(f"{args.records} records of 100 bytes in 4 shards on kinesalite:")
         for _ in range(args.rounds):

@@ -42,7 +42,14 @@ from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.lease_codec import CorruptLeaseItem, ScanResultLike
 from kcl_daemon.core.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.core.taking.taker import TakeKind, TakePlan, TakerConfig, next_taker_pass, plan_takes
+from kcl_daemon.core.taking.taker import (
+    PlannedTake,
+    TakeKind,
+    TakePlan,
+    TakerConfig,
+    next_taker_pass,
+    plan_takes,
+)
 from kcl_daemon.errors import (
     DependencyUnavailable,
     KclError,
@@ -96,11 +103,15 @@ class CoordinatorConfig:
         return (self.failover_s + EPSILON_S) * 2
 
     def taker_config(self) -> TakerConfig:
+        """The taker's settings; an expired lease this worker does not take is evicted half an expiry
+        pass after it expired (:func:`~kcl_daemon.core.taking.taker.plan_takes` step 7), so a worker
+        under its target that has had one pass to take it has had it."""
         return TakerConfig(
             failover_s=self.failover_s,
             max_leases_for_worker=self.max_leases_for_worker,
             max_leases_to_steal_at_one_time=self.max_leases_to_steal_at_one_time,
             enable_priority_lease_assignment=self.enable_priority_lease_assignment,
+            evict_after_s=self.expiry_pass_s / 2,
         )
 
 
@@ -521,11 +532,38 @@ class LeaseCoordinator:
             self.observer.lease_taken(planned.kind.value)
             for listener in self.listeners.taken:
                 listener(taken)
+        for planned in plan.evictions:
+            await self._evict(planned)
         return plan
 
+    async def _evict(self, planned: PlannedTake) -> None:
+        """Remove the dead owner of an expired lease (fenced on the counter seen), so that a worker under
+        its target takes it at once; failing is harmless (someone moved the lease, or the next pass
+        tries again)."""
+        deadline = self._clock.monotonic() + LEASE_IO.deadline_s
+        write = LeaseWrite(WriteKind.RELEASE, planned.lease, self.config.worker_id)
+        try:
+            await self._write(write, self._table.release, self._io_pool, deadline)
+        except LeaseUnreadable as exc:
+            logger.warning("not evicting lease %s: %s", planned.lease_key, exc)
+            return
+        except LeaseConflict as exc:
+            logger.debug("lease %s not evicted: it moved since the scan: %s", planned.lease_key, exc)
+            return
+        except KclError as exc:
+            logger.warning("evicting lease %s failed: %s", planned.lease_key, exc)
+            return
+        logger.info("lease %s evicted: %s", planned.lease_key, planned.reason)
+
     def next_expiry(self) -> float | None:
-        """When the first lease this worker has seen would expire if nobody renews it (monotonic)."""
-        return self._observations.next_expiry(self._clock.monotonic(), self.config.failover_s)
+        """When the first lease this worker has seen would expire if nobody renews it, or an expired one
+        would be due for eviction (monotonic)."""
+        now, failover = self._clock.monotonic(), self.config.failover_s
+        dues = [self._observations.next_expiry(now, failover)]
+        grace = self.config.taker_config().evict_after_s
+        if grace is not None:
+            dues.append(self._observations.next_expiry(now, failover + grace))
+        return min((due for due in dues if due is not None), default=None)
 
     def _take_write(self, lease: Lease, *, owner: str) -> Lease:
         return self._table.take(lease, owner)

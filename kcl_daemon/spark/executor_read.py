@@ -19,47 +19,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql.datasource import InputPartition
 
-from kcl_daemon.aws.kinesis import GetRecordsResult, Kinesis
+from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.core.spark.batches import PublishedEnd, end_reason
 from kcl_daemon.core.spark.offsets import ShardPos
 from kcl_daemon.spark.clients import batch_ends_for, fanout_for, kinesis_for
 from kcl_daemon.spark.efo_read import read_efo
 from kcl_daemon.spark.options import ConsumerMode, SourceOptions
+from kcl_daemon.spark.partitions import ExecutorPartition, ShardTask
 from kcl_daemon.spark.shard_reader import ReadLimits, Resume, ShardRead, read_shard
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ShardTask:
-    """One shard's part of a batch: where it starts, its row budget, and what the planner knows."""
-
-    shard_id: str
-    start: ShardPos
-    max_rows: int
-    closed: bool
-    starting_hash_key: int
-    ending_hash_key: int
-    head: GetRecordsResult | None = None  # the planner's probe page (one record after ``start``)
-
-
-@dataclass(frozen=True)
-class ExecutorPartition(InputPartition):
-    """One Spark task: up to ``shardsPerTask`` shards of batch ``batch`` of run ``run``."""
-
-    options: SourceOptions
-    run: str
-    batch: int
-    until_ms: int | None
-    shards: tuple[ShardTask, ...]
-    consumer_arn: str | None = None
-    replay: bool = False
 
 
 def _attempt() -> int:

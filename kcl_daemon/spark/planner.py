@@ -40,6 +40,7 @@ from pyspark.sql.streaming.datasource import (
 
 from kcl_daemon.aws.batch_ends import BatchEnds, LeaseItemEnds, MetadataTableEnds
 from kcl_daemon.aws.kinesis import GetRecordsResult
+from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType, iterator_position_for
 from kcl_daemon.core.spark.batches import (
     BatchOffset,
@@ -55,10 +56,9 @@ from kcl_daemon.core.spark.leases import is_ahead
 from kcl_daemon.core.spark.offsets import ShardPos, SourceOffset, group_ranges, shard_ranges
 from kcl_daemon.retry import KINESIS
 from kcl_daemon.spark.clients import batch_ends_for, fanout_for, kinesis_for
-from kcl_daemon.spark.driver_read import KinesisPartition, read_ranges
-from kcl_daemon.spark.executor_read import ExecutorPartition, ShardTask, read_partition
 from kcl_daemon.spark.lease_bridge import LeaseBridge
 from kcl_daemon.spark.options import ConsumerMode, SourceOptions
+from kcl_daemon.spark.partitions import ExecutorPartition, ShardTask
 from kcl_daemon.spark.stream_reader import StreamReaderBase, new_bridge
 
 logger = logging.getLogger(__name__)
@@ -119,9 +119,16 @@ class ExecutorStreamReader(StreamReaderBase):
 
     def initialOffset(self) -> dict[str, Any]:
         if self._initial is None:  # called twice at start: must be the same offset both times
-            lease_positions = self._setup()
+            listing: list[Shard] | None = None
+            if self._ready or self.options.lease_table_name is not None:
+                lease_positions = self._setup()  # joining may wait for leases: list the shards after it
+            else:  # the metadata table's check and the listing are independent: overlap their calls
+                with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
+                    listed = pool.submit(self._shards, fresh=True)
+                    lease_positions = self._setup()
+                    listing = listed.result()
             self._joined_at_start = self._bridge is not None
-            start = self._starting_offset(lease_positions)
+            start = self._starting_offset(lease_positions, listing)
             self._initial = first_offset(start, self._new_run()).to_json()
         return self._initial
 
@@ -241,6 +248,8 @@ class ExecutorStreamReader(StreamReaderBase):
         parsed = parse_offset(end)
         listing = {s.shard_id: s for s in self._shards()}
         if isinstance(parsed, SourceOffset):  # the last batch readMode=driver planned: replay it as planned
+            from kcl_daemon.spark.driver_read import KinesisPartition
+
             ranges = shard_ranges(SourceOffset.from_json(start), parsed, listing)
             return [
                 KinesisPartition(self.options, group, ())
@@ -279,8 +288,14 @@ class ExecutorStreamReader(StreamReaderBase):
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # The read paths load here, in the processes that run tasks: the driver's source runner, a new
+        # process for every query, never imports them (see :mod:`kcl_daemon.spark.partitions`).
         if isinstance(partition, ExecutorPartition):
+            from kcl_daemon.spark.executor_read import read_partition
+
             return read_partition(partition)
+        from kcl_daemon.spark.driver_read import KinesisPartition, read_ranges
+
         if isinstance(partition, KinesisPartition):
             return read_ranges(partition)
         raise TypeError(f"not a partition of this source: {partition!r}")

@@ -21,10 +21,7 @@ from kcl_daemon.aws.records_page import EncodedRawRecord
 from kcl_daemon.core.spark.whole_pages import PageFacts
 from kcl_daemon.retrieval.deaggregate import MAGIC, MAGIC_B64_PREFIX, Deaggregator
 
-SCHEMA_DDL: Final = (
-    "stream string, shardId string, sequenceNumber string, subSequenceNumber long, partitionKey string, "
-    "explicitHashKey string, approximateArrivalTimestamp timestamp, data binary"
-)
+#: The Arrow form of ``partitions.SCHEMA_DDL``.
 ARROW_SCHEMA: Final = pa.schema(
     [
         ("stream", pa.string()),

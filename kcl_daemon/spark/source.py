@@ -8,6 +8,8 @@ partition. Clients are looked up per process (:mod:`kcl_daemon.aws.source_client
 Reading: :mod:`kcl_daemon.spark.planner` (``readMode=executor``, the default: executors fetch, the
 driver plans) or :mod:`kcl_daemon.spark.driver_read` (``readMode=driver``). Writing:
 :mod:`kcl_daemon.spark.sink` (``df.writeStream.format("kinesis")`` and ``df.write.format("kinesis")``).
+Only what the default read plans with loads at import (the source runner imports this module in a new
+process for every query); the driver-read mode and the sink load when asked for.
 """
 
 from __future__ import annotations
@@ -20,11 +22,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from kcl_daemon.spark.driver_read import DriverStreamReader
 from kcl_daemon.spark.options import ReadMode, parse_options, parse_sink_options
+from kcl_daemon.spark.partitions import SCHEMA_DDL
 from kcl_daemon.spark.planner import ExecutorStreamReader
-from kcl_daemon.spark.rows import SCHEMA_DDL
-from kcl_daemon.spark.sink import KinesisBatchWriter, KinesisStreamWriter, check_schema
 
 
 class KinesisDataSource(DataSource):
@@ -41,15 +41,21 @@ class KinesisDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         options = parse_options(self.options)
         if options.read_mode is ReadMode.DRIVER:
+            from kcl_daemon.spark.driver_read import DriverStreamReader
+
             return DriverStreamReader(options)
         return ExecutorStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from kcl_daemon.spark.sink import KinesisBatchWriter, check_schema
+
         options = parse_sink_options(self.options)
         check_schema(schema, overwrite)
         return KinesisBatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from kcl_daemon.spark.sink import KinesisStreamWriter, check_schema
+
         options = parse_sink_options(self.options)
         check_schema(schema, overwrite)
         return KinesisStreamWriter(options)

@@ -56,12 +56,15 @@ class StreamReaderBase(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._listed_at = now
         return self._listing
 
-    def _starting_offset(self, lease_positions: Mapping[str, ShardPos] | None) -> SourceOffset:
+    def _starting_offset(
+        self, lease_positions: Mapping[str, ShardPos] | None, listing: list[Shard] | None = None
+    ) -> SourceOffset:
         """Where a new query starts: the fleet's checkpoints (``lease_positions`` from joining its lease
-        table, if any), else the configured starting position, over a fresh shard listing."""
+        table, if any), else the configured starting position, over a fresh shard listing (``listing``
+        when the caller has just taken one)."""
         return initial_offset(
             self.options.stream_name,
-            self._shards(fresh=True),
+            self._shards(fresh=True) if listing is None else listing,
             self.options.starting_position,
             now_ms(),
             lease_positions=lease_positions,

@@ -14,7 +14,12 @@ not model:
   deleted and the new one written, an upper bound: from no owner it is 1) and 1 WCU when it removes it.
 
 Counts are per (table, operation): :attr:`CapacityProxy.calls`, :attr:`CapacityProxy.read_units`,
-:attr:`CapacityProxy.write_units`; :meth:`CapacityProxy.snapshot` copies them all at once. Request and
+:attr:`CapacityProxy.write_units`; :meth:`CapacityProxy.snapshot` copies them all at once. With
+``label_items``, a lease-table call that is not about a lease has what it is about added to its operation
+(:func:`item_label`: ``UpdateItem Leader``, ``Scan worker metrics``, ``Query LeaseOwnerToLeaseKeyIndex``),
+and a lease update what it writes (``UpdateItem renewal``: the counter alone; ``owner``, ``checkpoint``,
+``other``), so that a breakdown tells renewals from the rest and from the leader lock and the worker
+metrics a KCL 3.5 layout keeps in the same table. Request and
 response bodies are parsed, never logged. Independent of kcl_daemon.
 """
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -32,6 +38,14 @@ from tests.support.loopback_proxy import LoopbackProxy, read_message
 READS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem"})
 WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"})
 OWNER = "leaseOwner"
+LEASE_KEY = "leaseKey"
+ENTITY_TYPE = "entityType"
+#: the KCL 3.x coordinator items a single-table layout keeps in the lease table under these keys
+COORDINATOR_ITEMS = frozenset({"Leader", "Migration3.0", "TableMigration3.5"})
+WORKER_METRICS = "worker metrics"
+#: what a renewal writes: the counter, and in a 3.x table the lease's throughput
+RENEWAL_ATTRIBUTES = frozenset({"leaseCounter", "throughputKBps"})
+_EXPRESSION_WORDS = frozenset({"SET", "REMOVE", "ADD", "DELETE", "if_not_exists", "list_append"})
 Key = tuple[str, str]  # (table, operation)
 
 
@@ -93,6 +107,67 @@ def _sets_or_removes_owner(request: dict[str, Any]) -> str | None:
     return None
 
 
+def item_label(request: dict[str, Any]) -> str:
+    """What a lease-table call is about, beyond a lease: the index a Query reads, the coordinator item it
+    names (``Leader``, ``Migration3.0``, ``TableMigration3.5``), ``worker metrics`` for a worker's metrics
+    item (keyed by its worker id) or a Scan filtered on that ``entityType``; "" for a lease (a key with a
+    shard id) and an unfiltered Scan."""
+    index = request.get("IndexName")
+    if isinstance(index, str):
+        return index
+    key = request.get("Key") or request.get("Item")
+    value = key.get(LEASE_KEY) if isinstance(key, dict) else None
+    name = value.get("S") if isinstance(value, dict) else None
+    if isinstance(name, str):
+        if "shardId-" in name:
+            return lease_write_kind(request)
+        return name if name in COORDINATOR_ITEMS else WORKER_METRICS
+    names = request.get("ExpressionAttributeNames") or {}
+    if isinstance(names, dict) and ENTITY_TYPE in names.values():
+        values = request.get("ExpressionAttributeValues") or {}
+        kinds = sorted(
+            str(v["S"])
+            for v in (values.values() if isinstance(values, dict) else ())
+            if isinstance(v, dict) and "S" in v
+        )
+        return ",".join(WORKER_METRICS if kind == "WORKER_METRIC_STATS" else kind for kind in kinds)
+    return ""
+
+
+def written_attributes(request: dict[str, Any]) -> set[str]:
+    """The attributes an UpdateItem names in what it writes (``AttributeUpdates`` or ``UpdateExpression``,
+    aliases resolved; an attribute a SET only reads, as in ``a = b + :one``, counts too)."""
+    updates = request.get("AttributeUpdates")
+    if isinstance(updates, dict):
+        return set(updates)
+    expression = request.get("UpdateExpression")
+    if not isinstance(expression, str):
+        return set()
+    names = request.get("ExpressionAttributeNames") or {}
+    aliases = names if isinstance(names, dict) else {}
+    out = set()
+    for token in re.split(r"[\s,=+\-()]+", expression):
+        if not token or token.startswith(":") or token in _EXPRESSION_WORDS:
+            continue
+        out.add(str(aliases.get(token, token)))
+    return out
+
+
+def lease_write_kind(request: dict[str, Any]) -> str:
+    """``renewal`` (the counter alone), ``checkpoint``, ``owner`` (a take, an assignment, a hand-off, a
+    release) or ``other`` for a lease update; "" for a call that writes no attribute (a read, a delete)."""
+    written = written_attributes(request)
+    if not written:
+        return ""
+    if written <= RENEWAL_ATTRIBUTES:
+        return "renewal"
+    if "checkpoint" in written:
+        return "checkpoint"
+    if OWNER in written or "checkpointOwner" in written:
+        return "owner"
+    return "other"
+
+
 @dataclass
 class CapacityProxy(LoopbackProxy):
     thread_name = "capacity-proxy"
@@ -100,6 +175,8 @@ class CapacityProxy(LoopbackProxy):
     upstream: str  # http://127.0.0.1:port of dynalite
     #: tables with the owner GSI (lease tables); a name ending like this counts GSI writes
     gsi_tables: tuple[str, ...] = ()
+    #: add :func:`item_label` to the operation of a call to one of ``gsi_tables``
+    label_items: bool = False
     endpoint: str = ""
     calls: Counter[Key] = field(default_factory=Counter)
     read_units: Counter[Key] = field(default_factory=Counter)
@@ -119,7 +196,8 @@ class CapacityProxy(LoopbackProxy):
         self, operation: str, request: dict[str, Any], status: int, response: dict[str, Any]
     ) -> None:
         table = str(request.get("TableName") or next(iter(request.get("RequestItems") or {}), "?"))
-        key = (table, operation)
+        label = item_label(request) if self.label_items and table in self.gsi_tables else ""
+        key = (table, f"{operation} {label}" if label else operation)
         consistent = bool(request.get("ConsistentRead"))
         minimum_read = 1.0 if consistent else 0.5
         reads = writes = 0.0

@@ -28,19 +28,8 @@ class CoordinatorFleet:
     ) -> None:
         self.table = table
         self.clock = SteppedClock()
-        self.coordinators = {
-            w: LeaseCoordinator(
-                table,
-                CoordinatorConfig(
-                    worker_id=w,
-                    failover_s=failover_s,
-                    max_leases_to_steal_at_one_time=max_leases_to_steal_at_one_time,
-                ),
-                self.clock,
-                rng=Random(i),
-            )
-            for i, w in enumerate(workers)
-        }
+        self.failover_s, self.max_steal = failover_s, max_leases_to_steal_at_one_time
+        self.coordinators = {w: self._coordinator(w, i) for i, w in enumerate(workers)}
         config = next(iter(self.coordinators.values())).config
         self.renew_every, self.take_every = config.renew_interval_s, config.take_interval_s
         self.expiry_every = config.expiry_pass_s
@@ -49,6 +38,17 @@ class CoordinatorFleet:
         self.next_full = {w: self.clock.now + i * 3.0 for i, w in enumerate(workers)}
         self.next_take = dict(self.next_full)
         self.stopped: set[str] = set()
+
+    def _coordinator(self, worker: str, seed: int) -> LeaseCoordinator:
+        config = CoordinatorConfig(
+            worker_id=worker, failover_s=self.failover_s, max_leases_to_steal_at_one_time=self.max_steal
+        )
+        return LeaseCoordinator(self.table, config, self.clock, rng=Random(seed))
+
+    def add(self, worker: str) -> None:
+        """A worker that starts now (a replacement): its first pass is a full run, at once."""
+        self.coordinators[worker] = self._coordinator(worker, len(self.coordinators))
+        self.next_renew[worker] = self.next_full[worker] = self.next_take[worker] = self.clock.now
 
     def owners(self) -> Counter[str]:
         """Leases per owner as the table says (not as the coordinators believe)."""

@@ -13,7 +13,15 @@ One call per taker run (contract §4.4), after the shell has scanned the table a
 5. otherwise take a random ``target - mine`` of the available leases;
 6. if none is available: find the most loaded worker; if it holds at least ``target``, steal
    ``min(needed, its_count - target)`` of its leases, but 1 when that is 0 and ``needed > 1``, and
-   never more than ``max_leases_to_steal_at_one_time``.
+   never more than ``max_leases_to_steal_at_one_time``;
+7. (kcl-daemon, ``evict_after_s`` set) expired leases of other workers that this worker will not take
+   (it is at its target, or takes fewer than are expired) and that have been expired for
+   ``evict_after_s`` more are *evicted* — their dead owner removed, fenced on the counter seen — as
+   many as the other workers under their target can take. An unowned lease is available to every
+   worker at once, while an expired one is available only to a worker that has watched its counter
+   stand still for a whole failover: a worker that started after the owner died (a replacement) would
+   otherwise wait a failover from its own first scan, while the workers that saw the death are at their
+   target and may not take more.
 
 Java runs the taker every ``2 x failover``; a dead worker's lease is then seen expired up to two runs
 after its last renewal. kcl-daemon also runs *expiry passes* in between (``steals=False``, every
@@ -54,6 +62,9 @@ class TakerConfig:
     max_leases_to_steal_at_one_time: int = 1
     enable_priority_lease_assignment: bool = True
     very_old_multiplier: int = VERY_OLD_MULTIPLIER
+    #: evict an expired lease this worker does not take once it has been expired this much longer
+    #: (step 7); None: never (Java's taker)
+    evict_after_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.failover_s > 0:
@@ -64,12 +75,15 @@ class TakerConfig:
             raise ValueError("max_leases_to_steal_at_one_time must be >= 1")
         if self.very_old_multiplier < 1:
             raise ValueError("very_old_multiplier must be >= 1")
+        if self.evict_after_s is not None and self.evict_after_s < 0:
+            raise ValueError(f"evict_after_s must be >= 0, not {self.evict_after_s}")
 
 
 class TakeKind(enum.StrEnum):
     PRIORITY = "priority"  # very old lease, taken ignoring the target
     AVAILABLE = "available"  # unowned or expired lease, taken up to the target
     STEAL = "steal"  # live lease of the most loaded worker
+    EVICT = "evict"  # expired lease of another worker, made unowned for a worker under its target
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +118,11 @@ class TakePlan:
     very_old_count: int
     lease_counts: Mapping[str, int] = field(hash=False)
     summary: str
+    evictions: tuple[PlannedTake, ...] = ()  # not takes: the lease is left unowned (step 7)
 
     @property
     def all(self) -> tuple[PlannedTake, ...]:
+        """The takes and steals (not the evictions)."""
         return self.takes + self.steals
 
     @property
@@ -134,9 +150,16 @@ class _Scan:
         return self.target - self.my_count
 
     def plan(
-        self, outcome: str, takes: Iterable[PlannedTake] = (), steals: Iterable[PlannedTake] = ()
+        self,
+        outcome: str,
+        takes: Iterable[PlannedTake] = (),
+        steals: Iterable[PlannedTake] = (),
+        evictions: Iterable[PlannedTake] = (),
     ) -> TakePlan:
         n_leases, n_workers = len(self.ordered), len(self.counts)
+        evicted = tuple(evictions)
+        if evicted:
+            outcome += f"; evicting {len(evicted)} expired for workers under their target"
         summary = (
             f"worker {self.worker_id} saw {n_leases} leases, {len(self.available)} available, "
             f"{n_workers} workers; target {self.target}, has {self.my_count}: {outcome}"
@@ -153,6 +176,7 @@ class _Scan:
             very_old_count=len(self.very_old),
             lease_counts=MappingProxyType(dict(sorted(self.counts.items()))),
             summary=summary,
+            evictions=evicted,
         )
 
 
@@ -221,7 +245,8 @@ def plan_takes(
         )
 
     if scan.needed <= 0:
-        return scan.plan("at or above target, nothing to take")
+        evictions = _plan_evictions(scan, scan.available, observations, now, config, rng)
+        return scan.plan("at or above target, nothing to take", evictions=evictions)
 
     if scan.available:
         available = list(scan.available)
@@ -234,7 +259,11 @@ def plan_takes(
             )
             for lease in available[: scan.needed]
         ]
-        return scan.plan(f"taking {len(takes)} of {len(available)} available leases", takes)
+        left = sorted(available[scan.needed :], key=lambda lease: lease.lease_key)
+        evictions = _plan_evictions(scan, left, observations, now, config, rng)
+        return scan.plan(
+            f"taking {len(takes)} of {len(available)} available leases", takes, evictions=evictions
+        )
 
     if not steals:
         return scan.plan("nothing available; stealing waits for the next full run")
@@ -306,6 +335,45 @@ def _plan_steals(scan: _Scan, config: TakerConfig, rng: Random) -> TakePlan:
     return scan.plan(f"stealing {len(steals)} from {victim} ({most} leases)", steals=steals)
 
 
+def _plan_evictions(
+    scan: _Scan,
+    candidates: Iterable[Lease],
+    observations: LeaseObservations,
+    now: float,
+    config: TakerConfig,
+    rng: Random,
+) -> list[PlannedTake]:
+    """Step 7: which of ``candidates`` (available leases this worker does not take) to evict."""
+    if config.evict_after_s is None:
+        return []
+    room = sum(
+        max(0, scan.target - count) for worker, count in scan.counts.items() if worker != scan.worker_id
+    )
+    if room <= 0:
+        return []
+    threshold = config.failover_s + config.evict_after_s
+    lingering = [
+        lease
+        for lease in candidates
+        if lease.lease_owner is not None
+        and lease.lease_owner != scan.worker_id
+        and observations.is_expired(lease.lease_key, now, threshold)
+    ]
+    rng.shuffle(lingering)
+    under = sorted(
+        worker for worker, count in scan.counts.items() if worker != scan.worker_id and count < scan.target
+    )
+    return [
+        PlannedTake(
+            lease,
+            TakeKind.EVICT,
+            f"{_why_available(lease, observations, now, config.failover_s)}; "
+            f"evicted for {', '.join(under)} (under target {scan.target})",
+        )
+        for lease in lingering[:room]
+    ]
+
+
 def _very_old_reason(lease: Lease, observations: LeaseObservations, now: float, threshold: float) -> str:
     observed = observations.get(lease.lease_key)
     if observed is None or observed.changed_at == NEVER_CHANGED:
@@ -316,13 +384,15 @@ def _very_old_reason(lease: Lease, observations: LeaseObservations, now: float, 
     )
 
 
+def _why_available(lease: Lease, observations: LeaseObservations, now: float, failover: float) -> str:
+    if lease.lease_owner is None:
+        return "unowned"
+    age = observations.age(lease.lease_key, now)
+    silent = "never seen renewed" if math.isinf(age) else f"not renewed for {age:.1f}s"
+    return f"expired: owner {lease.lease_owner} {silent} (> {failover:.1f}s)"
+
+
 def _available_reason(
     lease: Lease, observations: LeaseObservations, now: float, failover: float, needed: int
 ) -> str:
-    if lease.lease_owner is None:
-        why = "unowned"
-    else:
-        age = observations.age(lease.lease_key, now)
-        silent = "never seen renewed" if math.isinf(age) else f"not renewed for {age:.1f}s"
-        why = f"expired: owner {lease.lease_owner} {silent} (> {failover:.1f}s)"
-    return f"{why}; need {needed} to reach target"
+    return f"{_why_available(lease, observations, now, failover)}; need {needed} to reach target"

@@ -13,6 +13,7 @@ from random import Random
 
 import pytest
 
+from kcl_daemon.core.expiry import DUE_EPSILON_S
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import LeaseConflict
@@ -34,6 +35,39 @@ async def test_three_workers_converge_and_two_take_over_when_one_stops() -> None
     # the old owner's view: its leases are lost by its own clock once it cannot renew
     held = fleet.held()
     assert sum(len(h) for h in held.values()) == 12 and not held["w-a"] & held["w-b"]
+
+
+async def test_a_replacement_worker_gets_a_dead_workers_leases_within_a_failover_of_the_death() -> None:
+    """A replacement started after a worker died would, by its own observation, wait a failover from its
+    first scan; the survivors, at their target, may not take more. They evict the dead worker's expired
+    leases instead (taker step 7), and the replacement takes them at once."""
+    fleet = CoordinatorFleet(FakeTable(shards(9)), ["w-a", "w-b", "w-c"])
+    await fleet.run_until(lambda: sorted(fleet.owners().values()) == [3, 3, 3], limit_s=600)
+
+    fleet.stopped.add("w-c")
+    started = fleet.clock.now
+    # the replacement starts 5 s after the death: its observation of w-c's leases begins then
+    await fleet.run_until(lambda: fleet.clock.now >= started + 5.0, limit_s=10)
+    fleet.add("w-d")
+    await fleet.run_until(lambda: "w-c" not in fleet.owners(), limit_s=120)
+    took = fleet.clock.now - started
+    # Java's rule alone: not before the replacement's first scan (5 s) + failover; here: the failover
+    # after the last renewal seen, half an expiry pass of grace, and a pass or two
+    bound = 10.0 + 2 * fleet.expiry_every + 0.5 * fleet.expiry_every + 0.2
+    assert took <= bound, f"the dead worker's leases moved after {took:.1f}s simulated, bound {bound:.1f}s"
+    assert fleet.owners()["w-d"] >= 1
+
+
+async def test_the_taker_wakes_when_an_expired_lease_is_due_for_eviction() -> None:
+    table = FakeTable(owned_by("dead", 1))
+    clock = VirtualClock(1000.0)
+    coordinator = LeaseCoordinator(table, CoordinatorConfig(worker_id="me"), clock, rng=Random(1))
+    await coordinator.take_once(steals=False)  # first seen now, owned: counts as renewed now
+    assert coordinator.next_expiry() == pytest.approx(1010.0 + DUE_EPSILON_S)
+    clock.now = 1010.2  # expired, not yet due for eviction (half a 1 s expiry pass of grace)
+    assert coordinator.next_expiry() == pytest.approx(1010.5 + DUE_EPSILON_S)
+    clock.now = 1010.6
+    assert coordinator.next_expiry() is None
 
 
 async def test_a_lease_whose_counter_moved_is_lost_on_the_next_renewal() -> None:

@@ -10,8 +10,9 @@ import pytest
 from kcl_daemon.core.spark.batches import PublishedEnd, Stop
 from kcl_daemon.core.spark.offsets import AT_TRIM_HORIZON, after
 from kcl_daemon.spark import executor_read
-from kcl_daemon.spark.executor_read import ExecutorPartition, ShardTask, read_partition
+from kcl_daemon.spark.executor_read import read_partition
 from kcl_daemon.spark.options import SourceOptions
+from kcl_daemon.spark.partitions import ExecutorPartition, ShardTask
 from kcl_daemon.spark.rows import ROW_OVERHEAD_BYTES
 from tests.support.spark_fakes import FakeEnds, FakeKinesis, plain
 

@@ -3,16 +3,19 @@ hand-over of the probe record, replays, a v1 checkpoint continuing, pruning."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from kcl_daemon.aws.batch_ends import MetadataTableEnds
+from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.spark.offsets import AT_TRIM_HORIZON, SourceOffset, after
 from kcl_daemon.spark import driver_read, executor_read, planner, stream_reader
 from kcl_daemon.spark.driver_read import KinesisPartition
-from kcl_daemon.spark.executor_read import ExecutorPartition
 from kcl_daemon.spark.options import SourceOptions, StartingPosition, StartKind
+from kcl_daemon.spark.partitions import ExecutorPartition
 from kcl_daemon.spark.planner import ExecutorStreamReader
 from tests.support.spark_fakes import FakeEnds, FakeKinesis, plain
 
@@ -102,3 +105,30 @@ def test_commits_prune_publications_of_old_batches(world: tuple[FakeKinesis, Fak
         run_batch(reader, offsets[-2], offsets[-1])
         reader.commit(offsets[-1])
     assert sorted(batch for _, batch, _ in ends.items) == [2, 3]
+
+
+def test_a_new_query_lists_its_shards_while_the_metadata_table_is_checked(
+    world: tuple[FakeKinesis, FakeEnds], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kinesis, _ = world
+    listed = threading.Event()
+    listings: list[str] = []
+    list_shards = kinesis.list_shards
+
+    def listing(stream: str) -> list[Shard]:
+        listings.append(threading.current_thread().name)
+        listed.set()
+        return list_shards(stream)
+
+    class CheckedEnds(FakeEnds, MetadataTableEnds):
+        def create_if_missing(self, wait_s: float = 120.0, *, poll_s: float = 0.5) -> bool:
+            assert listed.wait(10), "the shard listing waited for the metadata table's check"
+            return False
+
+    monkeypatch.setattr(kinesis, "list_shards", listing)
+    monkeypatch.setattr(planner, "batch_ends_for", lambda options: CheckedEnds())
+    reader = ExecutorStreamReader(OPTIONS)
+    start = reader.initialOffset()
+    assert reader.initialOffset() is start  # Spark asks twice
+    assert len(listings) == 1 and listings[0].startswith("spark-start")
+    assert start["shards"]["shardId-0"]["from"]["seq"] == "TRIM_HORIZON"

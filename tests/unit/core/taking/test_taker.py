@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import given, settings
@@ -313,6 +313,75 @@ def test_next_expiry_is_the_first_unexpired_lease_coming_due() -> None:
     assert obs.next_expiry(103.0, L, ["c", "d", "e"]) is None
 
 
+# --- evicting an expired lease for a worker under its target (step 7) ---------------------------------
+
+GRACE = 0.5
+EVICTING = TakerConfig(failover_s=L, enable_priority_lease_assignment=False, evict_after_s=GRACE)
+
+
+@pytest.mark.parametrize(
+    ("owners", "expired_for", "cap", "evicted"),
+    [
+        # me and b at target 3 (9 leases, workers me, b, d); dead a's 2 leases expired; d holds 1
+        (["me"] * 3 + ["b"] * 3 + ["d"] + ["a"] * 2, L + GRACE + 0.1, None, 2),
+        (["me"] * 3 + ["b"] * 3 + ["d"] + ["a"] * 2, L + GRACE - 0.1, None, 0),  # not past the grace
+        (["me"] * 3 + ["b"] * 3 + ["d"] + ["a"] * 2, L - 1.0, None, 0),  # not expired at all
+        # target 4 capped at 3 by maxLeasesForWorker: d can take 1 more, so one of a's 4 is evicted
+        (["me"] * 3 + ["b"] * 3 + ["d"] * 2 + ["a"] * 4, L + GRACE + 0.1, 3, 1),
+        # target capped at 1 with me and b at it: nobody can take it, nothing is evicted
+        (["me", "b", "a"], L + GRACE + 0.1, 1, 0),
+    ],
+)
+def test_a_worker_at_target_evicts_an_expired_lease_for_a_worker_under_it(
+    owners: list[str], expired_for: float, cap: int | None, evicted: int
+) -> None:
+    leases = table(*owners)
+    dead = {lease.lease_key: expired_for for lease in leases if lease.lease_owner == "a"}
+    config = EVICTING if cap is None else replace(EVICTING, max_leases_for_worker=cap)
+    result = plan(leases, "me", config, fresh(leases, dead))
+    assert result.all == ()
+    assert len(result.evictions) == evicted
+    assert all(e.kind is TakeKind.EVICT and e.lease.lease_owner == "a" for e in result.evictions)
+    if evicted:
+        assert "evicted for d (under target 3)" in result.evictions[0].reason, result.evictions[0].reason
+        assert f"evicting {evicted} expired" in result.summary
+
+
+def test_no_eviction_without_the_setting_or_of_own_or_unowned_leases() -> None:
+    leases = table(*(["me"] * 3 + ["b"] * 3 + ["d"] + ["a", None]))
+    dead = {key(7): L + 5.0}
+    assert plan(leases, "me", NO_PRIORITY, fresh(leases, dead)).evictions == ()  # Java's taker
+    # my own expired lease is not evicted (taking it back is the usual path), nor an unowned one
+    mine = table(*(["me"] * 3 + ["b"] * 3 + ["d"] + [None]))
+    assert plan(mine, "me", EVICTING, fresh(mine, {key(0): L + 5.0})).evictions == ()
+
+
+def test_a_worker_under_target_takes_what_it_needs_and_evicts_the_rest() -> None:
+    # 12 leases, workers me (2), b (3), d (1): target 4; dead a's 6 expired. I take 2; b and d can take
+    # 1 and 3: the other 4 are evicted.
+    leases = table(*(["me"] * 2 + ["b"] * 3 + ["d"] + ["a"] * 6))
+    dead = {lease.lease_key: L + 2.0 for lease in leases if lease.lease_owner == "a"}
+    result = plan(leases, "me", EVICTING, fresh(leases, dead))
+    assert len(result.takes) == 2
+    assert len(result.evictions) == 4
+    assert not {t.lease_key for t in result.takes} & {e.lease_key for e in result.evictions}
+
+
+def test_a_replacement_worker_takes_a_dead_workers_lease_at_once_after_an_eviction() -> None:
+    """The case eviction is for: b saw a die and is at its target; d started after a died, so by d's own
+    observation a's lease is live for a failover from d's first scan. After b's eviction d takes it."""
+    leases = table("b", "b", "d", "a")  # 4 leases: b, d live; target 2
+    b_view = fresh(leases, {key(3): L + 1.0})  # b watched a's lease stand still for 11 s
+    d_view = fresh(leases, {key(3): 3.0})  # d's first scan was 3 s ago
+    assert plan(leases, "d", EVICTING, d_view).all == ()  # d: nothing available, a full run would steal
+    evicted = plan(leases, "b", EVICTING, b_view).evictions
+    assert [e.lease_key for e in evicted] == [key(3)]
+    after = [*leases[:3], replace(leases[3], lease_owner=None, lease_counter=leases[3].lease_counter + 1)]
+    d_next = d_view.observe(after, NOW)
+    assert [t.lease_key for t in plan(after, "d", EVICTING, d_next).takes] == [key(3)]
+    assert plan(after, "b", EVICTING, b_view.observe(after, NOW)).all == ()  # b, at target, leaves it
+
+
 # --- invariants of a single plan ----------------------------------------------------------------------
 
 WORKERS = ["me", "w1", "w2", "w3", "w4"]
@@ -334,6 +403,7 @@ def scenarios(draw: st.DrawFn) -> tuple[list[Lease], LeaseObservations, TakerCon
         max_leases_for_worker=draw(st.integers(1, 40)),
         max_leases_to_steal_at_one_time=draw(st.integers(1, 5)),
         enable_priority_lease_assignment=draw(st.booleans()),
+        evict_after_s=draw(st.sampled_from([None, 0.0, GRACE])),
     )
     return leases, LeaseObservations(entries), config
 
@@ -349,6 +419,7 @@ def test_plan_invariants(
         # an expiry pass takes exactly what a full run would take, when the full run takes anything
         full = plan_takes(leases, obs, "me", NOW, config, random.Random(seed))
         assert result.takes == full.takes
+        assert result.evictions == full.evictions
     by_key = {lease.lease_key: lease for lease in leases}
 
     def available(lease: Lease) -> bool:
@@ -383,6 +454,23 @@ def test_plan_invariants(
         assert others[victim] == max(others.values())
         assert others[victim] >= result.target
         assert all(not available(s.lease) for s in result.steals)
+
+    # Evictions: only other workers' leases expired past the grace, never one this plan takes, and no
+    # more than the other workers under their target can take.
+    evicted = {e.lease_key for e in result.evictions}
+    assert len(evicted) == len(result.evictions)
+    assert not evicted & {t.lease_key for t in planned}
+    if config.evict_after_s is None:
+        assert not evicted
+    for eviction in result.evictions:
+        assert eviction.kind is TakeKind.EVICT
+        assert eviction.lease.lease_owner not in (None, "me")
+        assert by_key[eviction.lease_key] == eviction.lease
+        assert obs.is_expired(eviction.lease_key, NOW, L + (config.evict_after_s or 0.0))
+    room = sum(
+        max(0, result.target - count) for worker, count in result.lease_counts.items() if worker != "me"
+    )
+    assert len(evicted) <= room
 
 
 # --- a tiny fleet simulator ---------------------------------------------------------------------------
@@ -436,6 +524,15 @@ class Fleet:
         worker.obs = worker.obs.record_write(planned.lease_key, current.lease_counter + 1, self.now)
         self.changes += 1
 
+    def evict(self, planned: PlannedTake) -> None:
+        current = self.table[planned.lease_key]
+        if current.lease_counter != planned.expected_counter:
+            return
+        self.table[planned.lease_key] = replace(
+            current, lease_owner=None, lease_counter=current.lease_counter + 1
+        )
+        self.changes += 1
+
     def renew_all(self) -> None:
         for worker in self.workers.values():
             for lease_key, counter in list(worker.held.items()):
@@ -465,6 +562,8 @@ class Fleet:
                 self.renew_all()
             for planned in decided.all:
                 self.take(worker, planned)
+            for planned in decided.evictions:
+                self.evict(planned)
 
     def counts(self) -> dict[str, int]:
         counted = Counter(lease.lease_owner for lease in self.table.values())
@@ -543,12 +642,23 @@ def test_seed_000_stable_imbalance_when_clusters_are_added() -> None:
     race=st.sampled_from([0.0, 0.3]),
     seed=st.integers(0, 2**32),
     deaths=st.integers(0, 5),
+    evict_after=st.sampled_from([None, GRACE]),
 )
 def test_fleet_converges_without_losing_leases(
-    n_workers: int, n_leases: int, max_steal: int, priority: bool, race: float, seed: int, deaths: int
+    n_workers: int,
+    n_leases: int,
+    max_steal: int,
+    priority: bool,
+    race: float,
+    seed: int,
+    deaths: int,
+    evict_after: float | None,
 ) -> None:
     config = TakerConfig(
-        failover_s=L, max_leases_to_steal_at_one_time=max_steal, enable_priority_lease_assignment=priority
+        failover_s=L,
+        max_leases_to_steal_at_one_time=max_steal,
+        enable_priority_lease_assignment=priority,
+        evict_after_s=evict_after,
     )
     fleet = Fleet.start(n_leases, n_workers, config, seed, race)
     fleet.run_until_balanced(300)
