@@ -128,6 +128,10 @@ class LeaseKeeper:
         self._lock = threading.Lock()
         self._kept: dict[str, Kept] = {}
         self._until: dict[str, float] = {}  # read without the lock (a dict get is atomic)
+        #: each lease's next due time (``keeping.next_wake``), kept as it is stepped
+        self._due: dict[str, float] = {}
+        #: when the keeper thread's next pass is planned; an event wakes the thread only before it
+        self._next_pass = keeping.NEVER
         self._paused: set[str] = set()
         self._futures: dict[int, Future[Lease | None]] = {}
         #: renewals asked for: (the first attempt id whose confirmation answers it, the waiter)
@@ -155,6 +159,7 @@ class LeaseKeeper:
         with self._lock:
             self._kept.pop(lease_key, None)
             self._until.pop(lease_key, None)
+            self._due.pop(lease_key, None)
             self._paused.discard(lease_key)
             waiters = self._renewals.pop(lease_key, [])
         for _, waiter in waiters:
@@ -208,12 +213,28 @@ class LeaseKeeper:
     # -- time ------------------------------------------------------------------------------------
 
     def tick(self) -> float:
-        """Do what is due on every lease; returns the next time something will be (monotonic)."""
-        for key in self.keys():
-            self._apply(key, Tick(), wake=False)  # the keeper's own pass: it computes its wake below
+        """Do what is due on every lease; returns the next time something will be (monotonic).
+
+        Only the leases whose due time has come are stepped (a step before it does nothing, by
+        ``keeping.next_wake``'s definition); the others only have their delivery fence looked at, for the
+        warning when records stop. Every event steps its own lease where it happens, so a pass costs
+        the leases that are due, not every lease each time any of them is answered: with hundreds of
+        leases checkpointing every batch, stepping all of them per answer kept this thread busy."""
+        now = self._monotonic()
         with self._lock:
-            wakes = [keeping.next_wake(k, self.timings) for k in self._kept.values()]
-        return min(wakes, default=keeping.FOREVER)
+            due = [key for key, at in self._due.items() if at <= now]
+        for key in due:
+            self._apply(key, Tick(), wake=False)  # the keeper's own pass: it computes its wake below
+        now = self._monotonic()
+        with self._lock:
+            for key, until in self._until.items():
+                if (now >= until) != (key in self._paused):  # records may have stopped, or flow again
+                    kept = self._kept[key]
+                    should_flow = kept.validated and not keeping.releasing(kept)
+                    self._note_pause(key, until, now, should_flow=should_flow)
+            wake = min(self._due.values(), default=keeping.FOREVER)
+            self._next_pass = wake
+        return wake
 
     @property
     def running(self) -> bool:
@@ -267,7 +288,8 @@ class LeaseKeeper:
 
     def _apply(self, lease_key: str, event: keeping.Event, *, wake: bool = True) -> None:
         """Step one lease's state machine and carry out its actions; ``wake``: let the keeper thread
-        recompute its next wake (every event but the thread's own ticks, which would make it spin)."""
+        recompute its next wake when the lease is due before the pass it has planned (every event but
+        the thread's own ticks, which would make it spin)."""
         effects: list[Callable[[], None]] = []
         with self._lock:
             kept = self._kept.get(lease_key)
@@ -280,11 +302,15 @@ class LeaseKeeper:
             if stepped.kept is None:
                 self._kept.pop(lease_key, None)
                 self._until.pop(lease_key, None)
+                self._due.pop(lease_key, None)
                 self._paused.discard(lease_key)
             else:
                 self._kept[lease_key] = stepped.kept
                 until = keeping.deliver_until(stepped.kept, self.timings)
                 self._until[lease_key] = until
+                due_at = self._due[lease_key] = keeping.next_wake(stepped.kept, self.timings)
+                # the keeper thread's pass is planned for _next_pass: wake it only for something earlier
+                wake = wake and due_at < self._next_pass
                 self._note_pause(
                     lease_key,
                     until,

@@ -139,9 +139,16 @@ class Emulator:
 
     @classmethod
     def kinesalite(
-        cls, log_dir: Path, port: int | None = None, *, shard_limit: int = 100, counts_port: int | None = None
+        cls,
+        log_dir: Path,
+        port: int | None = None,
+        *,
+        shard_limit: int = 100,
+        counts_port: int | None = None,
+        call_log: Path | None = None,
     ) -> Emulator:
-        """``counts_port``: also answer on that port with the calls counted by operation (benchmarks)."""
+        """``counts_port``: also answer on that port with the calls counted by operation (benchmarks);
+        ``call_log``: append a line per GetRecords call there (times, shard, status, records)."""
         node = require_node()
         port = port or free_port()
         argv = [
@@ -158,6 +165,8 @@ class Emulator:
         argv += ["--shardLimit", str(shard_limit)]
         if counts_port is not None:
             argv += ["--countsPort", str(counts_port)]
+        if call_log is not None:
+            argv += ["--callLog", str(call_log)]
         return cls("kinesalite", argv, port, [probe_kinesis], log_dir / "kinesalite.log")
 
     @classmethod

@@ -131,3 +131,42 @@ async def test_the_keeper_thread_sleeps_between_renewals() -> None:
     # tens of thousands
     assert passes <= 20, passes
     assert cpu() - started < 0.5
+
+
+def test_checkpoints_wake_the_keeper_thread_only_for_what_is_due_sooner() -> None:
+    """A checkpoint asked for is stepped where it is asked, and its answer where it arrives: neither makes
+    the keeper thread pass over every lease (with 256 leases checkpointing each batch, a pass per
+    answer kept the thread busy and took the GIL from the event loop). Its passes follow the renewals."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kcl_daemon.core.keeping import KeepTimings
+    from kcl_daemon.core.sequence import ExtendedSequenceNumber
+    from kcl_daemon.leases.keeper import LeaseKeeper
+
+    table = CountingTable(64)
+    with ThreadPoolExecutor(8) as pool:
+        keeper = LeaseKeeper(table, "me", KeepTimings.for_failover(10.0), pool)
+        now = time.monotonic()
+        for lease in list(table.items.values()):
+            keeper.hold(table.take(lease, "me"), now)
+        passes = 0
+        tick = keeper.tick
+
+        def counted() -> float:
+            nonlocal passes
+            passes += 1
+            return tick()
+
+        keeper.tick = counted  # type: ignore[method-assign]
+        keeper.start()
+        try:
+            keys = list(table.items)
+            for n in range(640):
+                keeper.checkpoint(keys[n % 64], ExtendedSequenceNumber(str(1000 + n))).result(5)
+        finally:
+            keeper.stop()
+    assert all(
+        table.items[key].checkpoint == ExtendedSequenceNumber(str(1576 + i)) for i, key in enumerate(keys)
+    )
+    # 1,280 events (640 asks, 640 answers); a pass for each of them is what this guards against
+    assert passes <= 40, passes
