@@ -25,6 +25,11 @@ pytestmark = pytest.mark.integration
 
 KEY = "shardId-000000000000"
 
+#: moto_server serves requests on threads and checks a condition, then writes, with no lock between: on a
+#: loaded machine two conditional writes racing on one item both pass (seen with 3 test workers on 2
+#: cores). DynamoDB and dynalite (one event loop) apply each write atomically; the race tests run there.
+MOTO_NOT_ATOMIC = "moto_server's conditional writes are not atomic under concurrent requests"
+
 
 def raw_item(table: DynamoLeaseTable, clients: AwsClients, key: str = KEY) -> dict[str, Any]:
     response = clients.dynamodb.get_item(
@@ -165,7 +170,9 @@ def test_evict_release_and_delete(lease_table: DynamoLeaseTable, aws_clients: Aw
     assert lease_table.get_lease(KEY, consistent=True) is None
 
 
-def test_concurrent_takes_have_exactly_one_winner(lease_table: DynamoLeaseTable) -> None:
+def test_concurrent_takes_have_exactly_one_winner(lease_table: DynamoLeaseTable, backend: Backend) -> None:
+    if backend.name == "moto":
+        pytest.skip(MOTO_NOT_ATOMIC)  # two winners of eight seen in a fresh-clone CI on a loaded machine
     lease = created(lease_table)
     barrier = threading.Barrier(8)
 
@@ -186,10 +193,7 @@ def test_concurrent_takes_have_exactly_one_winner(lease_table: DynamoLeaseTable)
 
 def test_checkpoint_racing_a_steal_has_one_winner(lease_table: DynamoLeaseTable, backend: Backend) -> None:
     if backend.name == "moto":
-        # moto_server serves requests on threads and checks a condition, then writes, with no lock between:
-        # on a loaded machine two conditional writes racing on one item both pass (seen with 3 test
-        # workers on 2 cores). DynamoDB and dynalite (one event loop) apply each write atomically.
-        pytest.skip("moto_server's conditional writes are not atomic under concurrent requests")
+        pytest.skip(MOTO_NOT_ATOMIC)
     mine = lease_table.take(created(lease_table), "worker-a")
     for round_ in range(5):
         barrier = threading.Barrier(2)
