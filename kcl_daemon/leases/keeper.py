@@ -228,10 +228,7 @@ class LeaseKeeper:
         now = self._monotonic()
         with self._lock:
             for key, until in self._until.items():
-                if (now >= until) != (key in self._paused):  # records may have stopped, or flow again
-                    kept = self._kept[key]
-                    should_flow = kept.validated and not keeping.releasing(kept)
-                    self._note_pause(key, until, now, should_flow=should_flow)
+                self._note_pause(key, until, now, self._kept[key])
             wake = min(self._due.values(), default=keeping.FOREVER)
             self._next_pass = wake
         return wake
@@ -311,12 +308,7 @@ class LeaseKeeper:
                 due_at = self._due[lease_key] = keeping.next_wake(stepped.kept, self.timings)
                 # the keeper thread's pass is planned for _next_pass: wake it only for something earlier
                 wake = wake and due_at < self._next_pass
-                self._note_pause(
-                    lease_key,
-                    until,
-                    now,
-                    should_flow=stepped.kept.validated and not keeping.releasing(stepped.kept),
-                )
+                self._note_pause(lease_key, until, now, stepped.kept)
             latency = 0.0
             answered: int | None = None
             if isinstance(event, Answer):
@@ -339,17 +331,21 @@ class LeaseKeeper:
             self._renewals[lease_key] = rest
         return done
 
-    def _note_pause(self, lease_key: str, until: float, now: float, *, should_flow: bool) -> None:
-        if not should_flow:
+    def _note_pause(self, lease_key: str, until: float, now: float, kept: Kept) -> None:
+        """Under the lock: log when a lease's records stop (delivery fence ``until`` passed) or flow again."""
+        late = now >= until
+        if late == (lease_key in self._paused):
+            return  # no change: the common case, checked first (every keeper pass looks at every lease)
+        if not kept.validated or keeping.releasing(kept):
             return  # adopted and not confirmed yet, or being released: held back by design, not late
-        if now >= until and lease_key not in self._paused:
+        if late:
             self._paused.add(lease_key)
             logger.warning(
                 "lease %s: no renewal confirmed in time, records held back (renewals go on until the "
                 "table shows another owner)",
                 lease_key,
             )
-        elif now < until and lease_key in self._paused:
+        else:
             self._paused.discard(lease_key)
             logger.info("lease %s renewed again: records flow again", lease_key)
 

@@ -346,9 +346,12 @@ def _plan_evictions(
     """Step 7: which of ``candidates`` (available leases this worker does not take) to evict."""
     if config.evict_after_s is None:
         return []
-    room = sum(
-        max(0, scan.target - count) for worker, count in scan.counts.items() if worker != scan.worker_id
-    )
+    short = {
+        worker: scan.target - count
+        for worker, count in scan.counts.items()
+        if worker != scan.worker_id and count < scan.target
+    }  # the other workers under their target, and how many each can still take
+    room = sum(short.values())
     if room <= 0:
         return []
     threshold = config.failover_s + config.evict_after_s
@@ -360,9 +363,7 @@ def _plan_evictions(
         and observations.is_expired(lease.lease_key, now, threshold)
     ]
     rng.shuffle(lingering)
-    under = sorted(
-        worker for worker, count in scan.counts.items() if worker != scan.worker_id and count < scan.target
-    )
+    under = sorted(short)
     return [
         PlannedTake(
             lease,
