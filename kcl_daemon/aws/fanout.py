@@ -6,6 +6,9 @@ SubscribeToShard through botocore's event stream. Plain data out; errors in the 
 * :meth:`Fanout.subscribe` yields one :class:`FanoutEvent` per ``SubscribeToShardEvent``. Kinesis ends
   a subscription after 5 minutes; an error on the stream (``ResourceInUseException`` when another
   subscription is open, throttling, a reset connection) is raised as the mapped :class:`AwsError`.
+* A reply whose initial response botocore cannot parse (a body cut short, not an event stream, a bad
+  frame) is closed before :meth:`Fanout.subscribe` raises: botocore leaves that connection open, held
+  only by the exception's frames, until the garbage collector finalises its socket unclosed.
 * Deregistration happens only through :meth:`Fanout.deregister_consumer` (``kcl-daemon
   deregister-consumer``), never on shutdown: other workers of the application share the consumer.
 """
@@ -13,6 +16,7 @@ SubscribeToShard through botocore's event stream. Plain data out; errors in the 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -36,6 +40,24 @@ if TYPE_CHECKING:
 
 _NOT_FOUND: Final = "ResourceNotFoundException"
 _IN_USE: Final = "ResourceInUseException"
+_BEFORE_PARSE: Final = "before-parse.kinesis.SubscribeToShard"
+
+#: per thread, the raw body of the SubscribeToShard reply botocore is parsing (botocore calls on the
+#: caller's thread), so that :meth:`Fanout.subscribe` can close it when the parse fails
+_unparsed = threading.local()
+
+
+def _note_body(*, response_dict: Mapping[str, Any] | None = None, **_: Any) -> None:
+    """``before-parse`` handler: remember this thread's reply body (a urllib3 response, or bytes)."""
+    _unparsed.body = None if response_dict is None else response_dict.get("body")
+
+
+def _close_unparsed() -> None:
+    """Close the connection of a reply botocore failed to parse; its state is unknown, never reuse it."""
+    close = getattr(getattr(_unparsed, "body", None), "close", None)
+    if close is not None:
+        with contextlib.suppress(Exception):  # the connection is already broken
+            close()
 
 
 class ConsumerInUse(AwsError):
@@ -78,6 +100,7 @@ class Fanout:
 
     def __init__(self, client: KinesisClient) -> None:
         self._client = client
+        client.meta.events.register(_BEFORE_PARSE, _note_body, unique_id="kcl-fanout-unparsed-body")
 
     def stream_arn(self, stream_name: str) -> str:
         with map_aws_errors(f"describe stream {stream_name}"):
@@ -144,12 +167,19 @@ class Fanout:
         """Open one subscription; iterate it for its events. A missing shard raises
         :class:`ShardNotFound`, another open subscription on the shard :class:`ConsumerInUse`."""
         what = f"subscribe to shard {shard_id}"
-        with map_aws_errors(what, _SUBSCRIBE_ERRORS):
-            response = self._client.subscribe_to_shard(
-                ConsumerARN=consumer_arn,
-                ShardId=shard_id,
-                StartingPosition=starting_position(position),  # type: ignore[arg-type]
-            )
+        _unparsed.body = None
+        try:
+            with map_aws_errors(what, _SUBSCRIBE_ERRORS):
+                response = self._client.subscribe_to_shard(
+                    ConsumerARN=consumer_arn,
+                    ShardId=shard_id,
+                    StartingPosition=starting_position(position),  # type: ignore[arg-type]
+                )
+        except BaseException:
+            _close_unparsed()
+            raise
+        finally:
+            _unparsed.body = None  # closed, or the EventStream owns it: hold no reference
         return Subscription(what, response["EventStream"])
 
 

@@ -181,6 +181,33 @@ def test_subscribe_to_shard_maps_every_transport_fault_to_a_retriable_error(
     _assert_mapped(_subscribe, servers[fault], caplog)
 
 
+def test_a_subscribe_reply_botocore_cannot_parse_has_its_connection_closed_before_the_error(
+    servers: dict[TransportFault, TransportFaultServer],
+) -> None:
+    """A 200 whose body is cut short fails inside botocore's parse of the initial response, which leaves
+    the connection open (the exception's frames hold it); the error must not come out before it is
+    closed, or the garbage collector later finalises the socket unclosed, in whatever test runs then."""
+    endpoint = servers[TransportFault.TRUNCATED].endpoint
+    kinesis = _clients(endpoint).kinesis
+    replies: list[tuple[object, object]] = []
+
+    def note(*, response_dict: dict[str, object], **_: object) -> None:
+        body = response_dict["body"]
+        replies.append((body, getattr(body, "connection", None)))
+
+    kinesis.meta.events.register("before-parse.kinesis.SubscribeToShard", note)
+    try:
+        with pytest.raises(KclError) as raised:
+            _subscribe(endpoint)
+    finally:
+        kinesis.meta.events.unregister("before-parse.kinesis.SubscribeToShard", note)
+    assert raised.value.retriable
+    [(body, connection)] = replies
+    assert connection is not None, "the reply was not streamed: nothing tested"
+    assert getattr(connection, "sock", None) is None, "the connection was left open"
+    assert getattr(body, "closed", False)
+
+
 def test_the_paths_cover_every_kind_the_issue_names() -> None:
     named = {"renew", "take", "scan", "GSI query", "GetRecords", "ListShards", "CloudWatch"}
     assert named <= set(PATHS)
