@@ -27,6 +27,15 @@ Each child, over the same data:
 * **sink** (``--sink-records``): ``df.write.format("kinesis")`` of that many rows in 2 partitions
   against a raw PutRecords loop (one thread, 500 entries per call) into a fresh stream.
 
+**What both read** (``--endpoint``): kinesalite itself (the default), or ``replay``: a copy of the stream
+served from memory by ``tests/support/replay_kinesis.py`` in the parent process (every other call is
+forwarded to kinesalite). kinesalite is one single-threaded Node process, and on two cores every reader of
+it keeps it busy all the time, so its figures compare the emulator with itself; ``emulator_busy`` in the
+JSON says how much of a core kinesalite spent over each raw loop and each timed query (1.0: it could not
+serve faster). The copy costs a few milliseconds per 10,000 records, so there the readers set the pace.
+Beside the boto3 loop, each child times twice a loop of the project's own Kinesis client (the page parser
+the executors use): ``median_query_vs_project_loop``.
+
 ``--read-mode driver`` runs the old driver-read mode for comparison; ``--compiled-pyspark-zip`` runs Spark
 from a Spark home whose ``pyspark.zip`` carries bytecode (``bench/_spark_home.py``: a deployment choice
 that saves each fresh Python process Spark starts, the source runner among them, compiling pyspark).
@@ -40,6 +49,8 @@ cannot show.
 from __future__ import annotations
 
 import argparse
+import base64
+import functools
 import json
 import os
 import statistics
@@ -48,14 +59,17 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
 
+from kcl_daemon.aws.records_page import EncodedRawRecord
 from tests.support.attributing_proxy import AttributingProxy
 from tests.support.emulators import REGION, running_emulators, use_dummy_credentials
+from tests.support.replay_kinesis import ReplayKinesis, ReplayRecord
 from tests.support.spark import start_session
 from tests.support.streams import kinesis_client, wait_active
 
@@ -83,6 +97,69 @@ def make_stream(kinesis: Any, name: str, shards: int, records: int, size: int) -
     return per_shard
 
 
+def copy_for_replay(endpoint: str, stream: str, per_shard: dict[str, int]) -> dict[str, list[ReplayRecord]]:
+    """Every record of ``stream``, read from ``endpoint`` once, for :class:`ReplayKinesis` to serve."""
+    from kcl_daemon.aws import source_clients
+    from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
+
+    kinesis = source_clients.kinesis_for(REGION, endpoint, source_clients.Credentials())
+    copies: dict[str, list[ReplayRecord]] = {}
+    for shard_id, count in per_shard.items():
+        iterator: str | None = kinesis.get_shard_iterator(
+            stream, shard_id, IteratorPosition(IteratorType.TRIM_HORIZON)
+        )
+        records = copies[shard_id] = []
+        while len(records) < count and iterator is not None:
+            page = kinesis.get_records(iterator, 10_000)
+            records += [
+                ReplayRecord(
+                    r.sequence_number,
+                    r.approximate_arrival_timestamp,
+                    r.data_b64 if isinstance(r, EncodedRawRecord) else base64.b64encode(r.data).decode(),
+                    r.partition_key,
+                )
+                for r in page.records
+            ]
+            iterator = page.next_iterator
+        assert len(records) == count, f"copied {len(records)} records of {shard_id}, not {count}"
+    return copies
+
+
+def kinesalite_pid(endpoint: str) -> int:
+    """The pid of the kinesalite process listening on ``endpoint``'s port."""
+    port = endpoint.rsplit(":", 1)[1]
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                line = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"kinesalite" in line and f"--port\x00{port}\x00".encode() in line:
+                return int(entry.name)
+    raise RuntimeError(f"no kinesalite process on port {port}")
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class EmulatorBusy:
+    """The share of a core kinesalite spent over each timed span (``busy`` in the JSON): 1.0 means the
+    emulator, a single-threaded Node process, served as fast as it can, so no reader could be faster."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.pid = kinesalite_pid(endpoint)
+        self.shares: list[float] = []
+
+    def timed(self, span: Callable[[], float]) -> float:
+        cpu = cpu_s(self.pid)
+        wall = span()
+        self.shares.append(round((cpu_s(self.pid) - cpu) / wall, 2))
+        return wall
+
+
 def raw_loop_s(kinesis: Any, stream: str, per_shard: dict[str, int]) -> float:
     def read(shard_id: str) -> int:
         iterator = kinesis.get_shard_iterator(
@@ -93,6 +170,30 @@ def raw_loop_s(kinesis: Any, stream: str, per_shard: dict[str, int]) -> float:
             response = kinesis.get_records(ShardIterator=iterator, Limit=10000)
             seen += len(response["Records"])
             iterator = response["NextShardIterator"]
+        return seen
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(len(per_shard)) as pool:
+        assert sum(pool.map(read, per_shard)) == sum(per_shard.values())
+    return time.perf_counter() - start
+
+
+def project_loop_s(endpoint: str, stream: str, per_shard: dict[str, int]) -> float:
+    """The raw loop with the project's own Kinesis client (its page parser, as the executors use) in place
+    of boto3's: a thread per shard in one process."""
+    from kcl_daemon.aws import source_clients
+    from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
+
+    kinesis = source_clients.kinesis_for(REGION, endpoint, source_clients.Credentials())
+
+    def read(shard_id: str) -> int:
+        iterator = kinesis.get_shard_iterator(stream, shard_id, IteratorPosition(IteratorType.TRIM_HORIZON))
+        seen = 0
+        while seen < per_shard[shard_id]:
+            page = kinesis.get_records(iterator, 10_000)
+            seen += len(page.records)
+            assert page.next_iterator is not None
+            iterator = page.next_iterator
         return seen
 
     start = time.perf_counter()
@@ -244,7 +345,12 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     use_dummy_credentials()
     kinesis = kinesis_client(args.kinesis_endpoint, read_timeout_s=60)
     per_shard = json.loads(args.per_shard)
-    raw_before = raw_loop_s(kinesis, args.stream, per_shard)
+    raw_busy, query_busy = EmulatorBusy(args.kinesalite_endpoint), EmulatorBusy(args.kinesalite_endpoint)
+
+    def raw_loop() -> float:
+        return raw_busy.timed(lambda: raw_loop_s(kinesis, args.stream, per_shard))
+
+    raw_before = raw_loop()
     with AttributingProxy(args.kinesis_endpoint) as proxy, tempfile.TemporaryDirectory() as home_dir:
         if args.compiled_pyspark_zip:
             from bench._spark_home import compiled_spark_home
@@ -253,7 +359,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         started = time.perf_counter()
         spark = start_session(args.master, "kcl-spark-cluster-bench")
         session_s = time.perf_counter() - started
-        raw_after = raw_loop_s(kinesis, args.stream, per_shard)
+        raw_after = raw_loop()
         raw = min(raw_before, raw_after)
 
         def options(stream: str, *, attributed: bool = False) -> dict[str, str]:
@@ -279,22 +385,28 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             }
             if args.batch:
                 measured["maxRecordsPerBatch"] = str(args.batch)
-            result = run_query(spark, measured, root / "out", root / "chk", args.sink, watch=False)
+            timed: dict[str, Any] = {}
+
+            def query(out: str, chk: str) -> float:
+                timed.update(run_query(spark, measured, root / out, root / chk, args.sink, watch=False))
+                return float(timed["wall_s"])
+
+            query_busy.timed(lambda: query("out", "chk"))
+            result = dict(timed)
             rounds = [{"raw_s": raw, "query_s": result["wall_s"]}]
             raws = [raw_after]
             for again in range(1, args.repeat):  # more rounds: a raw loop, then the query again
-                raws.append(raw_loop_s(kinesis, args.stream, per_shard))
-                wall = run_query(
-                    spark, measured, root / f"out{again}", root / f"chk{again}", args.sink, watch=False
-                )["wall_s"]
+                raws.append(raw_loop())
+                wall = query_busy.timed(functools.partial(query, f"out{again}", f"chk{again}"))
                 rounds.append({"raw_s": raws[-1], "query_s": wall})
             if args.repeat > 1:  # each round's raw figure: the best of the raw loops on either side
-                raws.append(raw_loop_s(kinesis, args.stream, per_shard))
+                raws.append(raw_loop())
                 for i, entry in enumerate(rounds[1:], start=1):
                     entry["raw_s"] = min(raws[i], raws[i + 1])
             for entry in rounds:
                 entry["ratio"] = round(entry["raw_s"] / entry["query_s"], 2)
                 entry["raw_s"], entry["query_s"] = round(entry["raw_s"], 2), round(entry["query_s"], 2)
+            project_loops = [project_loop_s(args.kinesis_endpoint, args.stream, per_shard) for _ in range(2)]
             steady = run_query(
                 spark,
                 {
@@ -329,6 +441,12 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         "rounds": rounds,
         "raw_loops_s": [round(raw_before, 2), *(round(r, 2) for r in raws)],
         "median_ratio": statistics.median(entry["ratio"] for entry in rounds),
+        "project_client_loops_s": [round(s, 2) for s in project_loops],
+        "median_query_vs_project_loop": round(
+            min(project_loops) / statistics.median(entry["query_s"] for entry in rounds), 2
+        ),
+        "endpoint": args.endpoint,
+        "emulator_busy": {"raw_loops": raw_busy.shares, "queries": query_busy.shares},
         "batches": result["batches"],
         "latest_offset_ms": result["latest_offset_ms"],
         "add_batch_ms": result["add_batch_ms"],
@@ -384,10 +502,18 @@ def main() -> None:
         action="store_true",
         help="run Spark from a Spark home whose pyspark.zip carries bytecode (bench/_spark_home.py)",
     )
+    parser.add_argument(
+        "--endpoint",
+        choices=("kinesalite", "replay"),
+        default="kinesalite",
+        help="what both readers read: kinesalite, or a copy of the stream served from memory "
+        "(tests/support/replay_kinesis.py), which no reader here can keep busy",
+    )
     parser.add_argument("--json", action="store_true")
     # a child's arguments (set by the parent)
     parser.add_argument("--master", help=argparse.SUPPRESS)
     parser.add_argument("--kinesis-endpoint", help=argparse.SUPPRESS)
+    parser.add_argument("--kinesalite-endpoint", help=argparse.SUPPRESS)
     parser.add_argument("--dynamodb-endpoint", help=argparse.SUPPRESS)
     parser.add_argument("--stream", help=argparse.SUPPRESS)
     parser.add_argument("--warmup-stream", help=argparse.SUPPRESS)
@@ -398,18 +524,23 @@ def main() -> None:
         return
 
     results = []
-    with running_emulators(shard_limit=200) as emulators:
+    with running_emulators(shard_limit=200) as emulators, ReplayKinesis(emulators.kinesis_endpoint) as replay:
         kinesis = kinesis_client(emulators.kinesis_endpoint, read_timeout_s=60)
         started = time.perf_counter()
         per_shard = make_stream(kinesis, "measured", args.shards, args.records, args.size)
         make_stream(kinesis, "warmup", 1, 100, args.size)
         print(f"put {args.records} records in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        endpoint = emulators.kinesis_endpoint
+        if args.endpoint == "replay":
+            replay.hold("measured", copy_for_replay(endpoint, "measured", per_shard))
+            endpoint = replay.endpoint
         for master in args.masters.split():
             command = [
                 sys.executable,
                 __file__,
                 f"--master={master}",
-                f"--kinesis-endpoint={emulators.kinesis_endpoint}",
+                f"--kinesis-endpoint={endpoint}",
+                f"--kinesalite-endpoint={emulators.kinesis_endpoint}",
                 f"--dynamodb-endpoint={emulators.dynamodb_endpoint}",
                 "--stream=measured",
                 "--warmup-stream=warmup",

@@ -20,7 +20,6 @@ can make that reader faster.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -29,28 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
 
-from bench.spark_cluster import make_stream, raw_loop_s
+from bench.spark_cluster import cpu_s, kinesalite_pid, make_stream, raw_loop_s
 from tests.support.emulators import REGION, running_emulators, use_dummy_credentials
 from tests.support.streams import kinesis_client
 
 STREAM = "measured"
-
-
-def kinesalite_pid(port: str) -> int:
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                line = Path(f"/proc/{entry.name}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"kinesalite" in line and f"--port\x00{port}\x00".encode() in line:
-                return int(entry.name)
-    raise RuntimeError(f"no kinesalite process on port {port}")
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def task(args: tuple[str, list[str], bool]) -> int:
@@ -89,7 +71,7 @@ def main() -> None:
         endpoint = emulators.kinesis_endpoint
         kinesis = kinesis_client(endpoint, read_timeout_s=60)
         per_shard = make_stream(kinesis, STREAM, 4, args.records, 100)
-        pid = kinesalite_pid(endpoint.rsplit(":", 1)[1])
+        pid = kinesalite_pid(endpoint)
         shard_ids = sorted(per_shard)
 
         def executor_path(together: bool) -> object:
