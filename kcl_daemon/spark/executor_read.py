@@ -11,18 +11,26 @@ Per shard of a task (:class:`ExecutorPartition`, pickled by the planner with eve
    rows up to that end (reading on if that end is further, which only a trimmed shard can cause).
 4. Only now it yields the rows, as one Arrow batch per shard.
 
-A shard's rows are held in memory until they are published: bounded by ``maxBytesPerShardPerBatch``
-(estimated by :func:`~kcl_daemon.spark.rows.held_bytes`) and the shard's row budget.
+A task of several shards (``shardsPerTask``) reads up to :data:`SHARD_READS_AT_ONCE` of them at the same
+time, each on a thread of its own, and yields them in its shards' order: a read mostly waits, for
+Kinesis and for the 200 ms between a shard's calls. A shard's rows are held in memory until they are
+yielded: bounded by ``maxBytesPerShardPerBatch`` (estimated by :func:`~kcl_daemon.spark.rows.held_bytes`)
+and the shard's row budget, so a task holds at most that many shards' worth at once.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Final
 
 import pyarrow as pa
 from pyspark import TaskContext
 
+from kcl_daemon.aws.batch_ends import BatchEnds
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.core.spark.batches import PublishedEnd, end_reason
 from kcl_daemon.core.spark.offsets import ShardPos
@@ -34,6 +42,10 @@ from kcl_daemon.spark.shard_reader import ReadLimits, Resume, ShardRead, read_sh
 
 logger = logging.getLogger(__name__)
 
+#: A task's shards read at the same time, at most (``shardsPerTask`` > 1); each holds up to
+#: ``maxBytesPerShardPerBatch`` of rows until it is yielded.
+SHARD_READS_AT_ONCE: Final = 8
+
 
 def _attempt() -> int:
     context = TaskContext.get()
@@ -41,39 +53,76 @@ def _attempt() -> int:
 
 
 def read_partition(partition: ExecutorPartition) -> Iterator[pa.RecordBatch]:
-    """Executor side of one task (see the module docstring)."""
+    """Executor side of one task (see the module docstring): its shards read at once, yielded in order."""
     options = partition.options
     kinesis = kinesis_for(options)
     ends = batch_ends_for(options)
     look_first = partition.replay or _attempt() > 0
-    for task in partition.shards:
-        standing = ends.get(partition.run, partition.batch, task.shard_id) if look_first else None
-        if standing is None:
-            read = _decide(kinesis, partition, task)
-            mine = PublishedEnd(
-                read.end,
-                end_reason(
-                    shard_end=read.end.is_shard_end,
-                    rows=len(read.records),
-                    max_rows=task.max_rows,
-                    cut=read.cut,
-                    full=read.full,
-                ),
-                len(read.records),
-            )
-            standing = ends.publish(partition.run, partition.batch, task.shard_id, mine)
-            if standing != mine:
-                logger.info(
-                    "shard %s batch %d: another attempt published first; keeping its end %s",
-                    task.shard_id,
-                    partition.batch,
-                    standing.end.checkpoint,
-                )
-                read = _adopt(kinesis, options, task, read, standing)
-        else:
-            read = _read_to(kinesis, options, task, task.start, standing)
+
+    def one(task: ShardTask) -> ShardRead:
+        return _read_and_publish(kinesis, ends, partition, task, look_first)
+
+    for task, read in zip(partition.shards, _each_in_order(one, partition.shards), strict=True):
         if read.records:
             yield read.records.to_arrow(options.stream_name, task.shard_id)
+
+
+def _each_in_order(read: Callable[[ShardTask], ShardRead], tasks: Sequence[ShardTask]) -> Iterator[ShardRead]:
+    """``read`` of every task, in the tasks' order, up to :data:`SHARD_READS_AT_ONCE` running at once.
+
+    A shard's read mostly waits (for Kinesis, and 200 ms between its calls), so a task reading its
+    shards one after the other would read at one shard's pace. A read whose turn has not come yet is
+    not started until an earlier one is yielded, so at most that many shards' rows are held at once."""
+    if len(tasks) == 1:
+        yield read(tasks[0])
+        return
+    with ThreadPoolExecutor(
+        min(SHARD_READS_AT_ONCE, len(tasks)), thread_name_prefix="kcl-spark-read"
+    ) as pool:
+        pending = iter(tasks)
+        running = deque(pool.submit(read, task) for task in itertools.islice(pending, SHARD_READS_AT_ONCE))
+        try:
+            while running:
+                done = running.popleft().result()
+                following = next(pending, None)
+                if following is not None:
+                    running.append(pool.submit(read, following))
+                yield done
+        finally:
+            for future in running:  # a failed read or a closed iterator: start no more
+                future.cancel()
+
+
+def _read_and_publish(
+    kinesis: Kinesis, ends: BatchEnds, partition: ExecutorPartition, task: ShardTask, look_first: bool
+) -> ShardRead:
+    """One shard of a task: its published end's rows (a replay or a retry), or a read that publishes."""
+    options = partition.options
+    standing = ends.get(partition.run, partition.batch, task.shard_id) if look_first else None
+    if standing is not None:
+        return _read_to(kinesis, options, task, task.start, standing)
+    read = _decide(kinesis, partition, task)
+    mine = PublishedEnd(
+        read.end,
+        end_reason(
+            shard_end=read.end.is_shard_end,
+            rows=len(read.records),
+            max_rows=task.max_rows,
+            cut=read.cut,
+            full=read.full,
+        ),
+        len(read.records),
+    )
+    standing = ends.publish(partition.run, partition.batch, task.shard_id, mine)
+    if standing != mine:
+        logger.info(
+            "shard %s batch %d: another attempt published first; keeping its end %s",
+            task.shard_id,
+            partition.batch,
+            standing.end.checkpoint,
+        )
+        read = _adopt(kinesis, options, task, read, standing)
+    return read
 
 
 def _common(options: SourceOptions, task: ShardTask) -> dict[str, object]:

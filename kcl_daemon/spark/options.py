@@ -190,7 +190,10 @@ OPTION_DOCS: Final[dict[str, tuple[str, str]]] = {
         "true",
         "Fail when records planned for a batch were trimmed; else skip with a warning.",
     ),
-    "shardsPerTask": ("1", "Shards read by one Spark task (fewer tasks for streams with many shards)."),
+    "shardsPerTask": (
+        "1",
+        "Shards read by one Spark task, up to 8 at once (fewer tasks for streams with many shards).",
+    ),
     "consumerMode": ("`polling`", "`polling` (GetRecords) or `efo` (enhanced fan-out, SubscribeToShard)."),
     "consumerName": (
         "required with `efo`",

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import replace
 
 import pyarrow as pa
 import pytest
 
+from kcl_daemon.aws.kinesis import GetRecordsResult
+from kcl_daemon.core.shards.iterator import IteratorPosition
 from kcl_daemon.core.spark.batches import PublishedEnd, Stop
 from kcl_daemon.core.spark.offsets import AT_TRIM_HORIZON, after
 from kcl_daemon.spark import executor_read
@@ -14,6 +19,7 @@ from kcl_daemon.spark.executor_read import read_partition
 from kcl_daemon.spark.options import SourceOptions
 from kcl_daemon.spark.partitions import ExecutorPartition, ShardTask
 from kcl_daemon.spark.rows import ROW_OVERHEAD_BYTES
+from kcl_daemon.spark.shard_reader import DataLoss
 from tests.support.spark_fakes import FakeEnds, FakeKinesis, plain
 
 OPTIONS = SourceOptions(stream_name="stream", min_fetch_interval_s=0.0)
@@ -97,3 +103,84 @@ def _after(seq: str) -> object:
     from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
 
     return IteratorPosition(IteratorType.AFTER_SEQUENCE_NUMBER, seq)
+
+
+class _Shards:
+    """Several in-memory shards behind one client; ``gate`` runs before every GetRecords."""
+
+    def __init__(self, shards: dict[str, FakeKinesis], gate: Callable[[str], None]) -> None:
+        self.shards, self.gate = shards, gate
+
+    def get_shard_iterator(self, stream: str, shard_id: str, position: IteratorPosition) -> str:
+        return f"{shard_id}|{self.shards[shard_id].get_shard_iterator(stream, shard_id, position)}"
+
+    def get_records(self, iterator: str, limit: int) -> GetRecordsResult:
+        shard_id, inner = iterator.split("|")
+        self.gate(shard_id)
+        page = self.shards[shard_id].get_records(inner, limit)
+        following = None if page.next_iterator is None else f"{shard_id}|{page.next_iterator}"
+        return replace(page, next_iterator=following)
+
+
+def _several(monkeypatch: pytest.MonkeyPatch, count: int, gate: Callable[[str], None]) -> FakeEnds:
+    shards = {f"shardId-{n}": FakeKinesis(plain(10 * n + 1, 10 * n + 2)) for n in range(count)}
+    ends = FakeEnds()
+    monkeypatch.setattr(executor_read, "kinesis_for", lambda options: _Shards(shards, gate))
+    monkeypatch.setattr(executor_read, "batch_ends_for", lambda options: ends)
+    return ends
+
+
+def _tasks(count: int) -> tuple[ShardTask, ...]:
+    return tuple(replace(task(), shard_id=f"shardId-{n}") for n in range(count))
+
+
+def test_a_tasks_shards_are_read_at_once_and_yielded_in_the_tasks_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    both = threading.Barrier(2, timeout=5)  # breaks unless the two shards' first calls run together
+    first_calls: set[str] = set()
+
+    def gate(shard_id: str) -> None:
+        if shard_id not in first_calls:
+            first_calls.add(shard_id)
+            both.wait()
+
+    ends = _several(monkeypatch, 2, gate)
+    rows = list(read_partition(partition(*_tasks(2))))
+    assert [batch.column("shardId")[0].as_py() for batch in rows] == ["shardId-0", "shardId-1"]
+    assert sequences(rows) == ["1", "2", "11", "12"]
+    assert {key[2] for key in ends.items} == {"shardId-0", "shardId-1"}
+
+
+def test_no_more_shards_are_read_at_once_than_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(executor_read, "SHARD_READS_AT_ONCE", 2)
+    lock, now, most = threading.Lock(), [0], [0]
+
+    def gate(shard_id: str) -> None:
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(0.01)  # real time on purpose: overlapping calls are what is counted
+        with lock:
+            now[0] -= 1
+
+    _several(monkeypatch, 5, gate)
+    assert len(sequences(list(read_partition(partition(*_tasks(5)))))) == 10
+    assert most[0] <= 2
+
+
+def test_a_failed_shard_read_fails_the_task_and_starts_no_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(executor_read, "SHARD_READS_AT_ONCE", 1)
+    asked: list[str] = []
+
+    def gate(shard_id: str) -> None:
+        asked.append(shard_id)
+        if shard_id == "shardId-1":
+            raise DataLoss("trimmed")
+
+    _several(monkeypatch, 3, gate)
+    read = read_partition(partition(*_tasks(3)))
+    assert sequences([next(read)]) == ["1", "2"]
+    with pytest.raises(DataLoss):
+        next(read)
+    assert "shardId-2" not in asked
