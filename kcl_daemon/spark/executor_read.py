@@ -15,7 +15,7 @@ A task of several shards (``shardsPerTask``) reads up to :data:`SHARD_READS_AT_O
 time, each on a thread of its own, and yields them in its shards' order: a read mostly waits, for
 Kinesis and for the 200 ms between a shard's calls. A shard's rows are held in memory until they are
 yielded: bounded by ``maxBytesPerShardPerBatch`` (estimated by :func:`~kcl_daemon.spark.rows.held_bytes`)
-and the shard's row budget, so a task holds at most that many shards' worth at once.
+and the shard's row budget, so a task holds at most that many shards' worth besides the one it hands over.
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ def _each_in_order(read: Callable[[ShardTask], ShardRead], tasks: Sequence[Shard
     """``read`` of every task, in the tasks' order, up to :data:`SHARD_READS_AT_ONCE` running at once.
 
     A shard's read mostly waits (for Kinesis, and 200 ms between its calls), so a task reading its
-    shards one after the other would read at one shard's pace. A read whose turn has not come yet is
-    not started until an earlier one is yielded, so at most that many shards' rows are held at once."""
+    shards one after the other would read at one shard's pace. The next read starts when the earliest
+    is handed over, so a task holds the rows of at most that many shards besides the one Spark takes."""
     if len(tasks) == 1:
         yield read(tasks[0])
         return
