@@ -59,14 +59,17 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
 
+from kcl_daemon.aws import source_clients
+from kcl_daemon.aws.kinesis import AnyRawRecord, Kinesis
 from kcl_daemon.aws.records_page import EncodedRawRecord
+from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
 from tests.support.attributing_proxy import AttributingProxy
 from tests.support.emulators import REGION, running_emulators, use_dummy_credentials
 from tests.support.replay_kinesis import ReplayKinesis, ReplayRecord
@@ -97,32 +100,43 @@ def make_stream(kinesis: Any, name: str, shards: int, records: int, size: int) -
     return per_shard
 
 
+def project_kinesis(endpoint: str) -> Kinesis:
+    """The project's own Kinesis client for ``endpoint``: its page parser is the one the executors use."""
+    return source_clients.kinesis_for(REGION, endpoint, source_clients.Credentials())
+
+
+def project_pages(
+    kinesis: Kinesis, stream: str, shard_id: str, count: int
+) -> Iterator[tuple[AnyRawRecord, ...]]:
+    """The first ``count`` records of a shard, page by page from its trim horizon."""
+    iterator: str | None = kinesis.get_shard_iterator(
+        stream, shard_id, IteratorPosition(IteratorType.TRIM_HORIZON)
+    )
+    seen = 0
+    while seen < count:
+        assert iterator is not None, f"{shard_id} ended after {seen} records, not {count}"
+        page = kinesis.get_records(iterator, 10_000)
+        seen += len(page.records)
+        yield page.records
+        iterator = page.next_iterator
+
+
 def copy_for_replay(endpoint: str, stream: str, per_shard: dict[str, int]) -> dict[str, list[ReplayRecord]]:
     """Every record of ``stream``, read from ``endpoint`` once, for :class:`ReplayKinesis` to serve."""
-    from kcl_daemon.aws import source_clients
-    from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
-
-    kinesis = source_clients.kinesis_for(REGION, endpoint, source_clients.Credentials())
-    copies: dict[str, list[ReplayRecord]] = {}
-    for shard_id, count in per_shard.items():
-        iterator: str | None = kinesis.get_shard_iterator(
-            stream, shard_id, IteratorPosition(IteratorType.TRIM_HORIZON)
-        )
-        records = copies[shard_id] = []
-        while len(records) < count and iterator is not None:
-            page = kinesis.get_records(iterator, 10_000)
-            records += [
-                ReplayRecord(
-                    r.sequence_number,
-                    r.approximate_arrival_timestamp,
-                    r.data_b64 if isinstance(r, EncodedRawRecord) else base64.b64encode(r.data).decode(),
-                    r.partition_key,
-                )
-                for r in page.records
-            ]
-            iterator = page.next_iterator
-        assert len(records) == count, f"copied {len(records)} records of {shard_id}, not {count}"
-    return copies
+    kinesis = project_kinesis(endpoint)
+    return {
+        shard_id: [
+            ReplayRecord(
+                r.sequence_number,
+                r.approximate_arrival_timestamp,
+                r.data_b64 if isinstance(r, EncodedRawRecord) else base64.b64encode(r.data).decode(),
+                r.partition_key,
+            )
+            for page in project_pages(kinesis, stream, shard_id, count)
+            for r in page
+        ]
+        for shard_id, count in per_shard.items()
+    }
 
 
 def kinesalite_pid(endpoint: str) -> int:
@@ -179,22 +193,12 @@ def raw_loop_s(kinesis: Any, stream: str, per_shard: dict[str, int]) -> float:
 
 
 def project_loop_s(endpoint: str, stream: str, per_shard: dict[str, int]) -> float:
-    """The raw loop with the project's own Kinesis client (its page parser, as the executors use) in place
-    of boto3's: a thread per shard in one process."""
-    from kcl_daemon.aws import source_clients
-    from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
-
-    kinesis = source_clients.kinesis_for(REGION, endpoint, source_clients.Credentials())
+    """The raw loop with the project's own Kinesis client in place of boto3's: a thread per shard in one
+    process."""
+    kinesis = project_kinesis(endpoint)
 
     def read(shard_id: str) -> int:
-        iterator = kinesis.get_shard_iterator(stream, shard_id, IteratorPosition(IteratorType.TRIM_HORIZON))
-        seen = 0
-        while seen < per_shard[shard_id]:
-            page = kinesis.get_records(iterator, 10_000)
-            seen += len(page.records)
-            assert page.next_iterator is not None
-            iterator = page.next_iterator
-        return seen
+        return sum(len(page) for page in project_pages(kinesis, stream, shard_id, per_shard[shard_id]))
 
     start = time.perf_counter()
     with ThreadPoolExecutor(len(per_shard)) as pool:

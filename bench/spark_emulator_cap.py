@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
 
-from bench.spark_cluster import cpu_s, kinesalite_pid, make_stream, raw_loop_s
-from tests.support.emulators import REGION, running_emulators, use_dummy_credentials
+from bench.spark_cluster import cpu_s, kinesalite_pid, make_stream, project_kinesis, raw_loop_s
+from tests.support.emulators import running_emulators, use_dummy_credentials
 from tests.support.streams import kinesis_client
 
 STREAM = "measured"
@@ -41,12 +41,11 @@ def task(args: tuple[str, list[str], bool]) -> int:
     endpoint, shard_ids, together = args
     from concurrent.futures import ThreadPoolExecutor
 
-    from kcl_daemon.aws import source_clients
     from kcl_daemon.core.spark.offsets import AT_TRIM_HORIZON
     from kcl_daemon.spark import shard_reader
     from kcl_daemon.spark.options import DEFAULT_MAX_BYTES_PER_SHARD_PER_BATCH, NO_ROW_CAP
 
-    kinesis = source_clients.kinesis_for(REGION, endpoint, source_clients.Credentials())
+    kinesis = project_kinesis(endpoint)
     limits = shard_reader.ReadLimits(max_records=NO_ROW_CAP, max_bytes=DEFAULT_MAX_BYTES_PER_SHARD_PER_BATCH)
 
     def one(shard_id: str) -> int:
