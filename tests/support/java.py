@@ -1,7 +1,8 @@
-"""The real Java MultiLangDaemon (KCL 3.1.3 or 2.5.8) against the emulators, and mixed fleets of it and
+"""The real Java MultiLangDaemon (KCL 3.5.1, 3.1.3 or 2.5.8) against the emulators, and mixed fleets of it and
 kcl-daemon processes on one lease table.
 
-The jars come from ``scripts/install_java_kcl.sh`` (``.cache/java-kcl-3``, ``.cache/java-kcl-2``). The
+The jars come from ``scripts/install_java_kcl.sh`` (``.cache/java-kcl-3``, ``.cache/java-kcl-2``, and
+``.cache/java-kcl-35`` when the checkout has ``../shared/reference/java35`` beside it). The
 Java SDK speaks HTTP/2 to Kinesis, which the emulators do not: :class:`H2cProxy`
 (``tests/support/js/h2c_proxy.js``) forwards it as HTTP/1.1. The properties are the ones ``java-mld.md``
 lists as needed (polling, CBOR off, metrics off, dummy credentials from the environment). Its child is
@@ -27,10 +28,14 @@ from tests.support.paths import JS, RECORDER, REPO
 from tests.support.recorder import data_of
 from tests.support.streams import put
 
+#: the jar directory of each Java KCL: 2 (2.5.8), 3 (3.1.3), 35 (3.5.1)
 JARS = {
     3: REPO / ".cache" / "java-kcl-3" / "amazon_kclpy" / "jars",
     2: REPO / ".cache" / "java-kcl-2" / "amazon_kclpy" / "jars",
+    35: REPO / ".cache" / "java-kcl-35",
 }
+#: where KCL 3.5.1 comes from: beside the checkout, not in it
+JAVA35_SOURCE = REPO.parent / "shared" / "reference" / "java35"
 H2C_PROXY = JS / "h2c_proxy.js"
 MAIN_CLASS = "software.amazon.kinesis.multilang.MultiLangDaemon"
 
@@ -41,6 +46,8 @@ def unavailable(version: int) -> str | None:
         return "java is not installed"
     if shutil.which("node") is None:
         return "node is not installed (the h2c proxy)"
+    if version == 35 and not JAVA35_SOURCE.is_dir():
+        return f"{JAVA35_SOURCE} is absent: KCL 3.5.1 is built beside the checkout, not shipped in it"
     if not JARS[version].is_dir():
         return f"{JARS[version]} is missing (scripts/install_java_kcl.sh)"
     return None
