@@ -83,6 +83,7 @@ def options(backend: EmbeddedBackend, stream: str, **extra: str) -> dict[str, st
         "streamName": stream,
         "region": backend.region,
         "endpointUrl": backend.endpoint,
+        "dynamoDbEndpointUrl": backend.endpoint,  # the embedded backend serves both
         "startingPosition": "TRIM_HORIZON",
         "awsAccessKeyId": backend.credentials.access_key_id,  # the embedded backend's dummy keys
         "awsSecretKey": backend.credentials.secret_access_key,

@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from kcl_daemon.aws import source_clients
 from kcl_daemon.aws.batch_ends import BatchEnds, MetadataTableEnds
 from kcl_daemon.aws.fanout import Fanout
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from kcl_daemon.errors import AwsError, ConfigError, LeaseConflict, Throttled
 from kcl_daemon.spark.options import Credentials, SinkOptions, SourceOptions
 
 
@@ -28,11 +32,41 @@ def fanout_for(options: SourceOptions) -> Fanout:
 
 
 def _dynamodb(options: SourceOptions) -> tuple[str | None, str | None, source_clients.Credentials]:
+    """The DynamoDB client's settings: ``endpointUrl`` is Kinesis' alone (a Kinesis VPC endpoint or an
+    emulator serving only Kinesis must never receive table calls), so no ``dynamoDbEndpointUrl`` means
+    DynamoDB's own endpoint in ``dynamoDbRegion`` (default ``region``)."""
     return (
         options.dynamodb_region or options.region,
-        options.dynamodb_endpoint_url or options.endpoint_url,
+        options.dynamodb_endpoint_url,
         _credentials(options.credentials),
     )
+
+
+def _where_dynamodb(options: SourceOptions) -> str:
+    if options.dynamodb_endpoint_url is not None:
+        return f"{options.dynamodb_endpoint_url} (dynamoDbEndpointUrl)"
+    region = options.dynamodb_region or options.region
+    return f"DynamoDB's own endpoint in {region or 'the default region'} (no dynamoDbEndpointUrl set)"
+
+
+@contextmanager
+def reaching_table(options: SourceOptions, table: str) -> Iterator[None]:
+    """Name the options that say where ``table`` is when the block cannot reach it: a non-retriable
+    failure becomes a :class:`ConfigError`, a retriable one keeps its class with the same advice. Lease
+    conflicts and throttling pass unchanged: they prove the table is there."""
+    try:
+        yield
+    except (LeaseConflict, Throttled):
+        raise
+    except AwsError as exc:
+        advice = (
+            f"kinesis source: table {table} could not be reached at {_where_dynamodb(options)}: {exc}. "
+            "Set option dynamoDbEndpointUrl (and dynamoDbRegion if it is not region) to the DynamoDB "
+            "endpoint that holds it; endpointUrl is for Kinesis only"
+        )
+        if exc.retriable:
+            raise type(exc)(advice) from exc
+        raise ConfigError([advice]) from exc
 
 
 def lease_table_for(options: SourceOptions) -> DynamoLeaseTable:

@@ -38,7 +38,7 @@ from kcl_daemon.core.spark.offsets import (
     split_budget,
     track_new_shards,
 )
-from kcl_daemon.spark.clients import kinesis_for
+from kcl_daemon.spark.clients import kinesis_for, reaching_table
 from kcl_daemon.spark.lease_bridge import LeaseBridge
 from kcl_daemon.spark.options import SourceOptions
 from kcl_daemon.spark.rows import to_ipc
@@ -122,7 +122,8 @@ class DriverStreamReader(StreamReaderBase):
             return None
         if self._bridge is None:
             self._bridge = new_bridge(self.options)
-            return dict(self._bridge.join())
+            with reaching_table(self.options, self.options.lease_table_name):
+                return dict(self._bridge.join())
         return dict(self._bridge.positions())
 
     # -- the streaming reader API ----------------------------------------------------------------

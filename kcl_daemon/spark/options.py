@@ -131,7 +131,7 @@ class SinkOptions:
 _CONNECTION_DOCS: Final[dict[str, tuple[str, str]]] = {
     "streamName": ("required", "The stream to read (or, for the sink, to write)."),
     "region": ("boto3's", "AWS region (else `AWS_DEFAULT_REGION` / `~/.aws/config`)."),
-    "endpointUrl": ("boto3's", "Kinesis endpoint (emulators, VPC endpoints)."),
+    "endpointUrl": ("boto3's", "Kinesis endpoint (emulators, VPC endpoints); never used for DynamoDB."),
     "awsAccessKeyId": ("unset", "Static access key id (with `awsSecretKey`, optional `sessionToken`)."),
     "awsSecretKey": ("unset", "Static secret key; never logged."),
     "sessionToken": ("unset", "Session token of temporary static keys."),
@@ -213,7 +213,10 @@ OPTION_DOCS: Final[dict[str, tuple[str, str]]] = {
         "(created if missing; items expire after 7 days).",
     ),
     "dynamoDbRegion": ("`region`", "Region of the lease or metadata table."),
-    "dynamoDbEndpointUrl": ("boto3's", "DynamoDB endpoint of the lease or metadata table."),
+    "dynamoDbEndpointUrl": (
+        "boto3's",
+        "DynamoDB endpoint of the lease or metadata table (an emulator: set it too, even to `endpointUrl`).",
+    ),
     "leaseOwner": ("`spark:<leaseTableName>`", "Worker id the query writes into the leases it holds."),
     "leaseFailoverMs": (
         "10000",

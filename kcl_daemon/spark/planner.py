@@ -55,7 +55,7 @@ from kcl_daemon.core.spark.batches import (
 from kcl_daemon.core.spark.leases import is_ahead
 from kcl_daemon.core.spark.offsets import ShardPos, SourceOffset, group_ranges, shard_ranges
 from kcl_daemon.retry import KINESIS
-from kcl_daemon.spark.clients import batch_ends_for, fanout_for, kinesis_for
+from kcl_daemon.spark.clients import batch_ends_for, fanout_for, kinesis_for, reaching_table
 from kcl_daemon.spark.lease_bridge import LeaseBridge
 from kcl_daemon.spark.options import ConsumerMode, SourceOptions
 from kcl_daemon.spark.partitions import ExecutorPartition, ShardTask
@@ -96,11 +96,13 @@ class ExecutorStreamReader(StreamReaderBase):
         joined: dict[str, ShardPos] | None = None
         if self.options.lease_table_name is not None:
             self._bridge = new_bridge(self.options)
-            joined = dict(self._bridge.join())
+            with reaching_table(self.options, self.options.lease_table_name):
+                joined = dict(self._bridge.join())
         else:
             store = batch_ends_for(self.options)
             if isinstance(store, MetadataTableEnds):
-                store.create_if_missing()
+                with reaching_table(self.options, store.table_name):
+                    store.create_if_missing()
         if self.options.consumer_mode is ConsumerMode.EFO:
             fanout = fanout_for(self.options)
             stream_arn = KINESIS.call(fanout.stream_arn, self.options.stream_name)

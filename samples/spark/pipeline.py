@@ -75,6 +75,7 @@ def connection(stack: LocalStack) -> dict[str, str]:
     return {
         "region": stack.backend.region,
         "endpointUrl": stack.backend.endpoint,
+        "dynamoDbEndpointUrl": stack.backend.endpoint,  # the embedded backend serves both
         "awsAccessKeyId": credentials.access_key_id,
         "awsSecretKey": credentials.secret_access_key,
     }

@@ -64,6 +64,7 @@ def spark_options(fleet: Fleet, **extra: str | int) -> dict[str, str]:
         "streamName": fleet.stream,
         "region": REGION,
         "endpointUrl": fleet.backend.kinesis_endpoint,
+        "dynamoDbEndpointUrl": fleet.backend.dynamodb_endpoint,
         "leaseTableName": fleet.table,
         "leaseFailoverMs": str(FAILOVER_MS),
         "shardDiscoveryIntervalMs": "0",

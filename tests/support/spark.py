@@ -123,7 +123,8 @@ def source_options(
     stream: str, kinesis_endpoint: str, dynamodb_endpoint: str | None = None, **extra: str | int
 ) -> dict[str, str]:
     """The source's options for a stream on an emulator; executors publish their ends to the metadata
-    table on ``dynamodb_endpoint`` (default: the Kinesis endpoint, as moto serves both)."""
+    table on ``dynamodb_endpoint`` (default: the Kinesis endpoint, as moto serves both: set explicitly,
+    as a user would, since ``endpointUrl`` alone is Kinesis' only)."""
     options = {
         "streamName": stream,
         "region": REGION,
@@ -131,8 +132,7 @@ def source_options(
         "startingPosition": "TRIM_HORIZON",
         "shardDiscoveryIntervalMs": "0",
     }
-    if dynamodb_endpoint is not None:
-        options["dynamoDbEndpointUrl"] = dynamodb_endpoint
+    options["dynamoDbEndpointUrl"] = kinesis_endpoint if dynamodb_endpoint is None else dynamodb_endpoint
     options.update({k: str(v) for k, v in extra.items()})
     return options
 
