@@ -11,7 +11,9 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 bootstrap:
 	@bash scripts/bootstrap.sh
 
-run: bootstrap
+# make run needs only the daemon, its local extra and the Python client: not the test suite's toolchains
+run:
+	@bash scripts/bootstrap.sh --run
 	@cd samples/python && kcl-daemon run --local --properties app.properties
 
 lint: bootstrap

@@ -6,7 +6,11 @@
 #   Debian packages: golang-go (Go client), jq and shellcheck (shell client), a Java 17 runtime (the
 #                    Spark source's tests), when missing.
 # Idempotent and quiet; safe to run before every command. Set KCL_SKIP_APT=1 to skip apt-get.
+# `bootstrap.sh --run` installs only what `make run` needs: the .venv with kcl-daemon[local] and the Python
+# client (no Debian or npm packages, no Java, no pyspark).
 set -euo pipefail
+MODE=all
+[[ ${1:-} == --run ]] && MODE=run
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 PY=${PYTHON:-python3}
@@ -16,6 +20,25 @@ STAMP_DIR=.cache/stamps
 mkdir -p "$STAMP_DIR" .cache/node
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
+make_venv() {  # the .venv, and deps_hash: what its pip stamps are keyed on
+  if [[ ! -x .venv/bin/python ]]; then
+    log "creating .venv"
+    "$PY" -m venv .venv
+    .venv/bin/pip install -q --disable-pip-version-check -U pip wheel setuptools
+  fi
+  deps_hash=$(cat pyproject.toml clients/python/pyproject.toml | sha256sum | cut -c1-16)
+}
+
+# ---- only what `make run` needs ---------------------------------------------------------------
+if [[ $MODE == run ]]; then
+  make_venv
+  if [[ ! -f $STAMP_DIR/pip-$deps_hash && ! -f $STAMP_DIR/pip-run-$deps_hash ]]; then
+    log "pip install (kcl-daemon[local], clients/python)"
+    .venv/bin/pip install -q --disable-pip-version-check -e '.[local]' -e clients/python
+    touch "$STAMP_DIR/pip-run-$deps_hash"
+  fi
+  exit 0
+fi
 
 # ---- Debian packages -------------------------------------------------------------------------
 need_apt=()
@@ -45,12 +68,7 @@ if [[ ! -f $STAMP_DIR/npm-v1 ]]; then
 fi
 
 # ---- Python ----------------------------------------------------------------------------------
-if [[ ! -x .venv/bin/python ]]; then
-  log "creating .venv"
-  "$PY" -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check -U pip wheel setuptools
-fi
-deps_hash=$(cat pyproject.toml clients/python/pyproject.toml | sha256sum | cut -c1-16)
+make_venv
 if [[ ! -f $STAMP_DIR/pip-$deps_hash ]]; then
   log "pip install (kcl-daemon[dev,spark,bench], clients/python)"
   .venv/bin/pip install -q --disable-pip-version-check -e '.[dev,spark,bench]' -e clients/python
