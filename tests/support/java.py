@@ -2,7 +2,7 @@
 kcl-daemon processes on one lease table.
 
 The jars come from ``scripts/install_java_kcl.sh`` (``.cache/java-kcl-3``, ``.cache/java-kcl-2``, and
-``.cache/java-kcl-35`` when the checkout has ``../shared/reference/java35`` beside it). The
+``.cache/java-kcl-35`` when the 3.5.1 build is beside the checkout, in ``../shared``). The
 Java SDK speaks HTTP/2 to Kinesis, which the emulators do not: :class:`H2cProxy`
 (``tests/support/js/h2c_proxy.js``) forwards it as HTTP/1.1. The properties are the ones ``java-mld.md``
 lists as needed (polling, CBOR off, metrics off, dummy credentials from the environment). Its child is
