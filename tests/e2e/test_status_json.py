@@ -31,7 +31,8 @@ def status(url: str) -> dict[str, Any] | None:
             found: dict[str, Any] = json.loads(response.read())
             return found
     except urllib.error.HTTPError as exc:
-        assert exc.code == 503, exc
+        if exc.code != 503:
+            raise
         return None
     except OSError:
         return None

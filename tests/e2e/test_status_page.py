@@ -18,7 +18,7 @@ import pytest
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.support.browser import Browser, find_chromium
+from tests.support.browser import Browser, BrowserError, find_chromium
 from tests.support.emulators import Backend, free_port
 from tests.support.figures import FIGURES
 from tests.support.fleet import Fleet
@@ -83,7 +83,7 @@ def test_the_status_page_in_a_headless_browser(
                 )
 
             started = time.monotonic()
-            fleet.wait(all_processing, 90, f"every shard processing on the page\n{browser.text()}")
+            fleet.wait(settled(all_processing), 90, f"every shard processing on the page\n{browser.text()}")
             to_all_shards = time.monotonic() - started
             text = browser.text()
             assert "page-worker" in text and "3.x leader" in text, text
@@ -96,12 +96,11 @@ def test_the_status_page_in_a_headless_browser(
             assert svg_count >= len(shards), "a lag sparkline per shard"
 
             # new figures without the test navigating: the page reloads itself
-            generated = browser.evaluate("document.getElementById('generated').textContent")
+            generated = generated_at(browser)
             before = records_shown(browser)
             put(aws_clients, stream, range(40, 120))
             took = fleet.wait(
-                lambda: browser.evaluate("document.getElementById('generated').textContent") != generated
-                and records_shown(browser) > before,
+                settled(lambda: generated_at(browser) != generated and records_shown(browser) > before),
                 30,
                 "the page reloaded with new figures",
             )
@@ -116,6 +115,23 @@ def test_the_status_page_in_a_headless_browser(
         assert fleet.daemons["page-worker"].stop() == 0
     finally:
         fleet.close()
+
+
+def generated_at(browser: Browser) -> str | None:
+    found: Any = browser.evaluate("document.getElementById('generated')?.textContent")
+    return None if found is None else str(found)
+
+
+def settled(check: Callable[[], bool]) -> Callable[[], bool]:
+    """``check`` on a page that may be half loaded (it reloads itself): not yet, rather than an error."""
+
+    def checked() -> bool:
+        try:
+            return check()
+        except (BrowserError, KeyError, ValueError):
+            return False
+
+    return checked
 
 
 def _opens(browser: Browser, url: str) -> bool:
