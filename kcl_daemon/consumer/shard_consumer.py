@@ -454,6 +454,7 @@ class ShardConsumer:
             case AlreadyCheckpointed():
                 return None
             case WriteCheckpoint(target=target):
+                started = self._clock.monotonic()
                 try:
                     await self._store.save(target)
                 except CheckpointRefused as refused:
@@ -466,7 +467,7 @@ class ShardConsumer:
                 self._checkpoint = target
                 self.checkpointed_at = self._clock.monotonic()
                 self.stats.checkpoints_written += 1
-                self._observer.checkpoint()
+                self._observer.checkpoint(self.checkpointed_at - started)
                 logger.debug("shard %s: checkpoint %s", self.shard_id, target)
                 return None
         raise AssertionError(decision)  # pragma: no cover

@@ -203,6 +203,7 @@ class ShardMetrics:
         "_age",
         "_batches",
         "_bytes",
+        "_checkpoint_time",
         "_checkpoints",
         "_lag",
         "_latency",
@@ -222,6 +223,7 @@ class ShardMetrics:
         self._lag = metrics.gauge("kcl_shard_millis_behind_latest").labels(shard_id)
         self._age = metrics.gauge("kcl_shard_last_record_age_millis").labels(shard_id)
         self._checkpoints = metrics.counter("kcl_shard_checkpoints").labels(shard_id)
+        self._checkpoint_time = metrics.histogram("kcl_checkpoint_seconds")
         self._restarts = metrics.counter("kcl_child_restarts").labels(shard_id)
         self._parks = metrics.counter("kcl_shard_parks").labels(shard_id)
         self._latency = metrics.histogram("kcl_child_action_seconds")
@@ -244,8 +246,9 @@ class ShardMetrics:
             child = self._actions[action] = self._latency.labels(self.shard_id, action)
         child.observe(seconds)
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, seconds: float) -> None:
         self._checkpoints.inc()
+        self._checkpoint_time.observe(seconds)
 
     def child_restart(self) -> None:
         self._restarts.inc()
