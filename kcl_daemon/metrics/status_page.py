@@ -32,7 +32,8 @@ thead th{background:#eef1f5;font-weight:600;white-space:nowrap}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .kv th{background:#eef1f5;width:11em;font-weight:600}
 .ok{color:#18794e;font-weight:600}.fail{color:#c0362c;font-weight:600}.dim{color:#8a94a3}
-.note{color:#9a5b00}.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
+.note{color:#9a5b00}.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:13px}
+tbody td{vertical-align:middle}.kv td{vertical-align:top}
 .stderr{max-width:28em;overflow-wrap:anywhere}td.id{white-space:nowrap}summary{color:#5b6675}
 svg{vertical-align:middle}polyline{fill:none;stroke:#1f5fbf;stroke-width:1.5}
 ul.checks{margin:0;padding-left:1.1em}
@@ -184,6 +185,8 @@ def _fleet(snapshot: StatusSnapshot) -> Iterable[str]:
     yield "<table><thead><tr><th>worker</th><th>zone</th><th>leases</th><th>leases, last minutes</th>"
     yield "</tr></thead><tbody>"
     me = snapshot.worker.worker_id
+    # one scale for every worker's line, so that they compare at a glance
+    top = max((v for w in f.workers for v in w.history if v is not None), default=1)
     for worker in f.workers:
         mark = ' <span class="dim">(this worker)</span>' if worker.worker_id == me else ""
         if worker.worker_id == snapshot.worker.leader_id:
@@ -191,7 +194,7 @@ def _fleet(snapshot: StatusSnapshot) -> Iterable[str]:
         label = f"leases of {worker.worker_id}"
         yield (
             f'<tr><td class="mono">{_e(worker.worker_id)}{mark}</td><td>{_e(worker.zone)}</td>'
-            f'<td class="n">{int(worker.leases)}</td><td>{_spark(worker.history, label)}</td></tr>'
+            f'<td class="n">{int(worker.leases)}</td><td>{_spark(worker.history, label, top)}</td></tr>'
         )
     yield "</tbody></table>"
     if f.zones:
@@ -213,8 +216,9 @@ def _more(count: int, listed: int) -> str:
 # -- small pieces ----------------------------------------------------------------------------------
 
 
-def _spark(values: Sequence[float | None], label: str) -> str:
-    segments = sparkline_points(values, SPARK_W, SPARK_H)
+def _spark(values: Sequence[float | None], label: str, top: float = 1.0) -> str:
+    """An inline SVG sparkline of ``values`` (scaled to their maximum, at least ``top``)."""
+    segments = sparkline_points(values, SPARK_W, SPARK_H, floor_max=top)
     if not segments:
         return _dash()
     lines = "".join(
