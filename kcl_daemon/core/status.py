@@ -129,26 +129,25 @@ def records_rate(
 
 
 def sparkline_points(
-    values: Sequence[float | None], width: float, height: float, *, floor_max: float = 1.0
-) -> list[list[tuple[float, float]]]:
-    """The polyline segments of a sparkline: x spread over ``width``, y from ``height`` (0) up to 0 (the
-    maximum, at least ``floor_max`` so a flat zero stays at the bottom). A None value breaks the line."""
+    values: Sequence[float | None], width: int, height: int, *, floor_max: float = 1.0
+) -> list[list[tuple[int, int]]]:
+    """The polyline segments of a sparkline, in whole pixels: x spread over ``width``, y from ``height``
+    (0 or less) up to 0 (the maximum, at least ``floor_max`` so a flat zero stays at the bottom). A None
+    value breaks the line."""
     known = [v for v in values if v is not None]
     if not known:
         return []
-    top = max(max(known), floor_max)
+    scale = height / max(max(known), floor_max)
     step = width / max(len(values) - 1, 1)
-    segments: list[list[tuple[float, float]]] = []
-    current: list[tuple[float, float]] = []
+    segments: list[list[tuple[int, int]]] = []
+    current: list[tuple[int, int]] = []
     for index, value in enumerate(values):
         if value is None:
             if current:
                 segments.append(current)
-            current = []
+                current = []
             continue
-        x = round(index * step, 1)
-        y = round(height - (max(value, 0.0) / top) * height, 1)
-        current.append((x, y))
+        current.append((int(index * step + 0.5), int(height - (value if value > 0 else 0) * scale + 0.5)))
     if current:
         segments.append(current)
     return segments

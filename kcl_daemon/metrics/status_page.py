@@ -222,9 +222,9 @@ def _spark(values: Sequence[float | None], label: str, top: float = 1.0) -> str:
     if not segments:
         return _dash()
     lines = "".join(
-        '<polyline points="' + " ".join(f"{x:g},{y:g}" for x, y in seg) + '"/>'
+        '<polyline points="' + " ".join([f"{x},{y}" for x, y in seg]) + '"/>'
         if len(seg) > 1
-        else f'<circle cx="{seg[0][0]:g}" cy="{seg[0][1]:g}" r="1.5" fill="#1f5fbf"/>'
+        else f'<circle cx="{seg[0][0]}" cy="{seg[0][1]}" r="1.5" fill="#1f5fbf"/>'
         for seg in segments
     )
     return (

@@ -209,8 +209,9 @@ def test_records_rate(
 def test_sparkline_points_break_on_unknown_values_and_keep_zero_at_the_bottom() -> None:
     assert sparkline_points([], 100, 20) == []
     assert sparkline_points([None, None], 100, 20) == []
-    assert sparkline_points([0, 0, 0], 100, 20) == [[(0.0, 20.0), (50.0, 20.0), (100.0, 20.0)]]
-    assert sparkline_points([1, None, 4, 2], 30, 20) == [[(0.0, 15.0)], [(20.0, 0.0), (30.0, 10.0)]]
+    assert sparkline_points([0, 0, 0], 100, 20) == [[(0, 20), (50, 20), (100, 20)]]
+    assert sparkline_points([1, None, 4, 2], 30, 20) == [[(0, 15)], [(20, 0), (30, 10)]]
+    assert sparkline_points([-5, 3], 10, 20, floor_max=6) == [[(0, 20), (10, 10)]]
 
 
 @given(st.lists(st.one_of(st.none(), st.integers(0, 10**9)), max_size=80))
