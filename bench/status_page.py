@@ -33,7 +33,10 @@ from _daemons import cpu_seconds
 
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.aws.provision import ensure_stream
+from kcl_daemon.core.health import Check, HealthReport
+from kcl_daemon.core.status import FleetView, FleetWorker, ShardView, StatusSnapshot, WorkerView
 from kcl_daemon.local import EmbeddedBackend
+from kcl_daemon.metrics.status_page import render_html
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -143,6 +146,43 @@ def window(daemons: list[Daemon], kind: str, seconds: float, url: str | None) ->
     return times
 
 
+def render_cost(shards: int, runs: int = 20) -> tuple[float, int]:
+    """CPU ms to build the HTML of a synthetic page of ``shards`` shards with full lag histories, and its
+    size: what one request costs a bigger worker (the snapshot's gathering is a few reads per shard)."""
+    report = HealthReport((Check("started", True, "running"),))
+    history = tuple(range(0, 61_000, 1000))
+    snapshot = StatusSnapshot(
+        worker=WorkerView(
+            "worker-1", "zone-a", "3.x leader", True, "worker-1", "running", 60.0, 1, report, report
+        ),
+        shards=tuple(
+            ShardView(
+                lease_key=f"shardId-{n:012d}",
+                shard_id=f"shardId-{n:012d}",
+                state="processing",
+                millis_behind_latest=1200,
+                records_per_s=41.5,
+                records_delivered=123456,
+                checkpoint="49590338271490256608559692538361571095921575989136588898",
+                checkpoint_age_s=1.5,
+                child_pid=4000 + n,
+                lag_history=history,
+            )
+            for n in range(shards)
+        ),
+        fleet=FleetView(
+            scanned_age_s=3.0,
+            total_leases=shards,
+            workers=(FleetWorker("worker-1", "zone-a", shards, history),),
+        ),
+        generated_at=time.time(),
+    )
+    started = time.process_time()
+    for _ in range(runs):
+        page = render_html(snapshot)
+    return (time.process_time() - started) / runs * 1000, len(page)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=4)
@@ -208,6 +248,11 @@ def main() -> None:
         f"request time median {statistics.median(request_times) * 1000:.1f} ms, "
         f"max {max(request_times) * 1000:.1f} ms over {len(request_times)} requests"
     )
+    sizes = []
+    for count in (4, 64, 256):
+        cpu_ms, size = render_cost(count)
+        sizes.append(f"{count} shards {cpu_ms:.1f} ms ({size / 1024:.0f} KiB)")
+    print("rendering a page (in this process, full lag histories), CPU per request: " + ", ".join(sizes))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ from kcl_daemon.core.status import ShardView, StatusSnapshot, snapshot_json, spa
 
 SPARK_W = 120
 SPARK_H = 22
+#: at most this many points per sparkline (4 pixels apart): older samples are thinned, the newest kept
+SPARK_POINTS = 31
 
 _STYLE = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:1.2em 2em;color:#1d2733}
@@ -218,7 +220,7 @@ def _more(count: int, listed: int) -> str:
 
 def _spark(values: Sequence[float | None], label: str, top: float = 1.0) -> str:
     """An inline SVG sparkline of ``values`` (scaled to their maximum, at least ``top``)."""
-    segments = sparkline_points(values, SPARK_W, SPARK_H, floor_max=top)
+    segments = sparkline_points(_thin(values, SPARK_POINTS), SPARK_W, SPARK_H, floor_max=top)
     if not segments:
         return _dash()
     lines = "".join(
@@ -231,6 +233,14 @@ def _spark(values: Sequence[float | None], label: str, top: float = 1.0) -> str:
         f'<svg width="{SPARK_W}" height="{SPARK_H + 2}" viewBox="0 -1 {SPARK_W} {SPARK_H + 2}" role="img" '
         f'aria-label="{_e(label)}"><title>{_e(label)}</title>{lines}</svg>'
     )
+
+
+def _thin(values: Sequence[float | None], most: int) -> Sequence[float | None]:
+    """Every n-th value, ending with the newest, so that at most ``most`` remain."""
+    if len(values) <= most:
+        return values
+    step = -(-len(values) // most)
+    return list(values[(len(values) - 1) % step :: step])
 
 
 def _e(value: object) -> str:

@@ -226,3 +226,10 @@ def test_a_stderr_line_is_cut_and_cleaned() -> None:
     assert cut_line("a\tb\x1b[31mc\n") == "a b [31mc"
     long = cut_line("x" * 1000)
     assert long is not None and len(long) == 240 and long.endswith("…")
+
+
+def test_a_long_history_is_thinned_to_31_points_ending_with_the_newest() -> None:
+    history = (*([None] * 20), *range(41))  # 61 samples: the page's five minutes and now
+    page = render_html(snapshot((shard(1, lag_history=history),))).decode()
+    points = page.split('<polyline points="', 1)[1].split('"', 1)[0].split()
+    assert len(points) == 21 and points[-1] == "120,0"  # 31 kept, the first 10 of them unknown
