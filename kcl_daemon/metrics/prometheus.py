@@ -12,7 +12,8 @@ threads never wait for the event loop: the health answers are computed from plai
   starts and while it stops).
 * ``/``: the status page (HTML, :mod:`kcl_daemon.metrics.status_page`) and ``/status.json`` (the same
   data): built from a :class:`StatusSource` when a request comes, never in between; 503 while the worker
-  is being built.
+  is being built. A Prometheus scraper configured for ``/`` (it accepts the exposition formats, not
+  HTML) still gets the metrics there.
 * anything else: ``prometheus_client``'s exposition of the registry.
 """
 
@@ -154,6 +155,13 @@ def _status_app(
     return [b"" if method == "HEAD" else body]
 
 
+def _scraper(environ: Environ) -> bool:
+    """A Prometheus scraper pointed at ``/`` (it asks for the exposition formats and not for HTML) still
+    gets the metrics there; browsers, text browsers and ``curl`` get the page."""
+    accept = str(environ.get("HTTP_ACCEPT", ""))
+    return ("openmetrics-text" in accept or "text/plain" in accept) and "text/html" not in accept
+
+
 def make_app(
     metrics_app: Callable[[Environ, StartResponse], Iterable[bytes]],
     health: Callable[[], HealthSource | None],
@@ -163,7 +171,7 @@ def make_app(
 
     def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
-        if path in (STATUS_PAGE, STATUS_JSON):
+        if path == STATUS_JSON or (path == STATUS_PAGE and not _scraper(environ)):
             return _status_app(environ, start_response, status_source)
         if path not in (HEALTHZ, READYZ):
             return metrics_app(environ, start_response)

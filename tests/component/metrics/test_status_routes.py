@@ -45,8 +45,10 @@ def endpoint() -> Iterator[PrometheusEndpoint]:
     served.close()
 
 
-def request(url: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
-    req = urllib.request.Request(url, method=method)  # noqa: S310 - a local test server
+def request(
+    url: str, method: str = "GET", headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(url, method=method, headers=headers or {})  # noqa: S310 - a local server
     try:
         with urllib.request.urlopen(req, timeout=5) as response:  # noqa: S310
             return response.status, dict(response.headers), response.read()
@@ -102,6 +104,13 @@ def test_every_other_path_answers_as_before(endpoint: PrometheusEndpoint) -> Non
         status, headers, body = request(f"{endpoint.base_url}{path}")
         assert status == 200 and headers["Content-Type"].startswith("text/plain") and b"kcl_" in body
     assert request(f"{endpoint.base_url}/favicon.ico")[:1] == (200,)
+    # a Prometheus scraper pointed at / keeps its metrics; browsers and curl get the page
+    scrape = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+    status, headers, body = request(f"{endpoint.base_url}/", headers={"Accept": scrape})
+    assert status == 200 and b"kcl_" in body and b"<html" not in body
+    for accept in ("*/*", "text/html,application/xhtml+xml,*/*;q=0.8", "text/html, text/plain, */*"):
+        status, headers, body = request(f"{endpoint.base_url}/", headers={"Accept": accept})
+        assert status == 200 and headers["Content-Type"].startswith("text/html"), accept
     assert request(f"{endpoint.base_url}/healthz")[0] == 200
 
 
