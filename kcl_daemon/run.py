@@ -74,6 +74,7 @@ from kcl_daemon.stopping import StopSignals
 from kcl_daemon.supervise import EventLoopWatchdog
 from kcl_daemon.worker.health import HealthSettings, WorkerHealth
 from kcl_daemon.worker.scheduler import SYNC_THREADS, Scheduler, SchedulerConfig
+from kcl_daemon.worker.status import StatusInfo, WorkerStatus
 
 logger = logging.getLogger(__name__)
 
@@ -421,6 +422,7 @@ async def run_worker(
     stop_health = None
     if metrics is not None and metrics.prometheus is not None:
         stop_health = attach_health(scheduler, plan, clients, metrics.prometheus)
+        attach_status(scheduler, plan, metrics.metrics, metrics.prometheus, clock)
     stop = asyncio.Event()
     main = asyncio.current_task()
     signals = StopSignals(on_first=stop.set, on_second=main.cancel if main is not None else stop.set)
@@ -448,6 +450,29 @@ def attach_health(
         scheduler, HealthSettings(stall_limit_s=plan.shard_stall_s), contact=contact, watchdog=watchdog
     )
     return watchdog.stop
+
+
+def attach_status(
+    scheduler: Scheduler,
+    plan: WorkerPlan,
+    metrics: DaemonMetrics,
+    endpoint: PrometheusEndpoint,
+    clock: Clock,
+) -> WorkerStatus:
+    """Serve the status page (``/``, ``/status.json``) on ``endpoint`` for ``scheduler``, and start its
+    history sampler (call on the event loop)."""
+    mode = plan.lease_mode
+    info = StatusInfo(
+        worker_id=plan.worker_id,
+        stream=plan.stream_name,
+        table=plan.table_name,
+        zone=None if mode is None else mode.metrics.zone,
+        restart_grace_s=0.0 if mode is None else mode.restart_grace_s,
+    )
+    status = WorkerStatus(scheduler, info, metrics=metrics, health=lambda: endpoint.health)
+    scheduler.add_loop("status-history", functools.partial(status.run_sampler, clock))
+    endpoint.status = status
+    return status
 
 
 async def _run_until_stopped(

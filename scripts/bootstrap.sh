@@ -4,7 +4,7 @@
 #                    Python client, and the real amazon_kclpy client library.
 #   .cache/node/     npm packages: aws-kcl (the real Node client), kinesalite + dynalite (emulators).
 #   Debian packages: golang-go (Go client), jq and shellcheck (shell client), a Java 17 runtime (the
-#                    Spark source's tests), when missing.
+#                    Spark source's tests), chromium (the status page's browser test), when missing.
 # Idempotent and quiet; safe to run before every command. Set KCL_SKIP_APT=1 to skip apt-get.
 # `bootstrap.sh --run` installs only what `make run` needs: the .venv with kcl-daemon[local] and the Python
 # client (no Debian or npm packages, no Java, no pyspark).
@@ -47,6 +47,7 @@ command -v jq >/dev/null 2>&1 || need_apt+=(jq)
 command -v shellcheck >/dev/null 2>&1 || need_apt+=(shellcheck)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)  # the Spark source's tests
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)  # the status page's headless browser test
 if ((${#need_apt[@]})) && [[ -z ${KCL_SKIP_APT:-} ]]; then
   SUDO=; [[ $(id -u) -eq 0 ]] || SUDO=sudo
   log "apt-get install ${need_apt[*]}"

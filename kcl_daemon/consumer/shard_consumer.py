@@ -147,11 +147,33 @@ class ShardConsumer:
         self.progress_at = self._clock.monotonic()
         self.records_in_flight = 0
         self.millis_behind_latest: int | None = None
+        #: For the status page (read from another thread): when this consumer last wrote a checkpoint
+        #: (monotonic; None: none yet), and the last stderr line of a child that has stopped.
+        self.checkpointed_at: float | None = None
+        self._last_stderr: str | None = None
 
     @property
     def behind(self) -> bool:
         """Records wait for the child: a batch it has not finished, or the stream is ahead of us."""
         return self.records_in_flight > 0 or (self.millis_behind_latest or 0) > 0
+
+    @property
+    def checkpoint(self) -> ExtendedSequenceNumber:
+        """The checkpoint loaded at the start or last written."""
+        return self._checkpoint
+
+    @property
+    def child_pid(self) -> int | None:
+        """The running child's pid (None between two children)."""
+        session = self._session
+        return None if session is None else getattr(session.child, "pid", None)
+
+    @property
+    def last_stderr_line(self) -> str | None:
+        """The last line a child of this shard wrote on stderr: the running one's, else the last one's."""
+        session = self._session
+        tail = None if session is None else getattr(session.child, "stderr_tail", None)
+        return tail[-1] if tail else self._last_stderr
 
     @property
     def stalled(self) -> str | None:
@@ -405,6 +427,9 @@ class ShardConsumer:
         session, self._session = self._session, None
         if session is not None:
             await session.child.stop(self._settings.stop)
+            tail = getattr(session.child, "stderr_tail", None)  # test doubles may keep none
+            if tail:
+                self._last_stderr = tail[-1]
 
     # -- checkpoints ---------------------------------------------------------------------------------
 
@@ -429,6 +454,7 @@ class ShardConsumer:
             case AlreadyCheckpointed():
                 return None
             case WriteCheckpoint(target=target):
+                started = self._clock.monotonic()
                 try:
                     await self._store.save(target)
                 except CheckpointRefused as refused:
@@ -439,8 +465,9 @@ class ShardConsumer:
                         self.lease_lost()
                     return refused.java_name
                 self._checkpoint = target
+                self.checkpointed_at = self._clock.monotonic()
                 self.stats.checkpoints_written += 1
-                self._observer.checkpoint()
+                self._observer.checkpoint(self.checkpointed_at - started)
                 logger.debug("shard %s: checkpoint %s", self.shard_id, target)
                 return None
         raise AssertionError(decision)  # pragma: no cover

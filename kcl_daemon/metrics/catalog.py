@@ -100,6 +100,8 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
        P + "child.action.duration", "ms", 1000.0),
     _m("kcl_shard_checkpoints", C, "Checkpoints written",
        SHARD, "Checkpoints", "Count", "ProcessTask", S, P + "checkpoints"),
+    _m("kcl_checkpoint_seconds", H, "Time a checkpoint write took (retries included)",
+       (), "CheckpointTime", "Milliseconds", "ProcessTask", S, P + "checkpoint.duration", "ms", 1000.0),
     _m("kcl_child_restarts", C, "Child processes restarted after a failure",
        SHARD, "ChildRestarts", "Count", "ProcessTask", S, P + "child.restarts"),
     _m("kcl_shard_parks", C, "Shards parked after the child failed too often",

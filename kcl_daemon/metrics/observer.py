@@ -26,7 +26,8 @@ class ShardObserver(Protocol):
     def action_done(self, action: str, seconds: float) -> None:
         """The child answered ``action`` after ``seconds``."""
 
-    def checkpoint(self) -> None: ...
+    def checkpoint(self, seconds: float) -> None:
+        """A checkpoint was written; the write took ``seconds`` (retries included)."""
 
     def child_restart(self) -> None: ...
 
@@ -77,7 +78,7 @@ class NullShardObserver:
     def action_done(self, action: str, seconds: float) -> None:
         pass
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, seconds: float) -> None:
         pass
 
     def child_restart(self) -> None:

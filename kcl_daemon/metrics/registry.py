@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -30,6 +31,16 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 
 #: Distinct child metric series (name, unit, dimensions) one daemon keeps, over all its children.
 MAX_CHILD_SERIES = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class LastScan:
+    """This worker's last full lease-table scan, kept as read (no copy) for the status page."""
+
+    leases: Sequence[Lease]
+    expired_keys: frozenset[str]
+    figures: FleetFigures
+    at: float  # time.monotonic() when it was reported
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +83,8 @@ class DaemonMetrics:
         self._fleet_workers: set[str] = set()
         self._fleet_zones: set[str] = set()
         self.fleet: FleetFigures | None = None
+        #: the scan behind :attr:`fleet` (the status page lists its expired and unowned leases)
+        self.last_scan: LastScan | None = None
         self._total_shards: int | None = None
         self._child_series: set[tuple[str, str, str]] = set()
         self.worker = WorkerMetrics(self)
@@ -90,6 +103,10 @@ class DaemonMetrics:
         metric = self._m[name]
         assert isinstance(metric, Histogram)
         return metric
+
+    def zone_of(self, worker_id: str) -> str:
+        """The zone a worker's leases count under (the fleet figures' grouping)."""
+        return self._zone_of(worker_id)
 
     def shard(self, shard_id: str) -> ShardMetrics:
         return ShardMetrics(self, shard_id)
@@ -129,6 +146,7 @@ class DaemonMetrics:
         )
         with self._lock:
             self.fleet = figures
+            self.last_scan = LastScan(leases, expired_keys, figures, time.monotonic())
             self.gauge("kcl_fleet_total_leases").set(figures.total_leases)
             self.gauge("kcl_fleet_unclaimed_leases").set(figures.unclaimed)
             self.gauge("kcl_fleet_expired_leases").set(figures.expired)
@@ -185,6 +203,7 @@ class ShardMetrics:
         "_age",
         "_batches",
         "_bytes",
+        "_checkpoint_time",
         "_checkpoints",
         "_lag",
         "_latency",
@@ -204,6 +223,7 @@ class ShardMetrics:
         self._lag = metrics.gauge("kcl_shard_millis_behind_latest").labels(shard_id)
         self._age = metrics.gauge("kcl_shard_last_record_age_millis").labels(shard_id)
         self._checkpoints = metrics.counter("kcl_shard_checkpoints").labels(shard_id)
+        self._checkpoint_time = metrics.histogram("kcl_checkpoint_seconds")
         self._restarts = metrics.counter("kcl_child_restarts").labels(shard_id)
         self._parks = metrics.counter("kcl_shard_parks").labels(shard_id)
         self._latency = metrics.histogram("kcl_child_action_seconds")
@@ -226,8 +246,9 @@ class ShardMetrics:
             child = self._actions[action] = self._latency.labels(self.shard_id, action)
         child.observe(seconds)
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, seconds: float) -> None:
         self._checkpoints.inc()
+        self._checkpoint_time.observe(seconds)
 
     def child_restart(self) -> None:
         self._restarts.inc()

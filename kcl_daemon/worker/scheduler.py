@@ -282,6 +282,11 @@ class Scheduler:
             task.request_shutdown()
         return self._runners.get(lease_key)
 
+    @property
+    def handing_off(self) -> frozenset[str]:
+        """The leases whose shard is being handed to another worker (stop_shard was called)."""
+        return frozenset(self._handing_off)
+
     def bytes_delivered(self, lease_key: str) -> int | None:
         task = self.tasks.get(lease_key)
         return None if task is None or task.consumer is None else task.consumer.stats.bytes_delivered

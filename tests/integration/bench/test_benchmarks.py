@@ -52,6 +52,12 @@ def test_metrics_overhead_prints_on_off_and_the_ratio() -> None:
     assert "metrics off (baseline)" in out and "metrics on" in out and "ratio on/off" in out
 
 
+def test_status_page_prints_idle_and_looked_at_cpu_and_the_cost() -> None:
+    out = run_bench("status_page.py", "--shards", "1", "--window-s", "2", "--rounds", "1", "--rate", "2")
+    assert "nobody looks" in out and "1 request/s to /" in out and "ratio B/A" in out
+    assert "the page's cost at 1 request/s" in out
+
+
 def test_vs_java_without_java_prints_the_daemon_against_the_raw_loop() -> None:
     out = run_bench(
         "vs_java.py", "--no-java", "--scenario", "2:600:100", "--runs", "1", "--processors", "working"
