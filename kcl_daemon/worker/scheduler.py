@@ -139,7 +139,8 @@ class Scheduler:
         #: who assigns leases: None = the 2.x taker; else the KCL 3.x-aware mode (leases.leader_mode)
         self.lease_mode = lease_mode
         #: set by the lease mode's stop when a restart grace keeps the leases for this worker's return
-        self.keep_leases_on_stop = False
+        #: set on a graceful stop with a restart grace: the leases wait for this worker until then (epoch s)
+        self.keep_leases_until: float | None = None
         self._handing_off: set[str] = set()
         self._clock = clock
         self._table = table
@@ -465,13 +466,14 @@ class Scheduler:
                     "%d shard(s) did not finish within the grace period; stopping them", len(pending)
                 )
                 await _cancel(list(pending))
-        released = 0
+        released = kept = 0
+        until = self.keep_leases_until
         for key in list(self.coordinator.held):
-            if self.keep_leases_on_stop:
-                self.coordinator.drop(key, "kept for this worker's restart grace")
+            if until is not None:
+                kept += await self.coordinator.keep_for_restart(key, until)
             else:
                 released += await self.coordinator.release(key)
-        if not self.keep_leases_on_stop:
+        if until is None:
             # what the table names us on without our holding it: leases a leader assigned us that we had
             # not adopted, a take that landed as its loop stopped; once more after a moment for a leader's
             # assignment in flight when our metrics item was withdrawn
@@ -480,7 +482,10 @@ class Scheduler:
             released += await self.coordinator.release_named()
         if self._renewer is not None:
             await _cancel([self._renewer])
-        logger.info("shutdown complete: %d lease(s) released", released)
+        if until is not None:
+            logger.info("shutdown complete: %d lease(s) kept for the restart grace", kept)
+        else:
+            logger.info("shutdown complete: %d lease(s) released", released)
 
     async def close(self) -> None:
         """Stop everything at once (no grace, no release): for tests and fatal errors."""
