@@ -485,11 +485,16 @@ class LeaseCoordinator:
         return False
 
     def forget_deleted(self, lease_key: str) -> bool:
-        """This worker's cleanup deletes the lease (its shard is complete): stop keeping it first, so no
-        renewal of it is attempted and its deletion is not taken for a loss. No listener fires."""
-        self.keeper.forget(lease_key)
-        if self.held.pop(lease_key, None) is None:
+        """This worker's cleanup is about to delete the lease: if it is held here at SHARD_END (its shard
+        complete, its processor done), stop keeping it first, so no renewal of the deleted item is
+        attempted and the deletion is not taken for a loss. No listener fires. A held lease that is not
+        finished (the garbage path: its shard is gone) is left to the keeper, whose loss stops its shard;
+        a lease deleted by anyone else while held is lost as before."""
+        held = self.held.get(lease_key)
+        if held is None or not held.lease.is_shard_end:
             return False
+        self.keeper.forget(lease_key)
+        del self.held[lease_key]
         logger.info("lease %s no longer kept: its shard is complete and this worker deletes it", lease_key)
         return True
 

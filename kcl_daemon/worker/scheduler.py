@@ -167,6 +167,7 @@ class Scheduler:
             delete_completed=config.delete_completed_leases,
             child_shard_lookup=child_shard_lookup,
             pool=self._io_pool,
+            before_delete=self.coordinator.forget_deleted,
         )
         self._context = ShardTaskContext(
             coordinator=self.coordinator,
