@@ -72,7 +72,7 @@ from kcl_daemon.core.assignment.worker_metrics import CPU, WorkerMetricStats, as
 from kcl_daemon.core.assignment.zones import WorkerExtras, WorkerExtrasError, extras_from_attribute
 from kcl_daemon.core.expiry import LeaseObservations, expiry_interval_for
 from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.restart_grace import restarting_owners
+from kcl_daemon.core.restart_grace import graced_leases, restarting_owners
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.leader.election import LeaderElection
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
@@ -151,6 +151,8 @@ class AssignmentLoop:
         self._quiet: frozenset[str] = frozenset()
         #: workers a lease of which marks their restart grace (for the log line when one appears)
         self._restarting: frozenset[str] = frozenset()
+        #: the leases of the last scan that wait for their restarting owner: never moved, by any decider
+        self._graced: frozenset[str] = frozenset()
         #: leases this leader assigned to another kcl-daemon worker: key -> (worker, counter after, sent at)
         self._assigned: dict[str, tuple[str, int, float]] = {}
         self._ours: set[str] = set()
@@ -229,6 +231,7 @@ class AssignmentLoop:
         metrics read older than the worker's stop cannot make it look quiet or dead."""
         wall = self._wall()
         graces = {worker: now + (until - wall) for worker, until in restarting_owners(leases, wall).items()}
+        self._graced = frozenset(graced_leases(leases, wall))
         for worker_id in graces.keys() - self._restarting:
             logger.info(
                 "assignment: worker %s is restarting (its leases say so): they wait for it %.1fs",
@@ -335,7 +338,7 @@ class AssignmentLoop:
         report.live_owners = frozenset(v.owner for v in views if v.owner is not None and not v.expired)
         by_key = {lease.lease_key: lease for lease in scan.leases}
         finished = finished_lease_moves(views, workers)
-        if kind is PassKind.EXPIRY and not finished and not (must_place(views) - frozen):
+        if kind is PassKind.EXPIRY and not finished and not (must_place(views) - frozen - self._graced):
             self.last = report
             return report  # nothing to place: the common case, one scan and no decision
         decision = self.decider.decide(views, workers, now, self._state, self.config.decider)
@@ -349,13 +352,14 @@ class AssignmentLoop:
             decided = expiry_moves(decision.moves, views)
         expired = {view.lease_key for view in views if view.expired or view.owner is None}
         # The loop's own safety net, whatever the decider: a pending hand-off within its time, a lease
-        # that vanished, a finished (SHARD_END) lease (but see finished_lease_moves) and a move to a
-        # worker judged dead are never applied.
+        # waiting for its restarting owner, a lease that vanished, a finished (SHARD_END) lease (but see
+        # finished_lease_moves) and a move to a worker judged dead are never applied.
         live_ids = {w.worker_id for w in workers}
         moves = [
             m
             for m in decided
             if m.lease_key not in frozen
+            and m.lease_key not in self._graced
             and m.lease_key in by_key
             and not by_key[m.lease_key].is_shard_end
             and m.to_worker in live_ids
