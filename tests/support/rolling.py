@@ -61,20 +61,19 @@ class RollingFleet(Fleet):
 
 @pytest.fixture
 def make_fleet(
-    request: pytest.FixtureRequest,
     tmp_path: Path,
     backend: Backend,
     aws_clients: AwsClients,
     lease_table: DynamoLeaseTable,
     make_stream: Callable[[int], str],
-) -> Iterator[Callable[[int], RollingFleet]]:
-    """``make_fleet(failover_ms)``: a fleet in the lease mode of the test module's ``MODE``."""
+) -> Iterator[Callable[[int, str], RollingFleet]]:
+    """``make_fleet(failover_ms, mode)``: a fleet in that lease mode (a key of :data:`MODES`)."""
     made: list[RollingFleet] = []
 
-    def make(failover_ms: int) -> RollingFleet:
+    def make(failover_ms: int, mode: str) -> RollingFleet:
         stream = make_stream(SHARDS)
         fleet = RollingFleet(tmp_path, backend, lease_table.table_name, stream, failover_ms=failover_ms)
-        fleet.mode = request.module.MODE
+        fleet.mode = mode
         made.append(fleet)
         return fleet
 
@@ -105,13 +104,14 @@ class RollingResult:
 
 
 def check_rolling_restart(
-    make_fleet: Callable[[int], RollingFleet],
+    make_fleet: Callable[[int, str], RollingFleet],
     aws_clients: AwsClients,
     lease_table: DynamoLeaseTable,
     failover_ms: int,
+    mode: str,
 ) -> None:
     """Run :func:`rolling_restart`, record its figures, and assert 0 moves, 0 duplicates, no judgement."""
-    fleet = make_fleet(failover_ms)
+    fleet = make_fleet(failover_ms, mode)
     result = rolling_restart(fleet, aws_clients, lease_table)
     FIGURES[f"rolling restart ({fleet.mode}, failover {failover_ms} ms, 4 workers, 8 shards)"] = (
         result.figure()
