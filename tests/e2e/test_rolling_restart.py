@@ -22,7 +22,7 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.e2e,
     pytest.mark.parametrize("backend", ["kinesalite+dynalite"], indirect=True),
-    pytest.mark.timeout(240),
+    pytest.mark.timeout(300),
 ]
 __all__ = ["make_fleet"]  # the fixture
 
