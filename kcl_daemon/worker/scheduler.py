@@ -469,11 +469,11 @@ class Scheduler:
                 await _cancel(list(pending))
         released = kept = 0
         until = self.keep_leases_until
+        if until is not None:  # all at once: each lease is renewed until its own last write
+            keep = self.coordinator.keep_for_restart
+            kept = sum(await asyncio.gather(*(keep(key, until) for key in list(self.coordinator.held))))
         for key in list(self.coordinator.held):
-            if until is not None:
-                kept += await self.coordinator.keep_for_restart(key, until)
-            else:
-                released += await self.coordinator.release(key)
+            released += await self.coordinator.release(key)
         if until is None:
             # what the table names us on without our holding it: leases a leader assigned us that we had
             # not adopted, a take that landed as its loop stopped; once more after a moment for a leader's
