@@ -53,6 +53,7 @@ from kcl_daemon.core.lease_codec import (
     new_lease_item,
 )
 from kcl_daemon.core.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
+from kcl_daemon.core.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
 from kcl_daemon.core.scan_segments import CACHE_S, scan_segments
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import (
@@ -508,6 +509,18 @@ class DynamoLeaseTable:
         expr.set(LEASE_COUNTER, _n(lease.lease_counter + 1))
         expr.remove(LEASE_OWNER)
         return self._update(lease.lease_key, expr, "release")
+
+    def mark_restart(self, lease: Lease, until_s: float) -> Lease:
+        """Our last write of a lease kept for this worker's restart: fenced on the counter, bumps it and
+        writes the grace (until ``until_s``, epoch seconds) in :data:`RESTART_ATTRIBUTE`
+        (:mod:`kcl_daemon.core.restart_grace`); any later write of the lease voids it."""
+        if lease.lease_owner is None:
+            raise ValueError(f"lease {lease.lease_key}: only an owned lease can wait for its owner")
+        expr = self._fenced(lease)
+        expr.set(LEASE_COUNTER, _n(lease.lease_counter + 1))
+        mark = RestartMark(lease.lease_owner, lease.lease_counter + 1, until_s)
+        expr.set(RESTART_ATTRIBUTE, mark_attribute(mark))
+        return self._update(lease.lease_key, expr, "restart mark")
 
     def delete(self, lease_key: str) -> None:
         """Delete the item unconditionally (cleanup of finished parents, tests)."""

@@ -493,8 +493,9 @@ KEYS: Final[tuple[Key, ...]] = (
         "restart_grace_s",
         Kind.MILLIS,
         0,
-        "On a graceful stop, keep this worker's leases for it this long (3.x mode, stable workerId): "
-        "a restart within it moves nothing; 0 hands them off at once.",
+        "On a graceful stop, keep this worker's leases for it this long (either lease mode, stable "
+        "workerId; each lease is marked with the grace): a restart within it moves nothing; 0 hands "
+        "them off at once.",
         extension=True,
         minimum=0,
     ),

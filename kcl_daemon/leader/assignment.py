@@ -66,11 +66,13 @@ from kcl_daemon.core.assignment.passes import (
     next_pass_at,
     plan_pass,
     quiet_workers,
+    with_lease_graces,
 )
 from kcl_daemon.core.assignment.worker_metrics import CPU, WorkerMetricStats, assignable
 from kcl_daemon.core.assignment.zones import WorkerExtras, WorkerExtrasError, extras_from_attribute
 from kcl_daemon.core.expiry import LeaseObservations, expiry_interval_for
 from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.restart_grace import graced_leases, restarting_owners
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.leader.election import LeaderElection
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
@@ -147,6 +149,10 @@ class AssignmentLoop:
         self._entries: list[WorkerMetricStats] | None = None  # the last balance pass's metrics scan
         self._dead: dict[str, float] = {}
         self._quiet: frozenset[str] = frozenset()
+        #: workers a lease of which marks their restart grace (for the log line when one appears)
+        self._restarting: frozenset[str] = frozenset()
+        #: the leases of the last scan that wait for their restarting owner: never moved, by any decider
+        self._graced: frozenset[str] = frozenset()
         #: leases this leader assigned to another kcl-daemon worker: key -> (worker, counter after, sent at)
         self._assigned: dict[str, tuple[str, int, float]] = {}
         self._ours: set[str] = set()
@@ -176,6 +182,7 @@ class AssignmentLoop:
         self._entries = None
         self._dead = {}
         self._quiet = frozenset()
+        self._restarting = frozenset()
         self._assigned = {}
 
     async def _call(self, fn: Callable[[], T]) -> T:
@@ -215,6 +222,24 @@ class AssignmentLoop:
                 )
             )
         return views
+
+    def _with_lease_graces(
+        self, leases: Sequence[Lease], entries: Sequence[WorkerMetricStats], now: float
+    ) -> list[WorkerView]:
+        """The workers of the metrics ``entries``, RESTARTING where a lease marks its owner's restart
+        grace (:mod:`kcl_daemon.core.restart_grace`): read from the leases of this very scan, so a
+        metrics read older than the worker's stop cannot make it look quiet or dead."""
+        wall = self._wall()
+        graces = {worker: now + (until - wall) for worker, until in restarting_owners(leases, wall).items()}
+        self._graced = frozenset(graced_leases(leases, wall))
+        for worker_id in graces.keys() - self._restarting:
+            logger.info(
+                "assignment: worker %s is restarting (its leases say so): they wait for it %.1fs",
+                worker_id,
+                graces[worker_id] - now,
+            )
+        self._restarting = frozenset(graces)
+        return with_lease_graces(self._workers(entries, now), graces)
 
     def _views(self, leases: Sequence[Lease], now: float) -> tuple[list[LeaseView], set[str]]:
         """Lease views, and the keys whose pending hand-off must not be touched yet."""
@@ -308,12 +333,12 @@ class AssignmentLoop:
         self._observations = self._observations.observe(scan.leases, now)
         self._earliest_due = earliest_due(scan.leases, self._observations, self.config.failover_s, now)
         views, frozen = self._views(scan.leases, now)
-        workers = self._live_workers(views, self._workers(entries, now), now)
+        workers = self._live_workers(views, self._with_lease_graces(scan.leases, entries, now), now)
         report = RunReport(len(views), len(workers), kind=kind)
         report.live_owners = frozenset(v.owner for v in views if v.owner is not None and not v.expired)
         by_key = {lease.lease_key: lease for lease in scan.leases}
         finished = finished_lease_moves(views, workers)
-        if kind is PassKind.EXPIRY and not finished and not (must_place(views) - frozen):
+        if kind is PassKind.EXPIRY and not finished and not (must_place(views) - frozen - self._graced):
             self.last = report
             return report  # nothing to place: the common case, one scan and no decision
         decision = self.decider.decide(views, workers, now, self._state, self.config.decider)
@@ -327,13 +352,14 @@ class AssignmentLoop:
             decided = expiry_moves(decision.moves, views)
         expired = {view.lease_key for view in views if view.expired or view.owner is None}
         # The loop's own safety net, whatever the decider: a pending hand-off within its time, a lease
-        # that vanished, a finished (SHARD_END) lease (but see finished_lease_moves) and a move to a
-        # worker judged dead are never applied.
+        # waiting for its restarting owner, a lease that vanished, a finished (SHARD_END) lease (but see
+        # finished_lease_moves) and a move to a worker judged dead are never applied.
         live_ids = {w.worker_id for w in workers}
         moves = [
             m
             for m in decided
             if m.lease_key not in frozen
+            and m.lease_key not in self._graced
             and m.lease_key in by_key
             and not by_key[m.lease_key].is_shard_end
             and m.to_worker in live_ids

@@ -13,8 +13,9 @@ from kcl_daemon.supervise import LoopFactory
 
 
 class WorkerHooks(Protocol):
-    #: set on a graceful stop when a restart grace keeps this worker's leases for its return
-    keep_leases_on_stop: bool
+    #: set on a graceful stop when a restart grace keeps this worker's leases for its return: until when
+    #: (epoch seconds); each lease is marked with it as the worker lets go (core.restart_grace)
+    keep_leases_until: float | None
 
     @property
     def coordinator(self) -> LeaseCoordinator:

@@ -20,7 +20,8 @@ every lease owner has published current metrics for 10 minutes, it flips ``Migra
 ``3X_WITH_ROLLBACK`` (conditionally: the first worker wins). When the stored version changes the worker
 switches algorithm in place. On a graceful stop the
 worker deletes its metrics item (the leader stops assigning to it at once) and releases the lock; with
-``restartGraceMillis`` it instead publishes RESTARTING and keeps its leases for its return.
+``restartGraceMillis`` it keeps its leases for its return, each marked with the grace, and (3.x) publishes
+RESTARTING instead.
 
 :func:`make_decider` maps ``leaseAssignmentStrategy`` to a decider; add a strategy there.
 """
@@ -435,17 +436,20 @@ class LeaderMode:
     async def stop(self) -> None:
         """Graceful stop: delete our metrics (no more assignments to us), give up the leader lock.
 
-        With a restart grace (3.x mode): publish RESTARTING instead, and tell the scheduler to keep the
-        leases (checkpointed, not released), so a restart within the grace moves nothing."""
+        With a restart grace (either lease mode): tell the scheduler to keep the leases until the grace
+        ends (checkpointed, then each marked as waiting for this worker as it lets go:
+        :mod:`kcl_daemon.core.restart_grace`), so a restart within the grace moves nothing; in 3.x mode
+        also publish RESTARTING instead of deleting the metrics item, so the leader assigns us nothing
+        meanwhile."""
         for task in self._algorithm_loops:
             task.cancel()
+        grace = self.config.restart_grace_s
+        if grace > 0 and self._worker is not None:
+            self._worker.keep_leases_until = self._wall() + grace
         if self.publisher is not None:
-            grace = self.config.restart_grace_s
             kept = False
             if grace > 0 and self.algorithm is Algorithm.LEADER:
                 kept = await self.publisher.declare_restart(grace)
-            if kept and self._worker is not None:
-                self._worker.keep_leases_on_stop = True
             if not kept:
                 await self.publisher.withdraw()
         if self.election is not None:

@@ -28,6 +28,7 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from typing import Protocol, TypeVar
 
 from kcl_daemon.blocking import run_blocking
 from kcl_daemon.clock import Clock, SystemClock
+from kcl_daemon.core import restart_grace
 from kcl_daemon.core.expiry import LeaseObservations, expiry_interval_for, held_lease_deadline
 from kcl_daemon.core.keeping import KeepTimings, may_deliver
 from kcl_daemon.core.lease import Lease
@@ -146,8 +148,10 @@ class LeaseCoordinator:
         keeper_table: KeeperTable | None = None,
         attempt_timeout_s: float | None = None,
         threaded_keeper: bool | None = None,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
+        self._wall = wall
         self.held: dict[str, HeldLease] = {}
         self.listeners = LeaseListeners()
         #: Reports takes, losses, renewals and each scan (kcl_daemon.metrics); does nothing by default.
@@ -434,6 +438,66 @@ class LeaseCoordinator:
             released += 1
         return released
 
+    async def keep_for_restart(self, lease_key: str, until_s: float) -> bool:
+        """Graceful stop with a restart grace: stop keeping the lease and mark it as waiting for this
+        worker until ``until_s`` (epoch seconds), as its last write (:mod:`kcl_daemon.core.restart_grace`).
+
+        Renewals stop first; the mark is fenced on the counter held, and after a condition failure or an
+        unknown outcome the lease is read again: marked already (our write landed), still ours (a renewal
+        in flight landed first: marked again on what was read), or moved on (nothing to keep). Returns
+        whether the mark is on the lease; without it the lease simply expires."""
+        held = self.held.pop(lease_key, None)
+        self.keeper.forget(lease_key)
+        me = self.config.worker_id
+        mark = getattr(self._table, "mark_restart", None)
+        if held is None or mark is None:
+            return False
+        lease: Lease | None = held.lease
+        deadline = self._clock.monotonic() + LEASE_IO.deadline_s
+        for _ in range(3):
+            if lease is None or lease.lease_owner != me or lease.checkpoint_owner is not None:
+                logger.info("lease %s not kept for the restart: it is no longer this worker's", lease_key)
+                return False
+            what = f"restart mark of lease {lease_key}"
+            try:
+                await self._bounded(self._io_pool, functools.partial(mark, lease, until_s), deadline, what)
+            except LeaseConflict:
+                pass
+            except KclError as exc:
+                logger.info("%s: %s; reading it again", what, exc)
+            else:
+                logger.info("lease %s kept for this worker's restart grace", lease_key)
+                return True
+            read = functools.partial(self._table.get_lease, lease_key, consistent=True)
+            try:
+                lease = await self._bounded(self._io_pool, read, deadline, f"re-read of lease {lease_key}")
+            except (KclError, CorruptLeaseItem):
+                break
+            landed = lease is not None and restart_grace.graced_leases([lease], self._wall()).get(lease_key)
+            if landed == me:  # an earlier attempt of ours was applied after all
+                logger.info("lease %s kept for this worker's restart grace", lease_key)
+                return True
+        logger.warning(
+            "lease %s: its restart grace could not be marked; it expires (only the leader's reading of "
+            "this worker's RESTARTING state keeps it)",
+            lease_key,
+        )
+        return False
+
+    def forget_deleted(self, lease_key: str) -> bool:
+        """This worker's cleanup is about to delete the lease: if it is held here at SHARD_END (its shard
+        complete, its processor done), stop keeping it first, so no renewal of the deleted item is
+        attempted and the deletion is not taken for a loss. No listener fires. A held lease that is not
+        finished (the garbage path: its shard is gone) is left to the keeper, whose loss stops its shard;
+        a lease deleted by anyone else while held is lost as before."""
+        held = self.held.get(lease_key)
+        if held is None or not held.lease.is_shard_end:
+            return False
+        self.keeper.forget(lease_key)
+        del self.held[lease_key]
+        logger.info("lease %s no longer kept: its shard is complete and this worker deletes it", lease_key)
+        return True
+
     def drop(self, lease_key: str, why: str) -> None:
         """Forget a held lease without writing (it expires for the others); no listener fires."""
         self.keeper.forget(lease_key)
@@ -501,6 +565,7 @@ class LeaseCoordinator:
             self.config.taker_config(),
             self._rng,
             steals=steals,
+            graced=restart_grace.graced_leases(scan.leases, self._wall()),
         )
         self.last_plan = plan
         for planned in plan.all:

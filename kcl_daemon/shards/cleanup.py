@@ -8,6 +8,10 @@ queued; a lease (or a related one) that cannot be decoded is dropped from the qu
 When the lease does not know its children, ``child_shard_lookup`` asks the service and the
 answer is stored on the lease; a lookup that says the shard no longer exists deletes the lease
 unconditionally (the garbage path). Failures keep the entry queued; nothing here raises.
+
+Before each deletion ``before_delete`` is told the lease key (the scheduler passes the coordinator's
+``forget_deleted``): a lease this worker still holds, its shard complete, leaves the keeper quietly
+first, so no renewal of the deleted item is attempted and the deletion is not reported as a loss.
 """
 
 from __future__ import annotations
@@ -51,8 +55,10 @@ class LeaseCleaner:
         delete_completed: bool = True,
         child_shard_lookup: ChildShardLookup | None = None,
         pool: Executor | None = None,
+        before_delete: Callable[[str], object] | None = None,
     ) -> None:
         self.queue: dict[str, None] = {}  # insertion-ordered set of lease keys
+        self._before_delete = before_delete
         self.deleted: list[str] = []
         self._table = table
         self._clock = clock
@@ -71,6 +77,8 @@ class LeaseCleaner:
         return await self._call(functools.partial(self._table.get_lease, lease_key, consistent=True))
 
     async def _delete(self, lease_key: str, why: str) -> None:
+        if self._before_delete is not None:
+            self._before_delete(lease_key)
         await self._call(functools.partial(self._table.delete, lease_key))
         self.queue.pop(lease_key, None)
         self.deleted.append(lease_key)

@@ -139,7 +139,8 @@ class Scheduler:
         #: who assigns leases: None = the 2.x taker; else the KCL 3.x-aware mode (leases.leader_mode)
         self.lease_mode = lease_mode
         #: set by the lease mode's stop when a restart grace keeps the leases for this worker's return
-        self.keep_leases_on_stop = False
+        #: set on a graceful stop with a restart grace: the leases wait for this worker until then (epoch s)
+        self.keep_leases_until: float | None = None
         self._handing_off: set[str] = set()
         self._clock = clock
         self._table = table
@@ -166,6 +167,7 @@ class Scheduler:
             delete_completed=config.delete_completed_leases,
             child_shard_lookup=child_shard_lookup,
             pool=self._io_pool,
+            before_delete=self.coordinator.forget_deleted,
         )
         self._context = ShardTaskContext(
             coordinator=self.coordinator,
@@ -470,13 +472,14 @@ class Scheduler:
                     "%d shard(s) did not finish within the grace period; stopping them", len(pending)
                 )
                 await _cancel(list(pending))
-        released = 0
+        released = kept = 0
+        until = self.keep_leases_until
+        if until is not None:  # all at once: each lease is renewed until its own last write
+            keep = self.coordinator.keep_for_restart
+            kept = sum(await asyncio.gather(*(keep(key, until) for key in list(self.coordinator.held))))
         for key in list(self.coordinator.held):
-            if self.keep_leases_on_stop:
-                self.coordinator.drop(key, "kept for this worker's restart grace")
-            else:
-                released += await self.coordinator.release(key)
-        if not self.keep_leases_on_stop:
+            released += await self.coordinator.release(key)
+        if until is None:
             # what the table names us on without our holding it: leases a leader assigned us that we had
             # not adopted, a take that landed as its loop stopped; once more after a moment for a leader's
             # assignment in flight when our metrics item was withdrawn
@@ -485,7 +488,10 @@ class Scheduler:
             released += await self.coordinator.release_named()
         if self._renewer is not None:
             await _cancel([self._renewer])
-        logger.info("shutdown complete: %d lease(s) released", released)
+        if until is not None:
+            logger.info("shutdown complete: %d lease(s) kept for the restart grace", kept)
+        else:
+            logger.info("shutdown complete: %d lease(s) released", released)
 
     async def close(self) -> None:
         """Stop everything at once (no grace, no release): for tests and fatal errors."""

@@ -27,7 +27,7 @@ from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
-from tests.support.fleet import Fleet, owners
+from tests.support.fleet import Fleet, OwnerWatch, owners
 from tests.support.recorder import data_of
 from tests.support.streams import put
 
@@ -66,36 +66,6 @@ def fleet(
     for suffix in ("-CoordinatorState", "-WorkerMetricStats"):
         with contextlib.suppress(ClientError):
             aws_clients.dynamodb.delete_table(TableName=lease_table.table_name + suffix)
-
-
-class OwnerWatch:
-    """Polls the lease table; counts every change of a lease's owner (or hand-off mark)."""
-
-    def __init__(self, table: DynamoLeaseTable) -> None:
-        self.table = table
-        self.changes: list[tuple[str, object, object]] = []
-        self._last: dict[str, tuple[str | None, str | None]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(Exception):
-                for lease in self.table.list_leases(consistent=True).leases:
-                    now = (lease.lease_owner, lease.checkpoint_owner)
-                    before = self._last.get(lease.lease_key)
-                    if before is not None and before != now:
-                        self.changes.append((lease.lease_key, before, now))
-                    self._last[lease.lease_key] = now
-            self._stop.wait(0.2)
-
-    def __enter__(self) -> OwnerWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def test_rolling_restart_with_grace_moves_no_lease_and_duplicates_nothing(

@@ -34,6 +34,7 @@ def test_chaos_loses_nothing_and_duplicates_only_after_crashes_and_steals(
     assert not report.lost, f"{len(report.lost)} records lost, e.g. {report.lost[:5]}"
     assert report.bad_duplicates == 0, f"duplicates from fault handling: {dict(report.duplicates)}"
     assert report.dropped_while_named == 0, "a lease was given up while the table still named its worker"
+    assert report.own_deletions_lost == 0, "a finished lease deleted by its own worker was reported lost"
     assert report.tracebacks == 0
     stopped = {name: code for name, code in report.exit_codes.items() if name not in report.killed}
     assert all(code == 0 for code in stopped.values()), f"SIGTERM must exit 0: {stopped}"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.errors import LeaseConflict, TransientNetwork
 
@@ -108,6 +109,14 @@ class FakeTable:
     def release(self, lease: Lease) -> Lease:
         self._check(lease)
         self.items[lease.lease_key] = replace(lease, lease_owner=None, lease_counter=lease.lease_counter + 1)
+        return self.items[lease.lease_key]
+
+    def mark_restart(self, lease: Lease, until_s: float) -> Lease:
+        self._check(lease)
+        assert lease.lease_owner is not None
+        mark = RestartMark(lease.lease_owner, lease.lease_counter + 1, until_s)
+        extra = {**lease.extra, RESTART_ATTRIBUTE: mark_attribute(mark)}
+        self.items[lease.lease_key] = replace(lease, lease_counter=lease.lease_counter + 1, extra=extra)
         return self.items[lease.lease_key]
 
 

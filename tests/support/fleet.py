@@ -7,8 +7,10 @@ as its child, which writes every record of every daemon into one JSON-lines file
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -121,3 +123,33 @@ def owners(table: DynamoLeaseTable) -> dict[str, int]:
         if lease.lease_owner is not None:
             counts[lease.lease_owner] = counts.get(lease.lease_owner, 0) + 1
     return counts
+
+
+class OwnerWatch:
+    """Polls the lease table; counts every change of a lease's owner (or hand-off mark)."""
+
+    def __init__(self, table: DynamoLeaseTable) -> None:
+        self.table = table
+        self.changes: list[tuple[str, object, object]] = []
+        self._last: dict[str, tuple[str | None, str | None]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):
+                for lease in self.table.list_leases(consistent=True).leases:
+                    now = (lease.lease_owner, lease.checkpoint_owner)
+                    before = self._last.get(lease.lease_key)
+                    if before is not None and before != now:
+                        self.changes.append((lease.lease_key, before, now))
+                    self._last[lease.lease_key] = now
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> OwnerWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Final
 
 from kcl_daemon.core.assignment.decider import LeaseView, Move, WorkerState, WorkerView
@@ -100,9 +101,10 @@ def finished_lease_moves(views: Sequence[LeaseView], workers: Sequence[WorkerVie
     to the live worker with the fewest leases, which cleans it up as its own (contract §6.4). No other
     decider moves finished leases, and cleanup queues are per process: without this a dead worker's
     finished lease would stay in the table for ever."""
-    members = sorted(w.worker_id for w in workers)
+    members = sorted(w.worker_id for w in workers if w.state is not WorkerState.RESTARTING)
     if not members:
         return []
+    restarting = {w.worker_id for w in workers if w.state is WorkerState.RESTARTING}
     load = dict.fromkeys(members, 0)
     for view in views:
         if view.owner in load and not view.finished:
@@ -111,6 +113,8 @@ def finished_lease_moves(views: Sequence[LeaseView], workers: Sequence[WorkerVie
     for view in sorted(views, key=lambda v: v.lease_key):
         if not view.finished or view.checkpoint_owner is not None:
             continue
+        if view.owner in restarting:
+            continue  # its owner is restarting within its grace: it cleans it up when back
         if view.owner in load and not view.expired:
             continue  # its owner lives and cleans it up
         if view.owner is not None and not view.expired:
@@ -150,6 +154,8 @@ def dead_workers(
     by_id = {w.worker_id: w for w in workers}
     out: dict[str, float] = {}
     for w in workers:
+        if w.state is WorkerState.RESTARTING:
+            continue
         stamp = _stamp(w)
         judged = previous.get(w.worker_id)
         if judged is not None and stamp <= judged:
@@ -198,6 +204,30 @@ def quiet_workers(
         for owner, changed in latest.items()
         if owner not in restarting and now - changed > quiet_after_s
     )
+
+
+def with_lease_graces(workers: Sequence[WorkerView], graces: Mapping[str, float]) -> list[WorkerView]:
+    """``workers`` as the metrics say, corrected by the graces marked on the leases (``graces``: worker ->
+    grace end on the decider's clock, from :func:`kcl_daemon.core.restart_grace.restarting_owners`).
+
+    A worker one of whose leases waits for it is RESTARTING until the latest of its graces, whatever its
+    metrics item said when the leader last read it (ACTIVE, read before it stopped; or gone): so it is
+    never quiet, never dead, and its leases wait for it (issue 28: the leader read the metrics once per
+    balance round, and judged a restarting worker by its silent leases in between). A worker with no
+    metrics item at all is added. Its metrics state wins only when it declares a later grace."""
+    out: list[WorkerView] = []
+    seen: set[str] = set()
+    for w in workers:
+        seen.add(w.worker_id)
+        until = graces.get(w.worker_id)
+        declared = w.grace_until if w.state is WorkerState.RESTARTING else None
+        if until is None or (declared is not None and declared >= until):
+            out.append(w)
+        else:
+            out.append(replace(w, state=WorkerState.RESTARTING, grace_until=until))
+    for worker_id in sorted(graces.keys() - seen):
+        out.append(WorkerView(worker_id, state=WorkerState.RESTARTING, grace_until=graces[worker_id]))
+    return out
 
 
 def _stamp(worker: WorkerView) -> float:

@@ -140,6 +140,8 @@ class _Scan:
     very_old: list[Lease]
     counts: dict[str, int]
     target: int
+    #: leases waiting for their restarting owner (lease key -> owner): nobody else's to take
+    graced: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def my_count(self) -> int:
@@ -181,14 +183,20 @@ class _Scan:
 
 
 def _scan(
-    leases: Iterable[Lease], observations: LeaseObservations, worker_id: str, now: float, config: TakerConfig
+    leases: Iterable[Lease],
+    observations: LeaseObservations,
+    worker_id: str,
+    now: float,
+    config: TakerConfig,
+    graced: Mapping[str, str],
 ) -> _Scan:
     ordered = sorted({lease.lease_key: lease for lease in leases}.values(), key=lambda lease: lease.lease_key)
     failover = config.failover_s
     available = [
         lease
         for lease in ordered
-        if lease.lease_owner is None or observations.is_expired(lease.lease_key, now, failover)
+        if lease.lease_key not in graced
+        and (lease.lease_owner is None or observations.is_expired(lease.lease_key, now, failover))
     ]
     available_keys = {lease.lease_key for lease in available}
     counts: dict[str, int] = {}
@@ -201,7 +209,8 @@ def _scan(
     very_old = [
         lease
         for lease in ordered
-        if observations.is_very_old(lease.lease_key, now, failover, config.very_old_multiplier)
+        if lease.lease_key not in graced
+        and observations.is_very_old(lease.lease_key, now, failover, config.very_old_multiplier)
     ]
     return _Scan(
         worker_id=worker_id,
@@ -210,6 +219,7 @@ def _scan(
         very_old=very_old,
         counts=counts,
         target=min(target, config.max_leases_for_worker),
+        graced=graced,
     )
 
 
@@ -222,12 +232,24 @@ def plan_takes(
     rng: Random,
     *,
     steals: bool = True,
+    graced: Mapping[str, str] | None = None,
 ) -> TakePlan:
     """Decide this run's takes and steals (contract §4.4). ``observations`` must already include the scan.
-    ``steals=False`` (an expiry pass): take what is available, never steal."""
-    scan = _scan(leases, observations, worker_id, now, config)
+    ``steals=False`` (an expiry pass): take what is available, never steal.
+
+    ``graced`` (lease key -> owner; :func:`kcl_daemon.core.restart_grace.graced_leases`): leases that wait
+    for their restarting owner. Another worker's are neither available, very old, stolen nor evicted
+    (they count for their owner); this worker's own, back from its restart, are taken back at once,
+    before anything else."""
+    scan = _scan(leases, observations, worker_id, now, config, graced or {})
     if not scan.ordered:
         return scan.plan("no leases, nothing to take")
+
+    kept = [lease for lease in scan.ordered if scan.graced.get(lease.lease_key) == worker_id]
+    if kept:
+        reason = "kept for this worker by its restart grace: taken back on its return"
+        takes = [PlannedTake(lease, TakeKind.AVAILABLE, reason) for lease in kept]
+        return scan.plan(f"taking back {len(takes)} leases kept for its restart", takes)
 
     if config.enable_priority_lease_assignment and scan.very_old:
         very_old = list(scan.very_old)
@@ -305,7 +327,15 @@ def next_taker_pass(
 
 def _plan_steals(scan: _Scan, config: TakerConfig, rng: Random) -> TakePlan:
     """contract §4.4 step 7 (Java ``chooseLeasesToSteal``); only reached when nothing is available."""
-    others = {worker: count for worker, count in scan.counts.items() if worker != scan.worker_id}
+    waiting: dict[str, int] = {}
+    for owner in scan.graced.values():
+        waiting[owner] = waiting.get(owner, 0) + 1
+    # a restarting worker's leases wait for it: it is nobody's victim (its count still sets the target)
+    others = {
+        worker: count
+        for worker, count in scan.counts.items()
+        if worker != scan.worker_id and count - waiting.get(worker, 0) > 0
+    }
     if not others:
         return scan.plan("nothing available and no other worker to steal from")
     most = max(others.values())
@@ -325,7 +355,9 @@ def _plan_steals(scan: _Scan, config: TakerConfig, rng: Random) -> TakePlan:
             f"(has {most}, target {target}, need {needed})"
         )
 
-    candidates = [lease for lease in scan.ordered if lease.lease_owner == victim]
+    candidates = [
+        lease for lease in scan.ordered if lease.lease_owner == victim and lease.lease_key not in scan.graced
+    ]
     rng.shuffle(candidates)
     reason = (
         f"no lease available and need {needed} to reach target {target}: "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import logging
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -17,6 +18,7 @@ from kcl_daemon.aws.lease_table import ScanResult
 from kcl_daemon.core.assignment.passes import PassKind
 from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
 from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON
 from kcl_daemon.errors import LeaseConflict
 from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
@@ -406,3 +408,37 @@ async def test_a_lease_given_to_a_kcl_daemon_worker_that_never_adopts_it_is_plac
     await java.run_once(PassKind.BALANCE)
     assert java_table.owned("j") == {"s1"}
     assert not java._assigned, "a Java worker's assignment is not watched"
+
+
+@pytest.mark.parametrize("strategy", ["COOPERATIVE", "VARIANCE", "LEASE_COUNT_BASED"])
+async def test_a_worker_restarting_with_a_grace_is_never_judged_whatever_the_metrics_read_said(
+    strategy: str, pool: ThreadPoolExecutor, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 28: the leader read the metrics (ACTIVE) just before "dead" stopped; the next metrics read is
+    a balance round away. The worker's last write of its leases marks its grace: for the whole grace,
+    expiry and balance passes alike neither judge it quiet or dead nor move its leases."""
+    caplog.set_level(logging.INFO)
+    table, clock = _Table(_fleet()), FakeClock()
+    loop = _loop(table, _Metrics(["a", "b", "dead"]), strategy, clock, pool)
+    await loop.run_once(PassKind.BALANCE)  # the metrics as they were before the stop
+    for key in table.owned("dead"):  # the stopping worker's last write: a renewal that marks its grace
+        lease = table.leases[key]
+        mark = RestartMark("dead", lease.lease_counter + 1, WALL + clock.now + 3 * FAILOVER)
+        table.leases[key] = dataclasses.replace(
+            lease, lease_counter=lease.lease_counter + 1, extra={RESTART_ATTRIBUTE: mark_attribute(mark)}
+        )
+    while clock.now < 3 * FAILOVER - 1:
+        clock.now += 1.0
+        table.renew("a")
+        table.renew("b")
+        kind = PassKind.BALANCE if clock.now % (2 * FAILOVER) < 1 else PassKind.EXPIRY
+        report = await loop.run_once(kind)
+        assert not report.moves, (clock.now, report.moves)
+    assert table.owned("dead") == {"s4", "s5"}
+    assert "looks dead" not in caplog.text and "renewed nothing" not in caplog.text
+    assert "worker dead is restarting (its leases say so)" in caplog.text
+    clock.now += 2.0  # the grace is over: its leases are expired, and move
+    table.renew("a")
+    table.renew("b")
+    report = await loop.run_once(PassKind.EXPIRY)
+    assert {m.lease_key for m in report.moves} == {"s4", "s5"}

@@ -55,7 +55,7 @@ async def test_shutdown_releases_leases_the_table_names_us_on_that_we_never_star
 async def test_shutdown_with_a_restart_grace_keeps_them() -> None:
     table = FakeTable([lease.taken_by("me") for lease in shards(2)])
     scheduler = _scheduler(table)
-    scheduler.keep_leases_on_stop = True
+    scheduler.keep_leases_until = 4e9
     await scheduler.shutdown()
     assert [lease.lease_owner for lease in table.items.values()] == ["me", "me"]
 

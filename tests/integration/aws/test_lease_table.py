@@ -15,6 +15,7 @@ from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients
 from kcl_daemon.aws.kinesis import Kinesis, ShardFilter, ShardFilterType
 from kcl_daemon.aws.lease_table import LEASE_OWNER_INDEX, DynamoLeaseTable
 from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.restart_grace import RESTART_ATTRIBUTE, grace_until
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import hash_range_is_complete
 from kcl_daemon.errors import DependencyUnavailable, LeaseConflict, TransientNetwork
@@ -168,6 +169,22 @@ def test_evict_release_and_delete(lease_table: DynamoLeaseTable, aws_clients: Aw
     assert (evicted.lease_owner, evicted.lease_counter) == (None, theirs.lease_counter + 1)
     lease_table.delete(KEY)
     assert lease_table.get_lease(KEY, consistent=True) is None
+
+
+def test_a_restart_mark_is_a_fenced_last_write_that_any_later_write_voids(
+    lease_table: DynamoLeaseTable, aws_clients: AwsClients
+) -> None:
+    held = lease_table.take(created(lease_table), "w1")
+    assert_unchanged(
+        lease_table, aws_clients, lambda: lease_table.mark_restart(replace(held, lease_counter=0), 2e9)
+    )
+    marked = lease_table.mark_restart(held, 2e9)
+    assert marked.lease_counter == held.lease_counter + 1 and marked.lease_owner == "w1"
+    assert raw_item(lease_table, aws_clients)[RESTART_ATTRIBUTE]["M"]["owner"] == {"S": "w1"}
+    read = lease_table.get_lease(KEY, consistent=True)
+    assert read is not None and grace_until(read, 1e9) == 2e9
+    back = lease_table.renew(read)  # the worker back: its first renewal voids the mark
+    assert grace_until(back, 1e9) is None
 
 
 def test_concurrent_takes_have_exactly_one_winner(lease_table: DynamoLeaseTable, backend: Backend) -> None:

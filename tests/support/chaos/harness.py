@@ -79,6 +79,8 @@ class ChaosReport:
     tracebacks: int = 0
     expired_leases: int = 0  # leases a live worker lost by its own clock (could not renew in time)
     dropped_while_named: int = 0  # leases given up while the table still named the worker
+    #: leases a worker reported lost after its own cleanup deleted them (finished shards): noise (issue 28)
+    own_deletions_lost: int = 0
     late_old_owner: int = 0  # records an old owner delivered after the new owner had delivered some
     resumed_s: list[float] = field(default_factory=list)  # SIGKILL -> a victim's shard's next record
     #: the same for the shards of victims that were leader when killed, or were killed within one
@@ -118,6 +120,8 @@ class ChaosReport:
             f"  DynamoDB faults injected: {sum(self.faults.values())} of {self.dynamodb_calls} calls "
             f"({faults})",
             f"  leases lost by local expiry (live workers): {self.expired_leases}; "
+            f"finished leases reported lost after the worker's own cleanup deleted them: "
+            f"{self.own_deletions_lost}; "
             f"exit codes: {self.exit_codes}; tracebacks in daemon logs: {self.tracebacks}; "
             f"wall {self.wall_s:.0f}s",
             "  events: " + "; ".join(self.events),
@@ -292,6 +296,17 @@ def dropped_while_named(logs: dict[str, str], poller: _TablePoller) -> int:
             key = lost[1]
             if poller.owner_at(key, when) == name and poller.owner_after(key, when + 0.3) == name:
                 count += 1
+    return count
+
+
+def own_deletions_lost(logs: dict[str, str]) -> int:
+    """Leases a worker said it lost because they were deleted, where its own cleanup deleted them: a
+    finished shard's lease must leave the keeper quietly (issue 28, point 5)."""
+    count = 0
+    for text in logs.values():
+        deleted = set(re.findall(r"lease (\S+) deleted: ", text))
+        lost = re.findall(r"lease (\S+) lost: .*the lease was deleted", text)
+        count += sum(1 for key in lost if key in deleted)
     return count
 
 
@@ -491,6 +506,7 @@ def run_chaos(
         len(re.findall(r"lease \S+ lost: not renewed", text)) for text in logs.values()
     )
     report.dropped_while_named = dropped_while_named(logs, poller)
+    report.own_deletions_lost = own_deletions_lost(logs)
     report.late_old_owner = late_deliveries(lines)
     report.delivered = len(deliveries)
     report.lost = sorted(set(producer.accepted) - set(deliveries))
