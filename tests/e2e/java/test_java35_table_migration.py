@@ -1,0 +1,129 @@
+"""The KCL 3.5 table migration of a 3.0-3.4-layout application, driven by a kcl-daemon leader with a real
+Java KCL 3.5.1 worker following (contract §9.2), kinesalite + dynalite, records coming all along.
+
+Java's own leader would bake INIT for a fixed hour before DEPLOYED, so kcl-daemon leads (it starts
+first) with its test-only short bakes (``tableMigrationInitBakeTimeSeconds``,
+``tableMigrationCompleteBakeTimeSeconds``). The steps a user takes (``docs/migrating.md``):
+
+* the application has the 3.0-3.4 layout (kcl-daemon with ``leaseTableLayout = KCL_3_0_TO_3_4`` creates
+  the two side tables, as 3.0-3.4 would); a Java 3.5.1 worker on its defaults joins, gets its share and
+  publishes the support code in the legacy worker-metrics table;
+* the leader writes INIT, then DEPLOYED; the Java worker is redeployed with
+  ``migrateAllEntitiesToLeaseTable = true`` (Java fixes its write targets at start) and from then on
+  writes its worker metrics into the lease table;
+* once no worker writes the legacy table, the leader moves ``Migration3.0`` and writes PENDING, then
+  COMPLETE; the lock moves into the lease table and Java follows.
+
+Never two leaders: the ``Leader`` items (legacy, then lease table) only ever name the kcl-daemon leader,
+and no Java worker logs itself leader. None lost; every taker starts at its predecessor's checkpoint.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kcl_daemon.aws.clients import AwsClients
+from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from tests.support.emulators import Backend
+from tests.support.figures import FIGURES
+from tests.support.java import unavailable
+from tests.support.java35_fleet import JAVA_35, Java35Fleet, checkpoint_violations, duplicates, leader
+from tests.support.recorder import read_records
+from tests.support.single_table import legacy_tables
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.java]
+
+INIT_BAKE_S, COMPLETE_BAKE_S = 5, 5
+PY_EXTRA = (
+    "leaseTableLayout = KCL_3_0_TO_3_4\n"
+    "migrateAllEntitiesToLeaseTable = true\n"
+    f"tableMigrationInitBakeTimeSeconds = {INIT_BAKE_S}\n"
+    f"tableMigrationCompleteBakeTimeSeconds = {COMPLETE_BAKE_S}\n"
+)
+#: what a Java worker runs with from DEPLOYED on
+JAVA_MIGRATES = "migrateAllEntitiesToLeaseTable = true\n"
+#: what a Java worker logs while it leads
+JAVA_LEADS = "Worker : {} is the current Leader"
+
+
+@pytest.fixture
+def mixed(
+    tmp_path: Path,
+    backend: Backend,
+    aws_clients: AwsClients,
+    lease_table: DynamoLeaseTable,
+    make_stream: Callable[[int], str],
+) -> Iterator[Java35Fleet]:
+    if backend.name == "moto":
+        pytest.skip("one backend is enough: the Java daemons' start-up dominates the wall time")
+    why = unavailable(JAVA_35)
+    if why is not None:
+        pytest.skip(why)
+    with legacy_tables(aws_clients.dynamodb, lease_table.table_name):
+        fleet = Java35Fleet(tmp_path, backend, aws_clients, lease_table, make_stream(4), py_extra=PY_EXTRA)
+        yield fleet
+        fleet.close()
+
+
+@pytest.mark.timeout(600)
+def test_kcl_daemon_leads_the_table_migration_with_java_35_workers(
+    mixed: Java35Fleet, aws_clients: AwsClients, lease_table: DynamoLeaseTable
+) -> None:
+    client, table = aws_clients.dynamodb, lease_table.table_name
+    coordinator, metrics = f"{table}-CoordinatorState", f"{table}-WorkerMetricStats"
+    leaders: set[str] = set()
+
+    def status() -> str | None:
+        """The TableMigration3.5 status, short; on the way, every holder of either Leader item."""
+        for place, key in ((coordinator, "key"), (table, "leaseKey")):
+            holder = leader(client, place, key=key)
+            if holder is not None:
+                leaders.add(holder)
+        item: dict[str, Any] | None = client.get_item(
+            TableName=coordinator, Key={"key": {"S": "TableMigration3.5"}}, ConsistentRead=True
+        ).get("Item")
+        return None if item is None else item["tm"]["S"].removeprefix("TABLE_MIGRATION_STATUS_")
+
+    mixed.more()
+    started = time.monotonic()
+    mixed.py.start("py-a")
+    mixed.wait(lambda: mixed.owners() == {"py-a": 4}, 90, "py-a leads a 3.0-3.4-layout application")
+    assert {coordinator, metrics} <= set(client.list_tables()["TableNames"])
+    mixed.java("java-1")
+    mixed.wait(lambda: mixed.both_kinds_hold_leases("py-a", "java-1"), 150, "py-a gives java-1 its share")
+    mixed.wait(lambda: "java-1" in mixed.workers_seen(), 60, "java-1 processes its leases")
+    mixed.wait(lambda: status() == "DEPLOYED", 90, "INIT, then DEPLOYED after the INIT bake")
+    row = client.get_item(TableName=metrics, Key={"wid": {"S": "java-1"}}, ConsistentRead=True)["Item"]
+    assert row["sup"]["N"] == "1", row  # Java 3.5.1 publishes the support code, in the legacy table
+
+    # the redeploy: the Java worker restarts with migrateAllEntitiesToLeaseTable = true
+    mixed.stop_java("java-1", signal.SIGTERM)
+    mixed.java("java-2", extra=JAVA_MIGRATES)
+    mixed.wait(lambda: mixed.both_kinds_hold_leases("py-a", "java-2"), 150, "py-a gives java-2 its share")
+    mixed.wait(lambda: status() in ("PENDING", "COMPLETE"), 180, "PENDING once nobody writes legacy rows")
+    mixed.wait(lambda: status() == "COMPLETE", 60, "COMPLETE after the bake")
+    mixed.wait(lambda: leader(client, table) is not None, 60, "the lock in the lease table")
+    migrated = time.monotonic() - started
+    assert client.get_item(TableName=table, Key={"leaseKey": {"S": "java-2"}}).get("Item") is not None
+    mixed.wait(lambda: mixed.both_kinds_hold_leases("py-a", "java-2"), 60, "both hold leases after COMPLETE")
+    mixed.more()
+    mixed.wait(mixed.all_delivered, 90, "every record, none lost")
+    status()
+
+    assert leaders == {"py-a"}, leaders  # never another leader, in either table
+    for daemon in [*mixed.javas.values(), *mixed.stopped.values()]:
+        assert JAVA_LEADS.format(daemon.name) not in daemon.log.read_text(errors="replace"), daemon.name
+    assert [i["key"]["S"] for i in client.scan(TableName=coordinator)["Items"]] == ["TableMigration3.5"]
+    rows = read_records(mixed.py.records)
+    assert checkpoint_violations(rows) == []
+    FIGURES["table migration led by kcl-daemon, Java 3.5.1 following"] = (
+        f"INIT to COMPLETE (bakes {INIT_BAKE_S}+{COMPLETE_BAKE_S}s, one Java redeploy) {migrated:.0f}s after "
+        f"the start; one leader (py-a); {mixed.sent} records, lost 0, duplicates {duplicates(rows)}"
+    )
+    mixed.check_logs()
