@@ -12,7 +12,8 @@ first) with its test-only short bakes (``tableMigrationInitBakeTimeSeconds``,
   ``migrateAllEntitiesToLeaseTable = true`` (Java fixes its write targets at start) and from then on
   writes its worker metrics into the lease table;
 * once no worker writes the legacy table, the leader moves ``Migration3.0`` and writes PENDING, then
-  COMPLETE; the lock moves into the lease table and Java follows.
+  COMPLETE; the lock moves into the lease table and Java follows (it reads COMPLETE at its next
+  leadership check and turns to the lock in the lease table, still held by kcl-daemon).
 
 Never two leaders: the ``Leader`` items (legacy, then lease table) only ever name the kcl-daemon leader,
 and no Java worker logs itself leader. None lost; every taker starts at its predecessor's checkpoint.
@@ -20,6 +21,7 @@ and no Java worker logs itself leader. None lost; every taker starts at its pred
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -48,6 +50,8 @@ PY_EXTRA = (
 )
 #: what a Java worker runs with from DEPLOYED on
 JAVA_MIGRATES = "migrateAllEntitiesToLeaseTable = true\n"
+#: what a Java worker logs when it reads COMPLETE (at its next leadership check, every 30 s)
+JAVA_FOLLOWS = re.compile(r"Refreshed local status: \S+ -> TABLE_MIGRATION_STATUS_COMPLETE")
 #: what a Java worker logs while it leads
 JAVA_LEADS = "Worker : {} is the current Leader"
 
@@ -110,6 +114,10 @@ def test_kcl_daemon_leads_the_table_migration_with_java_35_workers(
     mixed.wait(lambda: status() == "COMPLETE", 60, "COMPLETE after the bake")
     mixed.wait(lambda: leader(client, table) is not None, 60, "the lock in the lease table")
     migrated = time.monotonic() - started
+    java = mixed.javas["java-2"]
+    mixed.wait(
+        lambda: JAVA_FOLLOWS.search(java.log.read_text(errors="replace")) is not None, 90, "Java follows"
+    )
     assert client.get_item(TableName=table, Key={"leaseKey": {"S": "java-2"}}).get("Item") is not None
     mixed.wait(lambda: mixed.both_kinds_hold_leases("py-a", "java-2"), 60, "both hold leases after COMPLETE")
     mixed.more()
