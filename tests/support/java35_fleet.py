@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import signal
 from collections import Counter, defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,9 +112,6 @@ class Java35Fleet(MixedFleet):
     def close(self) -> None:
         self.javas.update(self.stopped)
         super().close()
-
-    def wait_for(self, check: Callable[[], bool], limit_s: float, what: str) -> float:
-        return self.wait(check, limit_s, what)
 
     def both_kinds_hold_leases(self, py: str, java: str) -> bool:
         spread = self.owners()

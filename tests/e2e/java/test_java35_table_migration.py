@@ -6,8 +6,9 @@ first) with its test-only short bakes (``tableMigrationInitBakeTimeSeconds``,
 ``tableMigrationCompleteBakeTimeSeconds``). The steps a user takes (``docs/migrating.md``):
 
 * the application has the 3.0-3.4 layout (kcl-daemon with ``leaseTableLayout = KCL_3_0_TO_3_4`` creates
-  the two side tables, as 3.0-3.4 would); a Java 3.5.1 worker on its defaults joins, gets its share and
-  publishes the support code in the legacy worker-metrics table;
+  the two side tables, as 3.0-3.4 would); a Java 3.5.1 worker on its defaults joins during the INIT bake,
+  publishes the support code in the legacy worker-metrics table and gets its share (its legacy row
+  holds the migration at DEPLOYED while it runs);
 * the leader writes INIT, then DEPLOYED; the Java worker is redeployed with
   ``migrateAllEntitiesToLeaseTable = true`` (Java fixes its write targets at start) and from then on
   writes its worker metrics into the lease table;
@@ -45,7 +46,9 @@ from tests.support.single_table import legacy_tables
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.java]
 
-INIT_BAKE_S, COMPLETE_BAKE_S = 5, 5
+#: the INIT bake covers the Java worker's start-up: until its first legacy worker-metrics row, nothing
+#: keeps the leader from moving on to PENDING without it (on 2 loaded cores Java took up to 55 s)
+INIT_BAKE_S, COMPLETE_BAKE_S = 90, 5
 PY_EXTRA = (
     "leaseTableLayout = KCL_3_0_TO_3_4\n"
     "migrateAllEntitiesToLeaseTable = true\n"
@@ -109,11 +112,23 @@ def test_kcl_daemon_leads_the_table_migration_with_java_35_workers(
     mixed.wait(lambda: mixed.owners() == {"py-a": 4}, 90, "py-a leads a 3.0-3.4-layout application")
     assert {coordinator, metrics} <= set(client.list_tables()["TableNames"])
     mixed.java("java-1")
+
+    def java_writes_legacy_metrics() -> bool:
+        row = client.get_item(TableName=metrics, Key={"wid": {"S": "java-1"}}, ConsistentRead=True).get(
+            "Item"
+        )
+        if row is not None:
+            assert row["sup"]["N"] == "1", row  # Java 3.5.1 publishes the support code
+            return True
+        assert status() in (None, "INIT"), (
+            "past INIT before Java 3.5.1 joined: its start-up outlasted the bake"
+        )
+        return False
+
+    mixed.wait(java_writes_legacy_metrics, INIT_BAKE_S, "java-1 publishes in the legacy worker-metrics table")
     mixed.wait(lambda: mixed.both_kinds_hold_leases("py-a", "java-1"), 150, "py-a gives java-1 its share")
     mixed.wait(lambda: "java-1" in mixed.workers_seen(), 60, "java-1 processes its leases")
-    mixed.wait(lambda: status() == "DEPLOYED", 90, "INIT, then DEPLOYED after the INIT bake")
-    row = client.get_item(TableName=metrics, Key={"wid": {"S": "java-1"}}, ConsistentRead=True)["Item"]
-    assert row["sup"]["N"] == "1", row  # Java 3.5.1 publishes the support code, in the legacy table
+    mixed.wait(lambda: status() == "DEPLOYED", INIT_BAKE_S, "DEPLOYED after the INIT bake")
 
     # the redeploy: the Java worker restarts with migrateAllEntitiesToLeaseTable = true
     mixed.stop_java("java-1", signal.SIGTERM)
