@@ -66,6 +66,7 @@ from kcl_daemon.core.assignment.passes import (
     next_pass_at,
     plan_pass,
     quiet_workers,
+    still_arriving,
     with_lease_graces,
 )
 from kcl_daemon.core.assignment.worker_metrics import CPU, WorkerMetricStats, assignable
@@ -156,6 +157,9 @@ class AssignmentLoop:
         #: leases this leader assigned to another kcl-daemon worker: key -> (worker, counter after, sent at)
         self._assigned: dict[str, tuple[str, int, float]] = {}
         self._ours: set[str] = set()
+        #: lease key -> (the worker serving it, when this leader saw it change to that worker; None when
+        #: first seen so): a lease moved to a Java worker gets time to be discovered (still_arriving)
+        self._arrivals: dict[str, tuple[str | None, float | None]] = {}
         #: Told each scan (the fleet figures of kcl_daemon.metrics come from the leader in 3.x mode).
         self.observer: WorkerObserver = NULL_WORKER_OBSERVER
         #: awaited after each successful run while leading (the table migration's step)
@@ -184,6 +188,7 @@ class AssignmentLoop:
         self._quiet = frozenset()
         self._restarting = frozenset()
         self._assigned = {}
+        self._arrivals = {}
 
     async def _call(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
@@ -254,8 +259,11 @@ class AssignmentLoop:
             if key not in present:  # deleted (a finished shard cleaned up): nothing to watch
                 del self._assigned[key]
         stuck_after = self.config.handoff_timeout_s + self.config.failover_s
+        self._note_arrivals(leases, now)
         for lease in leases:
             expired = self._observations.is_expired(lease.lease_key, now, self.config.failover_s)
+            if expired and self._arriving(lease, now):
+                expired = False
             if not expired and self._never_adopted(lease, now):
                 expired = True
             if lease.checkpoint_owner is not None and lease.lease_owner is not None:
@@ -283,6 +291,31 @@ class AssignmentLoop:
                 )
             )
         return views, frozen
+
+    def _note_arrivals(self, leases: Sequence[Lease], now: float) -> None:
+        """Record when the worker serving each lease (its owner, or the hand-off's old owner while one is
+        pending) changed; a lease seen for the first time has no arrival (it is not new to its owner)."""
+        arrivals: dict[str, tuple[str | None, float | None]] = {}
+        for lease in leases:
+            serving = lease.checkpoint_owner or lease.lease_owner
+            seen = self._arrivals.get(lease.lease_key)
+            if seen is None:
+                arrivals[lease.lease_key] = (serving, None)
+            elif seen[0] != serving:
+                arrivals[lease.lease_key] = (serving, now)
+            else:
+                arrivals[lease.lease_key] = seen
+        self._arrivals = arrivals
+
+    def _arriving(self, lease: Lease, now: float) -> bool:
+        """A lease just moved to a worker that is not kcl-daemon's (a Java worker), which may not have
+        discovered it yet: not expired (see :func:`still_arriving`)."""
+        owner = lease.lease_owner
+        if owner is None or lease.checkpoint_owner is not None or owner in self._ours:
+            return False
+        seen = self._arrivals.get(lease.lease_key)
+        arrived_at = seen[1] if seen is not None and seen[0] == owner else None
+        return still_arriving(arrived_at, now, self.config.failover_s)
 
     def _never_adopted(self, lease: Lease, now: float) -> bool:
         """A lease this leader assigned to another kcl-daemon worker that has not renewed it for half a

@@ -95,7 +95,10 @@ class JavaDaemon:
         records: Path,
         failover_ms: int = 3000,
         extra: str = "",
+        on_defaults: bool = False,
     ) -> None:
+        """``on_defaults``: only the keys the emulators need (no timing, no client version): the Java
+        daemon as a user runs it."""
         self.name = name
         self.log = workdir / f"{name}.log"
         properties = workdir / f"{name}.properties"
@@ -107,7 +110,7 @@ class JavaDaemon:
             if version == 2
             else "AwsCredentialsProvider = DefaultCredentialsProvider\n"
         )
-        properties.write_text(
+        needed = (
             f"executableName = {sys.executable} {RECORDER}\n"
             f"applicationName = {table}\n"
             f"streamName = {stream}\n"
@@ -118,11 +121,15 @@ class JavaDaemon:
             f"workerId = {name}\n"
             "initialPositionInStream = TRIM_HORIZON\n"
             "retrievalMode = POLLING\n"
-            "idleTimeBetweenReadsInMillis = 200\n"
+            "metricsLevel = NONE\n"
+        )
+        properties.write_text(
+            needed + extra
+            if on_defaults
+            else needed + "idleTimeBetweenReadsInMillis = 200\n"
             f"failoverTimeMillis = {failover_ms}\n"
             "shardSyncIntervalMillis = 5000\n"
             "parentShardPollIntervalMillis = 500\n"
-            "metricsLevel = NONE\n"
             "shutdownGraceMillis = 5000\n" + client_version + extra
         )
         env = {

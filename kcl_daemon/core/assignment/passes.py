@@ -230,5 +230,25 @@ def with_lease_graces(workers: Sequence[WorkerView], graces: Mapping[str, float]
     return out
 
 
+#: how long a lease moved to a Java worker may stand unrenewed before it counts as expired, in failover
+#: times: Java's leader gives an assignee until its next round (leaseAssignmentIntervalMillis, 2 x failover)
+ARRIVAL_GRACE_FAILOVERS: Final = 2.0
+
+
+def still_arriving(arrived_at: float | None, now: float, failover_s: float) -> bool:
+    """A lease whose serving worker changed to a Java worker at ``arrived_at`` (this leader's clock; None:
+    not seen changing) that is not expired yet, whatever its counter says.
+
+    A Java worker learns of a lease assigned (or handed) to it only at its lease discovery, once a
+    failover time, and renews it at its renewer's next run, up to a third of a failover later: its first
+    renewal may come more than a failover after the move. Judged expired at one failover, the lease was
+    placed again, the Java worker lost it at that renewal (after it had started processing) and the
+    leader, seeing no metrics from it since (Java reports every 30 s), also judged it dead: on defaults
+    the leases of a joining Java worker went back and forth. Java's own leader looks again only at its
+    next round, two failovers after the move; kcl-daemon's workers adopt within an expiry pass and are
+    watched apart (a lease they never adopt is placed again after half a failover)."""
+    return arrived_at is not None and now - arrived_at <= ARRIVAL_GRACE_FAILOVERS * failover_s
+
+
 def _stamp(worker: WorkerView) -> float:
     return worker.last_update if worker.last_update is not None else float("-inf")

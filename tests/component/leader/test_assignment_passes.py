@@ -442,3 +442,38 @@ async def test_a_worker_restarting_with_a_grace_is_never_judged_whatever_the_met
     table.renew("b")
     report = await loop.run_once(PassKind.EXPIRY)
     assert {m.lease_key for m in report.moves} == {"s4", "s5"}
+
+
+async def test_a_lease_handed_to_a_java_worker_waits_two_failovers_for_its_first_renewal(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """A Java worker ("j", no extras) discovers a lease moved to it only at its next lease discovery, once
+    a failover, and renews it up to a third of a failover later: the lease stays its own until two
+    failovers after the move (Java's own leader looks again only then), and j is not judged dead for
+    it. A lease it held for long and stopped renewing expires at one failover, as before."""
+
+    class _Ours(_Metrics):
+        def scan(self) -> tuple[list[WorkerMetricStats], list[str]]:
+            self.scans += 1
+            return [WorkerMetricStats(w, WALL, extra=None if w == "j" else {}) for w in self.workers], []
+
+    table = _Table([Lease("s0", TRIM_HORIZON, lease_owner="a", lease_counter=1)])
+    table.leases["old"] = Lease("old", TRIM_HORIZON, lease_owner="j", lease_counter=1)
+    clock = FakeClock()
+    loop = _loop(table, _Ours(["a", "j"]), "COOPERATIVE", clock, pool)
+    loop.adopt_own = lambda lease, sent_at: None
+    await loop.run_once(PassKind.BALANCE)  # both first seen: no arrival
+    table.leases["s0"] = dataclasses.replace(table.leases["s0"], lease_owner="j", lease_counter=2)  # handed
+    for _ in range(13):  # 13 s: discovery after a failover, the first renewal a third of one later
+        clock.now += 1.0
+        table.renew("a")
+        await loop.run_once(PassKind.EXPIRY)
+    assert table.owned("j") == {"s0"}, "the moved lease stays with j past one failover"
+    assert "old" in table.owned("a"), "the lease j held all along and never renewed expired at a failover"
+    table.renew("j")  # j discovered s0 and renews it
+    for _ in range(15):
+        clock.now += 1.0
+        table.renew("a")
+        table.renew("j")
+        await loop.run_once(PassKind.EXPIRY)
+    assert table.owned("j") == {"s0"}

@@ -27,6 +27,7 @@ from kcl_daemon.core.assignment.passes import (
     next_pass_at,
     plan_pass,
     quiet_workers,
+    still_arriving,
 )
 from kcl_daemon.core.expiry import DUE_EPSILON_S, LeaseObservations, expiry_interval_for
 from kcl_daemon.core.lease import Lease
@@ -207,3 +208,19 @@ def test_a_worker_whose_every_lease_stood_for_half_a_failover_is_quiet() -> None
     # a pending hand-off counts for the worker serving it (it renews it), not for its destination
     moving = [LeaseView("m", "e", 1, checkpoint_owner="b")]
     assert quiet_workers(moving, workers, {"m": 80.0}, 100.0, 5.0) == {"b"}
+
+
+@pytest.mark.parametrize(
+    ("arrived_at", "now", "arriving"),
+    [
+        (None, 100.0, False),  # never seen changing owner: plain expiry
+        (100.0, 100.0, True),
+        (100.0, 112.0, True),  # past one failover: a Java worker may not have discovered it yet
+        (100.0, 120.0, True),  # Java's leader would look again only now
+        (100.0, 120.5, False),
+    ],
+)
+def test_a_lease_moved_to_a_java_worker_is_not_expired_for_two_failovers(
+    arrived_at: float | None, now: float, arriving: bool
+) -> None:
+    assert still_arriving(arrived_at, now, 10.0) is arriving
