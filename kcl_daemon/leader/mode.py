@@ -177,6 +177,10 @@ class LeaderMode:
 
     async def start_tables(self) -> None:
         """The table layout and migration status at start-up (a layout conflict stops the worker)."""
+        if self.tables.lease_owners is None and self.table is not None:
+            self.tables.lease_owners = lambda: [
+                lease.lease_owner for lease in self.table.list_leases().leases
+            ]
         try:
             await self._call(self.tables.start)
         except LayoutConflict as exc:
