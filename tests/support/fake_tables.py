@@ -189,8 +189,9 @@ class FakeCoordinatorStore:
 class FakeMetricsTable:
     """One place's WorkerMetricStats rows."""
 
-    def __init__(self, place: Place, *, exists: bool = True) -> None:
+    def __init__(self, place: Place, *, exists: bool = True, table_name: str | None = None) -> None:
         self.place = place
+        self.table_name = table_name or ("app-WorkerMetricStats" if place is Place.LEGACY else "app")
         self.rows: dict[str, WorkerMetricStats] = {}
         self.present = exists
         self.failing = False
