@@ -30,6 +30,8 @@ from kcl_daemon.core.assignment.table_migration import MetricsRow, TableMigratio
 
 #: at most one WARNING per worker and layout this often, while the condition lasts
 WARN_EVERY_S: Final = 300.0
+#: a stranger's reporter period is its own (Java's default: 30 s): a row is live for 2 x at least this
+STRANGER_PERIOD_MIN_S: Final = 30.0
 
 
 class WorkerLayout(enum.Enum):
@@ -117,7 +119,7 @@ def strangers(view: LayoutView) -> tuple[Stranger, ...]:
         if worker is not None and worker != view.worker_id:
             evidence.setdefault(worker, []).append(what)
 
-    now, period = view.now_s, view.reporter_period_s
+    now, period = view.now_s, max(view.reporter_period_s, STRANGER_PERIOD_MIN_S)
     if view.ours is WorkerLayout.SINGLE_TABLE:
         theirs = WorkerLayout.LEGACY
         for row in view.legacy_rows:

@@ -46,6 +46,11 @@ def _lease(*rows: tuple[str, float]) -> tuple[MetricsRow, ...]:
         (_view(S.COMPLETE, legacy_rows=_legacy(("java-1", LIVE))), [("java-1", LEGACY)]),
         (_view(S.COMPLETE, legacy_lock=LockSeen("java-1", True)), [("java-1", LEGACY)]),
         (_view(S.COMPLETE, legacy_rows=_legacy(("java-1", DEAD))), []),  # left behind by a migration
+        # a worker reporting every 30 s (Java's default) is live for 60 s, whatever this worker's period
+        (
+            _view(S.COMPLETE, legacy_rows=_legacy(("java-1", NOW - 55)), reporter_period_s=1.0),
+            [("java-1", LEGACY)],
+        ),
         (_view(S.COMPLETE, legacy_lock=LockSeen("java-1", False)), []),  # stale or released
         (_view(S.COMPLETE, legacy_rows=_legacy(("py-a", LIVE))), []),  # never this worker itself
         (_view(S.COMPLETE, lease_rows=_lease(("py-b", LIVE))), []),  # single-table neighbours are fine
