@@ -199,8 +199,8 @@ class Tables:
     def read(self, key: str) -> dict[str, Any] | None:
         """A coordinator-state item from the first place of the status's reads that has it."""
         for place in self.routing.reads:
-            if place is Place.LEGACY and not self._legacy_ready:
-                continue
+            if place is Place.LEGACY and not self._legacy_ready and not self._create_legacy:
+                continue  # (a worker that may create them looks: another one may have created them first)
             try:
                 item = self.store(place).get(key)
             except DependencyUnavailable:
@@ -232,7 +232,7 @@ class Tables:
         tables = []
         for place in self.routing.reads:
             if place is Place.LEGACY:
-                if self._legacy_ready:
+                if self._legacy_ready or self._create_legacy:
                     tables.append(self.legacy_metrics)
             else:
                 tables.append(self.lease_table_metrics)

@@ -9,7 +9,7 @@ import pytest
 from kcl_daemon.core.assignment.client_version import ClientVersionConfig
 from kcl_daemon.core.assignment.table_migration import LayoutConflict, Place, TableMigrationStatus
 from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
-from kcl_daemon.leader.tables import Tables
+from kcl_daemon.leader.tables import FleetMetrics, Tables
 from tests.support.fake_tables import FakeCoordinatorStore, FakeMetricsTable, fake_tables
 
 COMPAT = ClientVersionConfig.COMPATIBLE_WITH_2X
@@ -106,3 +106,16 @@ def test_a_move_that_races_a_flip_reads_again() -> None:
     assert legacy.items["Migration3.0"]["cv"] == "CLIENT_VERSION_3X_WITH_ROLLBACK"
     assert "Migration3.0" not in lease_table.items
     assert tables.routing.reads[0] is Place.LEGACY
+
+
+def test_a_phase1_worker_sees_the_side_tables_another_worker_creates() -> None:
+    phase1 = _tables(ClientVersionConfig.COMPATIBLE_WITH_2X_PHASE1)
+    assert phase1.start().status is TableMigrationStatus.INIT
+    assert phase1.read("Migration3.0") is None and not phase1.legacy.present  # it writes nothing
+    upgrade = fake_tables("py-b", legacy=False, layout=None, client_version=COMPAT, shared=phase1)
+    upgrade.start()
+    upgrade.write_store().put("Migration3.0", {"cv": UPGRADE}, require_absent=True)
+    upgrade.metrics_write_table().publish(WorkerMetricStats("py-b", 1_700_000_000.0))
+    # the phase-1 worker reads the flip where the fleet writes it, and counts py-b's metrics
+    assert phase1.read("Migration3.0") == {"key": "Migration3.0", "cv": UPGRADE}
+    assert [e.worker_id for e in FleetMetrics(phase1).scan()[0]] == ["py-b"]
