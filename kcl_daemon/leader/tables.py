@@ -127,21 +127,29 @@ class Tables:
             logger.warning("%s", started.warning)
         return started
 
-    def _lease_table_items(self) -> LeaseTableItems:
-        """The lease table's non-lease items, as far as the layout choice needs them."""
+    def _coordinator_items(self) -> LeaseTableItems:
         migration = STARTUP.call(self.lease_table.get, MIGRATION_KEY)
-        items = LeaseTableItems(
+        return LeaseTableItems(
             None if migration is None else str(migration.get("cv")),
             STARTUP.call(self.lease_table.get, LEADER_KEY) is not None,
             STARTUP.call(self.lease_table.get, TABLE_MIGRATION_KEY) is not None,
         )
+
+    def _lease_table_items(self) -> LeaseTableItems:
+        """The lease table's non-lease items, as far as the layout choice needs them."""
+        items = self._coordinator_items()
         if self.config.layout is not None:
             return items
         version = self.config.client_version
         if two_x_about(version, items) is None and not items.has_3x_state and self.lease_owners is not None:
             me = self.config.worker_id
             owners = {o for o in STARTUP.call(self.lease_owners) if o is not None and o != me}
-            items = replace(items, other_owners=tuple(sorted(owners)))
+            # read again after the owners: a 3.x worker writes Migration3.0 before it owns any lease, so
+            # owners seen while there is still no Migration3.0 run the 2.x algorithms (a 3.x worker that
+            # started beside this one meanwhile is not taken for one)
+            items = self._coordinator_items()
+            if not items.has_3x_state:
+                items = replace(items, other_owners=tuple(sorted(owners)))
         if two_x_about(version, items) is not None:
             entries, _ = STARTUP.call(self.lease_table_metrics.scan)
             items = replace(items, metrics_rows=tuple(sorted(e.worker_id for e in entries)))

@@ -119,3 +119,16 @@ def test_a_phase1_worker_sees_the_side_tables_another_worker_creates() -> None:
     # the phase-1 worker reads the flip where the fleet writes it, and counts py-b's metrics
     assert phase1.read("Migration3.0") == {"key": "Migration3.0", "cv": UPGRADE}
     assert [e.worker_id for e in FleetMetrics(phase1).scan()[0]] == ["py-b"]
+
+
+def test_a_3x_worker_starting_alongside_is_not_taken_for_a_2x_worker() -> None:
+    tables = _tables(ClientVersionConfig.V3X)
+
+    def owners_of_a_3x_neighbour() -> list[str | None]:
+        # py-b started a moment earlier: it wrote Migration3.0 (after this worker looked) and then leads
+        tables.lease_table.put("Migration3.0", {"cv": "CLIENT_VERSION_3X"}, require_absent=True)
+        return ["py-b"]
+
+    tables.lease_owners = owners_of_a_3x_neighbour
+    assert tables.start().status is TableMigrationStatus.COMPLETE
+    assert not tables.legacy.present
