@@ -125,8 +125,8 @@ class WorkerPlan:
     #: several streams per application (streamNames); empty: the single stream ``stream_name``
     streams: tuple[StreamSpec, ...] = ()
     former_streams_wait_s: float = 3600.0
-    #: leaseTableLayout (what a new application gets)
-    table_layout: TableLayoutConfig = TableLayoutConfig.SINGLE_TABLE
+    #: leaseTableLayout (what a new application gets; None: not set, chosen from the table)
+    table_layout: TableLayoutConfig | None = None
     #: leaseTableScanTotalSegments (0: Java's automatic sizing)
     scan_segments: int = 0
     #: shardStallMillis: a shard behind the tip whose child finished nothing this long fails /readyz
@@ -191,7 +191,9 @@ def plan_worker(
         worker_metrics_table=settings.worker_metrics_table_name or f"{app}-WorkerMetricStats",
         streams=streams,
         former_streams_wait_s=settings.former_streams_leases_deletion_wait_s,
-        table_layout=TableLayoutConfig(settings.lease_table_layout),
+        table_layout=None
+        if settings.lease_table_layout is None
+        else TableLayoutConfig(settings.lease_table_layout),
         scan_segments=settings.lease_table_scan_total_segments,
         shard_stall_s=settings.shard_stall_s,
     )
@@ -378,7 +380,12 @@ def build_scheduler(
             CoordinatorStore(clients.dynamodb, plan.table_name, LEASE_TABLE_KEY),
             WorkerMetricsTable(clients.dynamodb, metrics_table),
             WorkerMetricsTable(clients.dynamodb, plan.table_name, in_lease_table=True),
-            TablesConfig(plan.lease_mode.worker_id, plan.lease_mode.migrate_all, plan.table_layout),
+            TablesConfig(
+                plan.lease_mode.worker_id,
+                plan.lease_mode.migrate_all,
+                plan.table_layout,
+                plan.lease_mode.client_version,
+            ),
         )
         lease_mode = LeaderMode(plan.lease_mode, table, tables, clock)
     syncer = None

@@ -265,9 +265,16 @@ class CoordinatorStore:
             put["ExpressionAttributeValues"] = values
         return {"Put": put}
 
-    def delete_entry(self, key: str) -> dict[str, Any]:
-        """A TransactWriteItems Delete entry (unconditional)."""
-        return {"Delete": {"TableName": self.table_name, "Key": {self.key_name: {"S": key}}}}
+    def delete_entry(self, key: str, *, require_equal: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """A TransactWriteItems Delete entry: unconditional, or if the item exists with these values."""
+        delete: dict[str, Any] = {"TableName": self.table_name, "Key": {self.key_name: {"S": key}}}
+        if require_equal is not None:
+            names, values, condition = self._condition(False, require_equal)
+            delete["ConditionExpression"] = condition
+            delete["ExpressionAttributeNames"] = names
+            if values:
+                delete["ExpressionAttributeValues"] = values
+        return {"Delete": delete}
 
     def raw_item(self, key: str) -> dict[str, Any] | None:
         """The typed item as stored (consistent read), for moving it unchanged; None if absent."""

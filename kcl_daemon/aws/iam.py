@@ -83,6 +83,7 @@ ACTIONS: Final[tuple[IamAction, ...]] = (
     _a("dynamodb:UpdateItem", METRICS, [M, T], "publish this worker's metrics"),
     _a("dynamodb:Scan", METRICS, [M, T], "the leader reads every worker's metrics"),
     _a("dynamodb:DeleteItem", METRICS, [M, T], "withdraw on a graceful stop; the leader deletes stale ones"),
+    _a("dynamodb:Scan", METRICS, [M], "the layout check: KCL 3.0-3.4 workers' metrics beside a single table"),
     # the stream
     _a("kinesis:ListShards", Resource.STREAM, [A], "shard sync; where a shard ends"),
     _a("kinesis:GetShardIterator", Resource.STREAM, [A], "start reading a shard"),

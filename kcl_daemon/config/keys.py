@@ -713,15 +713,18 @@ KEYS: Final[tuple[Key, ...]] = (
         "leaseTableLayout",
         "lease_table_layout",
         Kind.CHOICE,
-        "SINGLE_TABLE",
+        None,
         "Where a new application keeps its Leader lock, Migration3.0 and worker metrics: SINGLE_TABLE = in "
         "the lease table, as KCL 3.5 does; KCL_3_0_TO_3_4 = in <applicationName>-CoordinatorState and "
         "<applicationName>-WorkerMetricStats, created as KCL 3.0-3.4 do (set it while the fleet still runs "
-        "Java workers older than 3.5, which read the lease table's other items as leases). Only matters "
-        "when the coordinator-state table does not exist: an existing one is always followed through the "
-        "table migration. See Migrating from the Java daemon.",
+        "Java 3.0-3.4 workers). Unset, kcl-daemon uses the side tables while KCL 2.x workers may read the "
+        "lease table (a 2.x-compatible clientVersionConfig, or leases owned by 2.x workers), and moves its "
+        "items out of a lease table that already holds them; else the single table. Only matters when the "
+        "coordinator-state table does not exist: an existing one is always followed through the table "
+        "migration. See Migrating from the Java daemon.",
         extension=True,
         choices=("SINGLE_TABLE", "KCL_3_0_TO_3_4"),
+        unset="SINGLE_TABLE, or the side tables while KCL 2.x workers are about",
     ),
     Key(
         "migrateAllEntitiesToLeaseTable",

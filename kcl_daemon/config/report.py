@@ -118,7 +118,9 @@ def derived(settings: Settings) -> dict[str, JsonValue]:
         "leaseAssignmentIntervalMillis": round(settings.effective_lease_assignment_interval_s * 1000),
         "leaseExpiryCheckIntervalMillis": round(settings.effective_lease_expiry_check_s * 1000),
         "tableLayout": layout_summary(
-            TableLayoutConfig(settings.lease_table_layout), settings.migrate_all_entities_to_lease_table
+            None if settings.lease_table_layout is None else TableLayoutConfig(settings.lease_table_layout),
+            settings.migrate_all_entities_to_lease_table,
+            settings.client_version_config,
         ),
         "leaderLock": (
             f"{round(settings.effective_leader_lock_duration_s * 1000)} ms, heartbeat every "

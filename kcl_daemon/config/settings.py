@@ -156,7 +156,7 @@ class Settings:
     worker_metrics_table_name: str | None = None
     coordinator_state_table_name: str | None = None
     # KCL 3.5
-    lease_table_layout: str = "SINGLE_TABLE"
+    lease_table_layout: str | None = None  # None: SINGLE_TABLE, or the side tables while 2.x is about
     migrate_all_entities_to_lease_table: bool = False
     table_migration_complete_bake_s: float = 86400.0
     table_migration_init_bake_s: float = 3600.0

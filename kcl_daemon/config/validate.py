@@ -120,7 +120,8 @@ def _layout_warnings(values: Mapping[str, object], at: Callable[[str], str]) -> 
             out.append(
                 f"{at('tableMigrationCompleteBakeTimeSeconds')}: tableMigrationCompleteBakeTimeSeconds {note}"
             )
-    layout = TableLayoutConfig(str(values.get("lease_table_layout", "SINGLE_TABLE")))
+    configured = values.get("lease_table_layout")
+    layout = None if configured is None else TableLayoutConfig(str(configured))
     migrate_all = bool(values.get("migrate_all_entities_to_lease_table", False))
     version = str(values.get("client_version_config", "CLIENT_VERSION_CONFIG_3X"))
     if "lease_table_layout" in values or "migrate_all_entities_to_lease_table" in values:

@@ -9,6 +9,8 @@ algorithms on one table. In 3.x mode the worker runs, each as a supervised loop:
   workers report none (``fleet-cpu-check``);
 * ``table-migration``: follows the KCL 3.5 table migration; the leader drives it after each assignment
   run (:mod:`kcl_daemon.leader.table_migration`);
+* ``layout-check`` (in every mode): names workers of a table layout this application cannot share its
+  table with (:mod:`kcl_daemon.leader.layout_watch`);
 * ``leader-election``: the ``Leader`` lock (Java's format), in the table the migration says;
 * ``lease-assignment``: the leader's scan -> decider -> conditional moves;
 * ``lease-discovery``: adopts the leases assigned to it (GSI query);
@@ -64,6 +66,7 @@ from kcl_daemon.leader.discovery import LeaseDiscovery
 from kcl_daemon.leader.election import LeaderElection
 from kcl_daemon.leader.handoff import HandoffWatcher
 from kcl_daemon.leader.hooks import WorkerHooks
+from kcl_daemon.leader.layout_watch import LayoutWatch, LayoutWatchConfig
 from kcl_daemon.leader.table_migration import MigrationConfig, TableMigrationDriver
 from kcl_daemon.leader.tables import FleetMetrics, MetricsWriter, Tables
 from kcl_daemon.leader.throughput import ThroughputTracker
@@ -156,6 +159,7 @@ class LeaderMode:
             wall=wall,
         )
         self._worker: WorkerHooks | None = None
+        self.layout_watch: LayoutWatch | None = None
         self._algorithm_loops: list[asyncio.Task[None]] = []
         self._metrics_loop: asyncio.Task[None] | None = None
 
@@ -178,6 +182,10 @@ class LeaderMode:
 
     async def start_tables(self) -> None:
         """The table layout and migration status at start-up (a layout conflict stops the worker)."""
+        if self.tables.lease_owners is None and self.table is not None:
+            self.tables.lease_owners = lambda: [
+                lease.lease_owner for lease in self.table.list_leases().leases
+            ]
         try:
             await self._call(self.tables.start)
         except LayoutConflict as exc:
@@ -250,6 +258,18 @@ class LeaderMode:
         version = await self.resolve_version()
         await self._switch(version)
         worker.add_loop("table-migration", self.migration.follow)
+        self.layout_watch = LayoutWatch(
+            self.tables,
+            self.fleet_metrics,
+            LayoutWatchConfig(
+                self.config.worker_id, self.config.migration_poll_s, self.config.metrics.report_s
+            ),
+            self._clock,
+            self._pool,
+            wall=self._wall,
+            count=worker.coordinator.observer.incompatible_layout_workers,
+        )
+        worker.add_loop("layout-check", self.layout_watch.run)
         worker.add_loop("client-version", self._watch_version)
         worker.add_loop("migration-readiness", self._watch_readiness)
 

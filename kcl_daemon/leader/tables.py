@@ -5,7 +5,9 @@ tables and the lease table) and this worker's live table-migration status
 (:mod:`kcl_daemon.core.assignment.table_migration` decides; this class reads and remembers):
 
 * :meth:`Tables.start` finds the status at start-up (and whether a new application gets the legacy
-  tables: ``leaseTableLayout``); :meth:`Tables.refresh` re-reads the stored status (consistently; never
+  tables: ``leaseTableLayout``, else :mod:`kcl_daemon.core.assignment.keep_out`, which keeps the lease
+  table free of non-lease items while KCL 2.x workers may read it, moving them out with
+  :mod:`kcl_daemon.leader.move_out`); :meth:`Tables.refresh` re-reads the stored status (consistently; never
   once COMPLETE) and re-derives the local status, so write targets follow the live state;
 * coordinator-state reads try the places in the status's order; writes go to the status's place (the
   legacy tables are created on the first write that needs them);
@@ -20,11 +22,14 @@ Blocking (boto3): callers run these on the ``lease-3x`` pool.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
+from kcl_daemon.core.assignment.client_version import ClientVersionConfig
+from kcl_daemon.core.assignment.keep_out import LayoutChoice, LeaseTableItems, choose_layout, two_x_about
 from kcl_daemon.core.assignment.table_migration import (
+    LEADER_KEY,
     MIGRATION_KEY,
     TABLE_MIGRATION_KEY,
     MetricsRow,
@@ -40,6 +45,7 @@ from kcl_daemon.core.assignment.table_migration import (
 )
 from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
 from kcl_daemon.errors import DependencyUnavailable, KclError
+from kcl_daemon.leader.move_out import move_out
 from kcl_daemon.retry import STARTUP
 
 logger = logging.getLogger(__name__)
@@ -50,8 +56,11 @@ class TablesConfig:
     worker_id: str
     #: ``migrateAllEntitiesToLeaseTable``
     migrate_all: bool = False
-    #: ``leaseTableLayout``: what a new application gets
-    layout: TableLayoutConfig = TableLayoutConfig.SINGLE_TABLE
+    #: ``leaseTableLayout``: what a new application gets (None: not set, chosen by
+    #: :func:`~kcl_daemon.core.assignment.keep_out.choose_layout`)
+    layout: TableLayoutConfig | None = None
+    #: ``clientVersionConfig`` (whether KCL 2.x workers may be about)
+    client_version: ClientVersionConfig = ClientVersionConfig.V3X
 
 
 class Tables:
@@ -72,6 +81,10 @@ class Tables:
         self.stored: TableMigrationStatus | None = None
         self.stored_item: dict[str, Any] | None = None
         self.started: Start | None = None
+        #: the layout chosen for an application without a coordinator-state table (None: it has one)
+        self.choice: LayoutChoice | None = None
+        #: the owners of the lease table's leases (read only when the layout choice needs them)
+        self.lease_owners: Callable[[], Sequence[str | None]] | None = None
         self._create_legacy = False
         self._legacy_ready = False
         #: called with (old, new) when the local status changes
@@ -91,13 +104,19 @@ class Tables:
         if exists:
             self.stored_item = STARTUP.call(self.legacy.get, TABLE_MIGRATION_KEY)
             stored = parse_status(None if self.stored_item is None else self.stored_item.get("tm"))
+        layout = self.config.layout or TableLayoutConfig.SINGLE_TABLE
         has_items = False
-        if not exists and self.config.layout is TableLayoutConfig.KCL_3_0_TO_3_4:
-            has_items = any(
-                STARTUP.call(self.lease_table.get, key) is not None
-                for key in ("Leader", MIGRATION_KEY, TABLE_MIGRATION_KEY)
-            )
-        started = start_status(exists, stored, self.config.migrate_all, self.config.layout, has_items)
+        if not exists:
+            items = self._lease_table_items()
+            self.choice = choice = choose_layout(self.config.layout, self.config.client_version, items)
+            layout, has_items = choice.layout, items.has_3x_state
+            if choice.warning:
+                logger.warning("%s", choice.warning)
+            if choice.move_migration or choice.delete_metrics:
+                move_out(choice, self.legacy, self.lease_table, self.lease_table_metrics)
+                self.legacy_metrics.create_table_if_missing()
+                exists, has_items = True, False  # the side tables exist now, with Migration3.0 if any
+        started = start_status(exists, stored, self.config.migrate_all, layout, has_items)
         self.started = started
         self.stored = stored
         self._create_legacy = started.create_legacy_tables
@@ -107,6 +126,34 @@ class Tables:
         if started.warning:
             logger.warning("%s", started.warning)
         return started
+
+    def _coordinator_items(self) -> LeaseTableItems:
+        migration = STARTUP.call(self.lease_table.get, MIGRATION_KEY)
+        return LeaseTableItems(
+            None if migration is None else str(migration.get("cv")),
+            STARTUP.call(self.lease_table.get, LEADER_KEY) is not None,
+            STARTUP.call(self.lease_table.get, TABLE_MIGRATION_KEY) is not None,
+        )
+
+    def _lease_table_items(self) -> LeaseTableItems:
+        """The lease table's non-lease items, as far as the layout choice needs them."""
+        items = self._coordinator_items()
+        if self.config.layout is not None:
+            return items
+        version = self.config.client_version
+        if two_x_about(version, items) is None and not items.has_3x_state and self.lease_owners is not None:
+            me = self.config.worker_id
+            owners = {o for o in STARTUP.call(self.lease_owners) if o is not None and o != me}
+            # read again after the owners: a 3.x worker writes Migration3.0 before it owns any lease, so
+            # owners seen while there is still no Migration3.0 run the 2.x algorithms (a 3.x worker that
+            # started beside this one meanwhile is not taken for one)
+            items = self._coordinator_items()
+            if not items.has_3x_state:
+                items = replace(items, other_owners=tuple(sorted(owners)))
+        if two_x_about(version, items) is not None:
+            entries, _ = STARTUP.call(self.lease_table_metrics.scan)
+            items = replace(items, metrics_rows=tuple(sorted(e.worker_id for e in entries)))
+        return items
 
     def refresh(self) -> TableMigrationStatus:
         """Re-read the stored status (strongly consistent) and re-derive the local one; nothing is read
@@ -160,8 +207,8 @@ class Tables:
     def read(self, key: str) -> dict[str, Any] | None:
         """A coordinator-state item from the first place of the status's reads that has it."""
         for place in self.routing.reads:
-            if place is Place.LEGACY and not self._legacy_ready:
-                continue
+            if place is Place.LEGACY and not self._legacy_ready and not self._create_legacy:
+                continue  # (a worker that may create them looks: another one may have created them first)
             try:
                 item = self.store(place).get(key)
             except DependencyUnavailable:
@@ -193,7 +240,7 @@ class Tables:
         tables = []
         for place in self.routing.reads:
             if place is Place.LEGACY:
-                if self._legacy_ready:
+                if self._legacy_ready or self._create_legacy:
                     tables.append(self.legacy_metrics)
             else:
                 tables.append(self.lease_table_metrics)

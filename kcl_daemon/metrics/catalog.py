@@ -150,6 +150,9 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
        ("worker",), "WorkerLeases", "Count", "Fleet", D, P + "fleet.worker.leases"),
     _m("kcl_fleet_zone_leases", G, "Leases per zone (worker id before leaseClusterSeparator)",
        ("zone",), "ZoneLeases", "Count", "Fleet", D, P + "fleet.zone.leases"),
+    _m("kcl_incompatible_layout_workers", G,
+       "Live workers of a table layout this application cannot share its table with (see the log)",
+       (), "IncompatibleLayoutWorkers", "Count", "Fleet", S, P + "fleet.workers.incompatible_layout"),
     # --- the exporters themselves
     _m("kcl_cloudwatch_put_failures", C, "PutMetricData calls that failed",
        (), "PutMetricDataFailures", "Count", "Metrics", S, P + "cloudwatch.put.failures"),

@@ -68,6 +68,9 @@ class WorkerObserver(Protocol):
 
     def shards_listed(self, shard_count: int) -> None: ...
 
+    def incompatible_layout_workers(self, count: int) -> None:
+        """Live workers of a table layout this application cannot share its table with (layout check)."""
+
 
 class NullShardObserver:
     def batch(
@@ -122,6 +125,9 @@ class NullWorkerObserver:
         pass
 
     def shards_listed(self, shard_count: int) -> None:
+        pass
+
+    def incompatible_layout_workers(self, count: int) -> None:
         pass
 
 

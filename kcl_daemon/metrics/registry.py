@@ -306,3 +306,6 @@ class WorkerMetrics:
 
     def shards_listed(self, shard_count: int) -> None:
         self._metrics.update_total_shards(shard_count)
+
+    def incompatible_layout_workers(self, count: int) -> None:
+        self._metrics.gauge("kcl_incompatible_layout_workers").set(count)

@@ -9,6 +9,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from kcl_daemon.core.assignment.client_version import ClientVersionConfig
 from kcl_daemon.core.assignment.table_migration import Place, TableLayoutConfig
 from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
 from kcl_daemon.errors import DependencyUnavailable, LeaseConflict, TransientNetwork
@@ -158,15 +159,15 @@ class FakeCoordinatorStore:
             "equal": dict(require_equal or {}),
         }
 
-    def delete_entry(self, key: str) -> dict[str, Any]:
-        return {"op": "delete", "store": self, "key": key}
+    def delete_entry(self, key: str, *, require_equal: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return {"op": "delete", "store": self, "key": key, "equal": dict(require_equal or {})}
 
     def transact(self, entries: list[dict[str, Any]], what: str) -> None:
         """All conditions first, then every write (all or nothing)."""
         for entry in entries:
             store: FakeCoordinatorStore = entry["store"]
             store._live()
-            if entry["op"] == "check":
+            if entry["op"] == "check" or (entry["op"] == "delete" and entry["equal"]):
                 store._check(entry["key"], False, entry["equal"])
             elif entry["op"] == "put":
                 if entry["absent"]:
@@ -188,8 +189,9 @@ class FakeCoordinatorStore:
 class FakeMetricsTable:
     """One place's WorkerMetricStats rows."""
 
-    def __init__(self, place: Place, *, exists: bool = True) -> None:
+    def __init__(self, place: Place, *, exists: bool = True, table_name: str | None = None) -> None:
         self.place = place
+        self.table_name = table_name or ("app-WorkerMetricStats" if place is Place.LEGACY else "app")
         self.rows: dict[str, WorkerMetricStats] = {}
         self.present = exists
         self.failing = False
@@ -231,7 +233,8 @@ def fake_tables(
     *,
     legacy: bool = True,
     migrate_all: bool = False,
-    layout: TableLayoutConfig = TableLayoutConfig.SINGLE_TABLE,
+    layout: TableLayoutConfig | None = TableLayoutConfig.SINGLE_TABLE,
+    client_version: ClientVersionConfig = ClientVersionConfig.V3X,
     shared: Tables | None = None,
 ) -> Tables:
     """A worker's :class:`Tables` on fresh places, or on the places of ``shared`` (another worker's)."""
@@ -244,4 +247,4 @@ def fake_tables(
             FakeMetricsTable(Place.LEGACY, exists=legacy),
             FakeMetricsTable(Place.LEASE_TABLE),
         )
-    return Tables(*places, TablesConfig(worker_id, migrate_all, layout))
+    return Tables(*places, TablesConfig(worker_id, migrate_all, layout, client_version))

@@ -325,7 +325,7 @@ def _metrics_warnings(facts: TableFacts, layout: TableLayout) -> list[str]:
 
 
 def configuration_warnings(
-    layout: TableLayoutConfig, migrate_all: bool, client_version_config: str
+    layout: TableLayoutConfig | None, migrate_all: bool, client_version_config: str
 ) -> list[str]:
     """What the layout-related keys say without reading a table."""
     out: list[str] = []
@@ -336,17 +336,32 @@ def configuration_warnings(
         )
     if layout is TableLayoutConfig.SINGLE_TABLE and client_version_config.endswith("COMPATIBLE_WITH_2X"):
         out.append(
-            "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X on a table without a coordinator-"
-            "state table writes Migration3.0 and worker metrics into the lease table, which KCL 2.x workers "
-            "read as leases: while 2.x workers remain, set leaseTableLayout = KCL_3_0_TO_3_4 (or run "
-            "..._COMPATIBLE_WITH_2X_PHASE1, which writes nothing)"
+            "leaseTableLayout = SINGLE_TABLE with clientVersionConfig = "
+            "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X on a table without a coordinator-state table "
+            "writes Migration3.0 and worker metrics into the lease table, which KCL 2.x workers read as "
+            "leases (they fail to start): while 2.x workers remain, remove the key (kcl-daemon then keeps "
+            "them in the side tables) or run ..._COMPATIBLE_WITH_2X_PHASE1, which writes nothing"
         )
     return out
 
 
-def layout_summary(layout: TableLayoutConfig, migrate_all: bool) -> str:
-    """One line for check-config: what this configuration does with the tables."""
-    if layout is TableLayoutConfig.KCL_3_0_TO_3_4:
+def layout_summary(
+    layout: TableLayoutConfig | None,
+    migrate_all: bool,
+    client_version_config: str = "CLIENT_VERSION_CONFIG_3X",
+) -> str:
+    """One line for check-config: what this configuration does with the tables (``layout`` None: the key
+    is not set)."""
+    if layout is None:
+        two_x = "COMPATIBLE_WITH_2X" in client_version_config
+        base = (
+            "the KCL 3.0-3.4 layout for a new application (<app>-CoordinatorState and "
+            "<app>-WorkerMetricStats, so that the KCL 2.x workers beside it read only leases)"
+            if two_x
+            else "single table (KCL 3.5) for a new application, unless its leases are owned by KCL 2.x "
+            "workers (then the two side tables)"
+        ) + "; an existing <app>-CoordinatorState is followed through the table migration"
+    elif layout is TableLayoutConfig.KCL_3_0_TO_3_4:
         base = (
             "KCL 3.0-3.4 layout for a new application (<app>-CoordinatorState and <app>-WorkerMetricStats "
             "are "

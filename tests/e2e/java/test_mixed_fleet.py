@@ -16,8 +16,9 @@ Java leader after the 120 s Java writes into the lock item.)
 
 Throughout, records keep coming and none is lost, and neither side logs errors about items the other
 wrote: both Java versions read every lease-table item as a lease, so kcl-daemon keeps its Migration3.0
-and worker-metrics items in the two side tables of the 3.0-3.4 layout (``leaseTableLayout =
-KCL_3_0_TO_3_4``), which KCL 2.x never reads and 3.1.3 uses too. kinesalite + dynalite only: the Java
+and worker-metrics items in the two side tables of the 3.0-3.4 layout: with 2.5.8 on its defaults (it
+does so by itself in the 2.x-compatible mode), with 3.1.3 with ``leaseTableLayout = KCL_3_0_TO_3_4``
+(the layout 3.1.3 uses too). kinesalite + dynalite only: the Java
 daemons' start-up dominates the wall time.
 """
 
@@ -101,11 +102,8 @@ class JavaKcl:
 JAVA_2 = JavaKcl(
     version="2.5.8",
     major=2,
-    py_extra=(
-        "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X\n"
-        # KCL 2.x reads every lease-table item as a lease: keep ours in the two side tables
-        "leaseTableLayout = KCL_3_0_TO_3_4\n"
-    ),
+    # kcl-daemon's defaults but the 2.x-compatible mode: it keeps its items out of the lease table by itself
+    py_extra="clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X\n",
     java_extra="",
     holds_all="py-a holds 4",
     java_joins="Java steals its share",

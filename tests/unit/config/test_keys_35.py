@@ -20,7 +20,7 @@ def _load(tmp_path: Path, text: str) -> Settings:
 
 def test_defaults_are_javas_and_a_new_application_is_single_table(tmp_path: Path) -> None:
     settings = _load(tmp_path, "")
-    assert settings.lease_table_layout == "SINGLE_TABLE"
+    assert settings.lease_table_layout is None  # unset: chosen from the table (core.assignment.keep_out)
     assert not settings.migrate_all_entities_to_lease_table
     assert (settings.table_migration_complete_bake_s, settings.table_migration_init_bake_s) == (
         86400.0,
@@ -34,6 +34,9 @@ def test_defaults_are_javas_and_a_new_application_is_single_table(tmp_path: Path
     derived = report.derived(settings)
     assert "single table" in str(derived["tableLayout"])
     assert derived["leaderLock"] == "10000 ms, heartbeat every 2500 ms"
+    compat = "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X\n"
+    two_x = report.derived(_load(tmp_path, compat))
+    assert "KCL 3.0-3.4 layout" in str(two_x["tableLayout"]) and "KCL 2.x" in str(two_x["tableLayout"])
 
 
 def test_the_keys_parse_under_javas_names(tmp_path: Path) -> None:
