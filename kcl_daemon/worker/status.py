@@ -175,7 +175,7 @@ class WorkerStatus:
             stream=info.stream,
             table=info.table,
             restart_grace_s=info.restart_grace_s,
-            keeping_leases=bool(scheduler.keep_leases_on_stop),
+            keeping_leases=scheduler.keep_leases_until is not None,
         )
 
     def _shards(self, now: float) -> tuple[ShardView, ...]:

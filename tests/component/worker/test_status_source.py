@@ -53,7 +53,7 @@ def scheduler(**changes: Any) -> Any:
         "handing_off": frozenset(),
         "lease_mode": None,
         "phase": Phase.RUNNING,
-        "keep_leases_on_stop": False,
+        "keep_leases_until": None,
     }
     fields.update(changes)
     return SimpleNamespace(**fields)
@@ -124,7 +124,7 @@ def test_the_worker_the_lease_mode_and_the_leader() -> None:
         version=ClientVersion.V3X,
         election=SimpleNamespace(leader_seen="worker-b"),
     )
-    snap = status(scheduler(lease_mode=mode, keep_leases_on_stop=True), clock).snapshot()
+    snap = status(scheduler(lease_mode=mode, keep_leases_until=1e12), clock).snapshot()
     w = snap.worker
     assert w.lease_mode == "3.x leader (CLIENT_VERSION_3X)"
     assert (w.leader, w.leader_id) == (False, "worker-b")
