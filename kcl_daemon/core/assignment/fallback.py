@@ -28,10 +28,13 @@ A lease is a **candidate** when, by this worker's own observation:
 
 The candidates are spread among the live kcl-daemon workers (**takers**: this worker, plus the workers
 whose worker-metrics item carries kcl-daemon's extras, are ACTIVE, not frozen, and own no candidate,
-since such an owner is dead): this worker takes at most ``ceil(candidates / takers)``, and never past
-``max_leases_for_worker``. It takes first the candidates it wins by rendezvous hashing (the taker with
-the highest hash of ``(worker, lease key)``), then, to fill its share, the others in its own hash order
-(a winner that is dead or slower than us; a race is decided by the counter). Pure and deterministic.
+since such an owner is dead), each taking at most its share ``ceil(candidates / takers)`` (and never
+past ``max_leases_for_worker``). Every taker computes the same split: candidate by candidate (by key),
+the taker with the highest rendezvous hash of ``(worker, lease key)`` that still has room gets it. So
+followers that saw the same scan never race for a lease. A candidate that has been due for
+``open_after`` (a watch interval and a grace: every live taker has scanned since) is open to any taker,
+in its own hash order: the one it fell to is dead or cut off. Any race left is decided by the counter.
+Pure and deterministic.
 """
 
 from __future__ import annotations
@@ -70,6 +73,14 @@ class FallbackConfig:
     #: the same, for a lease assigned to a worker that has not renewed it yet (see the module docstring)
     adopt_s: float
     max_leases_for_worker: int = JAVA_INT_MAX
+    #: past its due time by this much, a candidate is open to any taker (None: a watch interval + grace)
+    open_after_s: float | None = None
+
+    @property
+    def open_after(self) -> float:
+        if self.open_after_s is not None:
+            return self.open_after_s
+        return watch_interval_s(self.failover_s) + self.grace_s
 
     def __post_init__(self) -> None:
         if not self.failover_s > 0:
@@ -255,20 +266,26 @@ def plan_fallback(
     """Which of ``found`` (:func:`candidates`) this worker takes, holding ``held`` leases; ``workers``
     are the fleet's metrics views (RESTARTING and its grace included), ``ours`` the kcl-daemon ones."""
     frozen = frozen_workers(workers, now)
-    usable = [c for c in found if _eligible(c.lease, me, frozen)]
+    usable = sorted((c for c in found if _eligible(c.lease, me, frozen)), key=lambda c: c.lease.lease_key)
     owners = {c.lease.lease_owner for c in usable if c.lease.lease_owner is not None}
     among = takers(me, workers, ours, owners, now)
     share = math.ceil(len(usable) / len(among)) if usable else 0
-    share = max(0, min(share, config.max_leases_for_worker - held))
-
-    def order(c: Candidate) -> tuple[bool, int, str]:
+    room = dict.fromkeys(among, share)
+    mine, others = [], []
+    for c in usable:
         key = c.lease.lease_key
-        winner = max(among, key=lambda w: (_rank(w, key), w))
-        return (winner != me, -_rank(me, key), key)
-
-    takes = tuple(sorted(usable, key=order)[:share])
+        chosen = next(w for w in sorted(among, key=lambda w: (-_rank(w, key), w)) if room[w] > 0)
+        room[chosen] -= 1
+        if chosen == me:
+            mine.append(c)
+        elif now > c.due + config.open_after:
+            others.append(c)  # its taker has not taken it: dead, or cut off
+    others.sort(key=lambda c: (-_rank(me, c.lease.lease_key), c.lease.lease_key))
+    limit = max(0, min(share, config.max_leases_for_worker - held))
+    takes = tuple((mine + others)[:limit])
     summary = (
         f"worker {me}: {len(usable)} lease(s) stood still past failover + grace with no reassignment; "
         f"{len(among)} kcl-daemon taker(s), share {share}: taking {len(takes)}"
+        + (f" ({len(others)} left by the taker they fell to)" if others else "")
     )
-    return FallbackPlan(takes, len(usable), tuple(among), share, summary)
+    return FallbackPlan(takes, len(usable), tuple(among), limit, summary)
