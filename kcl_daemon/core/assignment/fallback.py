@@ -12,7 +12,9 @@ the owner, and both change with a take.
 
 A lease is a **candidate** when, by this worker's own observation:
 
-* it is not finished (``SHARD_END``), not owned by this worker (lease discovery adopts those), and
+* it is not finished (``SHARD_END``), not owned by this worker (lease discovery adopts those; but a
+  hand-off *to* this worker whose serving worker stopped renewing is a candidate: discovery never adopts
+  a lease with ``checkpointOwner`` set, and a take clears it), and
   neither its owner nor its pending hand-off's serving worker is *frozen* (RESTARTING within its grace:
   :func:`~kcl_daemon.core.assignment.assignor.frozen_workers`, the assignor's rule);
 * it has an owner, or this worker suspects the leader (its lock missed a heartbeat, or there is none):
@@ -21,8 +23,8 @@ A lease is a **candidate** when, by this worker's own observation:
 * its counter has not changed for more than ``failover + grace`` since this worker first saw it, or
   since it first saw the lease at all (a lease first seen unowned is timed from that sighting, not from
   "never");
-* a lease whose last counter change was an *assignment* (its owner changed) and that its new owner has
-  not renewed since waits ``failover + adopt`` instead: a Java worker discovers an assignment up to half
+* a lease whose last counter change was an *assignment* (its owner and counter changed at once) and
+  that its new owner has not renewed since waits ``failover + adopt`` instead: a Java worker discovers an assignment up to half
   an assignment interval late and renews it up to a renewal period after that, and may process before
   it renews; taking such a lease would cut a live worker off.
 
@@ -163,17 +165,20 @@ def _due(lease: Lease, observations: LeaseObservations, watch: Watch, config: Fa
         return None
     still_since = max(observed.changed_at, sighting.first_seen)
     wait = config.grace_s
-    assigned = sighting.owner_since is not None and lease.lease_owner is not None
-    if assigned and observed.changed_at <= (sighting.owner_since or 0.0):
-        wait = max(wait, config.adopt_s)  # assigned, and not renewed by its new owner since
+    # an *assign* moves the owner and the counter at once (a hand-off's start moves only the owner, and
+    # its serving worker renews on): assigned, and not renewed by its new owner since
+    assigned = lease.lease_owner is not None and lease.checkpoint_owner is None
+    if assigned and observed.changed_at == sighting.owner_since:
+        wait = max(wait, config.adopt_s)
     return still_since + config.failover_s + wait
 
 
 def _eligible(lease: Lease, me: str, frozen: frozenset[str], unowned: bool = True) -> bool:
+    adopts = lease.lease_owner == me and lease.checkpoint_owner is None  # lease discovery's
     return (
         (unowned or lease.lease_owner is not None)
         and not lease.is_shard_end
-        and lease.lease_owner != me
+        and not adopts
         and lease.lease_owner not in frozen
         and lease.checkpoint_owner not in frozen
     )
