@@ -24,9 +24,9 @@ A lease is a **candidate** when, by this worker's own observation:
   since it first saw the lease at all (a lease first seen unowned is timed from that sighting, not from
   "never");
 * a lease whose last counter change was an *assignment* (its owner and counter changed at once) and
-  that its new owner has not renewed since waits ``failover + adopt`` instead: a Java worker discovers an assignment up to half
-  an assignment interval late and renews it up to a renewal period after that, and may process before
-  it renews; taking such a lease would cut a live worker off.
+  that its new owner has not renewed since waits ``failover + adopt`` instead: a Java worker discovers
+  an assignment up to half an assignment interval late and renews it up to a renewal period after
+  that, and may process before it renews; taking such a lease would cut a live worker off.
 
 The candidates are spread among the live kcl-daemon workers (**takers**: this worker, plus the workers
 whose worker-metrics item carries kcl-daemon's extras, are ACTIVE, not frozen, and own no candidate,
