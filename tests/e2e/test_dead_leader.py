@@ -5,7 +5,8 @@ worker-metrics row, its legacy-``Expected`` *assign*) leads two kcl-daemon worke
 four leases itself. It then dies as a SIGKILLed Java leader does: no more heartbeats nor renewals, and
 its lock stays for two minutes. The kcl-daemon followers take its leases themselves once they have
 stood still past failover + grace (fallback taker), fenced on the counter, without touching the lock:
-its shards resume within seconds, not after the lock's two minutes, and no record is lost.
+its shards resume within seconds, not after the lock's two minutes, and no record is lost. An *assign*
+the leader would still send from a scan made before the take fails its ``Expected`` owner.
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ def test_a_dead_java_35_leaders_leases_move_to_kcl_daemon_followers_while_its_lo
             lambda: {"py-a", "py-b"} <= {r["worker"] for r in fleet.recorded()}, 45, "py-a, py-b process"
         )
 
+        stale = [x for x in java.scan_leases() if x.get("leaseOwner", {}).get("S") == "java-leader"]
         beats[0].stop()  # the leader dies: no heartbeat, no renewal; its 120 s lock stays
         killed = time.monotonic()
         put(aws_clients, stream, range(100, 150))
@@ -146,6 +148,9 @@ def test_a_dead_java_35_leaders_leases_move_to_kcl_daemon_followers_while_its_lo
         logs = "".join(d.text() for d in fleet.daemons.values())
         assert "took the leader lock" not in logs
         assert "taken (fallback)" in logs
+        # a slow leader's assign from a scan before the take fails its Expected owner: the table decides
+        with pytest.raises(client.exceptions.ConditionalCheckFailedException):
+            java.assign(stale[0], "java-leader")
         final = owners(lease_table)
         counts = Counter(r["data"] for r in fleet.recorded())
     finally:

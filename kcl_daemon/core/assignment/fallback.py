@@ -107,10 +107,10 @@ class FallbackConfig:
         second covers its scan and write. So a live kcl-daemon leader always places first, and only a dead
         or slow leader (Java's assigns every assignment interval) is overtaken. ``adopt`` is Java's lease
         discovery period (half the assignment interval) plus a renewal period (``failover / 3``)."""
+        expiry_s = expiry_interval_s if expiry_interval_s is not None else expiry_interval_for(failover_s)
         return cls(
             failover_s=failover_s,
-            grace_s=2
-            * (expiry_interval_s if expiry_interval_s is not None else expiry_interval_for(failover_s)),
+            grace_s=2 * expiry_s,
             adopt_s=assignment_interval_s / 2 + failover_s / 3,
             max_leases_for_worker=max_leases_for_worker,
         )
