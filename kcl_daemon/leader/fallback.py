@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from typing import Any, TypeVar
@@ -49,6 +50,8 @@ class FallbackTaker:
         held: Callable[[], int],
         clock: Clock,
         pool: Executor,
+        *,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.worker_id = worker_id
         self.config = config
@@ -60,6 +63,7 @@ class FallbackTaker:
         self._held = held
         self._clock = clock
         self._pool = pool
+        self._wall = wall
         self._watch = Watch()
 
     async def _call(self, fn: Callable[[], T]) -> T:
@@ -82,7 +86,9 @@ class FallbackTaker:
         entries, _ = await self._call(self._metrics.scan)
         at = self._clock.monotonic()
         ours = {stats.worker_id for stats in entries if stats.extra is not None}
-        plan = plan_fallback(found, me, self._held(), self._views(entries, at), ours, at, config)
+        views = self._views(entries, at)
+        offset = self._wall() - at
+        plan = plan_fallback(found, me, self._held(), views, ours, at, config, wall_offset=offset)
         self.last = plan
         taken: list[Lease] = []
         if plan.takes:

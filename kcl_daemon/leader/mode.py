@@ -332,6 +332,7 @@ class LeaderMode:
             lambda: len(coordinator.held),
             self._clock,
             self._pool,
+            wall=self._wall,
         )
         self.assignment.after_run = self._migration_step
         self.discovery = LeaseDiscovery(

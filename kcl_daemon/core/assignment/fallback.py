@@ -23,6 +23,11 @@ A lease is a **candidate** when, by this worker's own observation:
 * its counter has not changed for more than ``failover + grace`` since this worker first saw it, or
   since it first saw the lease at all (a lease first seen unowned is timed from that sighting, not from
   "never");
+* its owner is not a kcl-daemon worker that has published worker metrics since the lease stood still:
+  such a worker is alive (one back from a restart publishes before it adopts the leases it kept, which
+  may take a while), and the assignor does not count it as a suspect either. A SIGKILLed kcl-daemon
+  worker whose last report came after its last renewal is left to the leader (and to its metrics going
+  stale); the fallback is for leases a dead leader leaves standing;
 * a lease whose last counter change was an *assignment* (its owner and counter changed at once) and
   that its new owner has not renewed since waits ``failover + adopt`` instead: a Java worker discovers
   an assignment up to half an assignment interval late and renews it up to a renewal period after
@@ -155,6 +160,8 @@ class Candidate:
     #: when it may be taken (monotonic): past it, it is a candidate
     due: float
     reason: str
+    #: since when it has stood still (monotonic)
+    still_since: float = float("-inf")
 
 
 def _due(lease: Lease, observations: LeaseObservations, watch: Watch, config: FallbackConfig) -> float | None:
@@ -204,9 +211,11 @@ def candidates(
         due = _due(lease, observations, watch, config)
         if due is None or now <= due:
             continue
-        age = now - (due - config.failover_s)
+        observed, sighting = observations.get(lease.lease_key), watch.sightings[lease.lease_key]
+        still = max(observed.changed_at if observed is not None else now, sighting.first_seen)
         owner = lease.lease_owner or "no owner"
-        out.append(Candidate(lease, due, f"{owner}: not renewed nor reassigned {age:.1f}s past its grace"))
+        why = f"{owner}: not renewed nor reassigned for {now - still:.1f}s (due after {due - still:.1f}s)"
+        out.append(Candidate(lease, due, why, still))
     return out
 
 
@@ -267,11 +276,29 @@ def plan_fallback(
     ours: Iterable[str],
     now: float,
     config: FallbackConfig,
+    *,
+    wall_offset: float = 0.0,
 ) -> FallbackPlan:
     """Which of ``found`` (:func:`candidates`) this worker takes, holding ``held`` leases; ``workers``
-    are the fleet's metrics views (RESTARTING and its grace included), ``ours`` the kcl-daemon ones."""
+    are the fleet's metrics views (RESTARTING and its grace included; ``last_update`` in epoch seconds,
+    ``now + wall_offset``), ``ours`` the kcl-daemon ones."""
     frozen = frozen_workers(workers, now)
-    usable = sorted((c for c in found if _eligible(c.lease, me, frozen)), key=lambda c: c.lease.lease_key)
+    kcl = set(ours)
+    published = {
+        w.worker_id: w.last_update - wall_offset
+        for w in workers
+        if w.worker_id in kcl and w.state is WorkerState.ACTIVE and w.last_update is not None
+    }
+
+    def alive(c: Candidate) -> bool:
+        """Its owner is a kcl-daemon worker that published metrics after the lease stood still: alive
+        (back from a restart: it publishes before it adopts what it kept), not for us to take."""
+        since = published.get(c.lease.lease_owner or "")
+        return since is not None and since > c.still_since
+
+    usable = sorted(
+        (c for c in found if _eligible(c.lease, me, frozen) and not alive(c)), key=lambda c: c.lease.lease_key
+    )
     owners = {c.lease.lease_owner for c in usable if c.lease.lease_owner is not None}
     among = takers(me, workers, ours, owners, now)
     share = math.ceil(len(usable) / len(among)) if usable else 0

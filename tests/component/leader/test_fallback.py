@@ -143,6 +143,7 @@ def _follower(
         lambda: len(taken),
         clock,
         pool,
+        wall=lambda: WALL + clock.now,
     )
     return loop, taken
 

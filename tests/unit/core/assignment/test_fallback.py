@@ -131,6 +131,27 @@ def test_a_frozen_workers_leases_wait_for_it() -> None:
     assert sorted(c.lease.lease_key for c in over.takes) == ["s-1", "s-2", "s-3"]
 
 
+@pytest.mark.parametrize(
+    ("published", "now", "taken", "why"),
+    [
+        (3.0, 12.1, [], "published after its lease stood still (at 0): back from a restart, adopting"),
+        (3.0, 60.0, [], "alive: left to it and its leader"),
+        (-1.0, 12.1, ["s-1"], "its last metrics came before the lease stood still: dead (SIGKILLed)"),
+    ],
+)
+def test_a_kcl_daemon_worker_back_from_a_restart_keeps_what_it_has_not_renewed_yet(
+    published: float, now: float, taken: list[str], why: str
+) -> None:
+    leases = [lease("s-1", 4, "py-b")]
+    obs, watch = watched([(0.0, leases)])
+    found_ = candidates(leases, obs, watch, "py-a", now, CONFIG, leader_suspect=False)
+    back = WorkerView("py-b", last_update=1000.0 + published)  # epoch = monotonic + 1000
+    plan = plan_fallback(found_, "py-a", 0, [back], {"py-b"}, now, CONFIG, wall_offset=1000.0)
+    assert [c.lease.lease_key for c in plan.takes] == taken, why
+    java = WorkerView("py-b", last_update=1000.0 + published)
+    assert len(plan_fallback(found_, "py-a", 0, [java], set(), now, CONFIG, wall_offset=1000.0).takes) == 1
+
+
 def test_takers_are_the_live_kcl_daemon_workers() -> None:
     workers = [
         WorkerView("py-b"),
