@@ -267,3 +267,23 @@ def test_what_fell_to_a_silent_taker_is_taken_once_it_is_open(keys: list[str], s
         now += CONFIG.grace_s
     assert not left
     assert now <= due + CONFIG.open_after + (len(keys) + 1) * CONFIG.grace_s
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(["py-b", "py-c", "java-1"])), max_size=10),
+    st.sets(st.sampled_from(["py-b", "py-c", "java-1"])),
+    st.floats(12.1, 200.0),
+)
+def test_a_restarting_workers_leases_wait_for_it_until_its_grace_ends(
+    owned: list[tuple[str, str]], restarting: set[str], now: float
+) -> None:
+    leases = list({k: lease(k, 1, o) for k, o in owned}.values())
+    obs, watch = watched([(0.0, leases)])
+    found_ = candidates(leases, obs, watch, "py-a", now, CONFIG, leader_suspect=False)
+    views = [WorkerView(w, state=WorkerState.RESTARTING, grace_until=100.0) for w in sorted(restarting)]
+    plan = plan_fallback(found_, "py-a", 0, views, {"py-b", "py-c"}, now, CONFIG)
+    for c in plan.takes:
+        assert c.lease.lease_owner not in restarting or now >= 100.0
+    if now >= 100.0 or not restarting:
+        assert len(plan.takes) == len(leases)  # the only live taker: everything, once the grace is over
