@@ -76,6 +76,7 @@ from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.restart_grace import graced_leases, restarting_owners
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.leader.election import LeaderElection
+from kcl_daemon.leader.fallback import FallbackTaker
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 
 logger = logging.getLogger(__name__)
@@ -169,6 +170,10 @@ class AssignmentLoop:
         self.adopt_own: Callable[[Lease, float], object] | None = None
         #: Told the workers that received leases in a run (the leader wakes its own lease discovery).
         self.on_assigned: Callable[[set[str]], None] | None = None
+        #: A follower's fallback taker: given each OBSERVE scan, says when to scan next (None: the
+        #: follower scans only while it suspects the leader)
+        self.fallback: FallbackTaker | None = None
+        self._watch_due_at = 0.0
         election.on_change.append(self._on_leadership)
 
     def _on_leadership(self, leading: bool) -> None:
@@ -192,6 +197,10 @@ class AssignmentLoop:
 
     async def _call(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    def worker_views(self, entries: Sequence[WorkerMetricStats], now_mono: float) -> list[WorkerView]:
+        """The workers as the decider sees them (for the fallback taker's RESTARTING graces)."""
+        return self._workers(entries, now_mono)
 
     def _workers(
         self, entries: Sequence[WorkerMetricStats], now_mono: float | None = None
@@ -351,6 +360,12 @@ class AssignmentLoop:
                 logger.debug("observing: skipping item: %s", problem)
             self._observations = self._observations.observe(scan.leases, now)
             self.last = RunReport(len(scan.leases), kind=kind)
+            if self.fallback is not None:
+                suspect = self._election.leader_suspect()
+                wake = await self.fallback.after_scan(
+                    scan.leases, self._observations, now, leader_suspect=suspect
+                )
+                self._watch_due_at = min(self._watch_due_at, wake)
             return self.last
         if kind is PassKind.BALANCE or self._entries is None:
             entries, problems = await self._call(self._metrics.scan)
@@ -518,7 +533,9 @@ class AssignmentLoop:
         """Seconds until the next pass: the expiry interval, sooner for a balance round or a lease due."""
         now = self._clock.monotonic()
         if not self._election.is_leader():
-            return self.config.expiry_s
+            if self.fallback is None:
+                return self.config.expiry_s
+            return max(min(self.config.expiry_s, self._watch_due_at - now), 0.0)
         wake = next_pass_at(
             now,
             leading=True,
@@ -538,9 +555,12 @@ class AssignmentLoop:
                 leading=leading,
                 balance_due_at=self._balance_due_at,
                 suspicious=not leading and self._election.leader_suspect(),
+                watch_due_at=None if self.fallback is None else self._watch_due_at,
             )
             if kind is not None:
                 try:
+                    if kind is PassKind.OBSERVE and self.fallback is not None:
+                        self._watch_due_at = now + self.fallback.watch_s
                     if kind is PassKind.BALANCE:
                         self._balance_due_at = now + self._next_sleep()
                     report = await self.run_once(kind)

@@ -12,7 +12,9 @@ algorithms on one table. In 3.x mode the worker runs, each as a supervised loop:
 * ``layout-check`` (in every mode): names workers of a table layout this application cannot share its
   table with (:mod:`kcl_daemon.leader.layout_watch`);
 * ``leader-election``: the ``Leader`` lock (Java's format), in the table the migration says;
-* ``lease-assignment``: the leader's scan -> decider -> conditional moves;
+* ``lease-assignment``: the leader's scan -> decider -> conditional moves; on a follower, a scan every
+  half failover for the fallback taker (:mod:`kcl_daemon.leader.fallback`: an expired lease that no
+  leader reassigns in time is taken, fenced on its counter, without the lock);
 * ``lease-discovery``: adopts the leases assigned to it (GSI query);
 * ``lease-handoff``: completes graceful hand-offs of its own leases.
 
@@ -55,6 +57,7 @@ from kcl_daemon.core.assignment.client_version import (
     resolve,
 )
 from kcl_daemon.core.assignment.decider import Decider
+from kcl_daemon.core.assignment.fallback import FallbackConfig
 from kcl_daemon.core.assignment.lease_count import LeaseCountDecider
 from kcl_daemon.core.assignment.table_migration import COMPLETE_BAKE_DEFAULT_S, INIT_BAKE_S, LayoutConflict
 from kcl_daemon.core.assignment.variance import VarianceDecider
@@ -64,6 +67,7 @@ from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop, RunRe
 from kcl_daemon.leader.cpu import CpuSampler, default_reading
 from kcl_daemon.leader.discovery import LeaseDiscovery
 from kcl_daemon.leader.election import LeaderElection
+from kcl_daemon.leader.fallback import FallbackTaker
 from kcl_daemon.leader.handoff import HandoffWatcher
 from kcl_daemon.leader.hooks import WorkerHooks
 from kcl_daemon.leader.layout_watch import LayoutWatch, LayoutWatchConfig
@@ -334,6 +338,23 @@ class LeaderMode:
             wall=self._wall,
         )
         self.assignment.observer = worker.coordinator.observer
+        coordinator = worker.coordinator
+        self.assignment.fallback = FallbackTaker(
+            cfg.worker_id,
+            FallbackConfig.derive(
+                cfg.assignment.failover_s,
+                cfg.assignment.interval_s,
+                cfg.assignment.expiry_s,
+                cfg.assignment.decider.max_leases_for_worker,
+            ),
+            self.fleet_metrics,
+            self.assignment.worker_views,
+            lambda planned: coordinator.take_planned(planned),
+            lambda: len(coordinator.held),
+            self._clock,
+            self._pool,
+            wall=self._wall,
+        )
         self.assignment.after_run = self._migration_step
         self.discovery = LeaseDiscovery(
             self.table, worker.coordinator, self._clock, self._pool, interval_s=cfg.discovery_s

@@ -568,7 +568,18 @@ class LeaseCoordinator:
             graced=restart_grace.graced_leases(scan.leases, self._wall()),
         )
         self.last_plan = plan
-        for planned in plan.all:
+        await self.take_planned(plan.all)
+        for planned in plan.evictions:
+            await self._evict(planned)
+        return plan
+
+    async def take_planned(self, planned_takes: Iterable[PlannedTake]) -> list[Lease]:
+        """Take each planned lease, fenced on the counter it was planned on (a steal re-reads it first);
+        returns those taken, held and announced to the listeners. A take that fails (another worker was
+        first, an unreadable item, an error) is logged and skipped."""
+        self._loop = asyncio.get_running_loop()
+        taken_leases = []
+        for planned in planned_takes:
             lease: Lease | None = planned.lease
             deadline = self._clock.monotonic() + LEASE_IO.deadline_s
             try:
@@ -597,9 +608,8 @@ class LeaseCoordinator:
             self.observer.lease_taken(planned.kind.value)
             for listener in self.listeners.taken:
                 listener(taken)
-        for planned in plan.evictions:
-            await self._evict(planned)
-        return plan
+            taken_leases.append(taken)
+        return taken_leases
 
     async def _evict(self, planned: PlannedTake) -> None:
         """Remove the dead owner of an expired lease (fenced on the counter seen), so that a worker under

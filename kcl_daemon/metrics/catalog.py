@@ -117,7 +117,8 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
     # --- per worker
     _m("kcl_worker_leases", G, "Leases this worker holds",
        (), "CurrentLeases", "Count", "Worker", S, P + "leases.held"),
-    _m("kcl_leases_taken", C, "Leases taken, by kind: available, priority, steal; assigned (3.x leader)",
+    _m("kcl_leases_taken", C,
+       "Leases taken, by kind: available, priority, steal; assigned (3.x leader); fallback (3.x follower)",
        ("kind",), "LeasesTaken", "Count", "TakeLeases", S, P + "leases.taken"),
     _m("kcl_leases_lost", C, "Leases lost (another worker took them, or renewals failed)",
        (), "LostLeases", "Count", "RenewAllLeases", S, P + "leases.lost"),

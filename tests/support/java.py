@@ -187,8 +187,10 @@ class MixedFleet:
         java_version: int,
         py_extra: str,
         java_extra: str = "",
+        failover_ms: int = FAILOVER_MS,
     ) -> None:
-        self.py = Fleet(tmp_path, backend, table.table_name, stream, failover_ms=FAILOVER_MS, extra=py_extra)
+        self.failover_ms = failover_ms
+        self.py = Fleet(tmp_path, backend, table.table_name, stream, failover_ms=failover_ms, extra=py_extra)
         self.proxy = H2cProxy(backend.kinesis_endpoint, tmp_path / "h2c.log")
         self.javas: dict[str, JavaDaemon] = {}
         self.sent = 0
@@ -209,7 +211,7 @@ class MixedFleet:
             kinesis_endpoint=self.proxy.endpoint,
             dynamodb_endpoint=self._backend.dynamodb_endpoint,
             records=self.py.records,
-            failover_ms=FAILOVER_MS,
+            failover_ms=self.failover_ms,
             extra=self._java_extra,
         )
         self.javas[name] = daemon

@@ -537,3 +537,13 @@ class _Receivers:
 
     def received(self, w: str) -> None:
         self._push(w)
+
+
+def frozen_workers(workers: Iterable[WorkerView], now: float) -> frozenset[str]:
+    """The workers whose leases wait for them: RESTARTING with a grace that has not passed (the rule of
+    :meth:`CooperativeAssignor.decide`, for the followers' fallback taker)."""
+    return frozenset(
+        w.worker_id
+        for w in workers
+        if w.state is WorkerState.RESTARTING and w.grace_until is not None and w.grace_until > now
+    )

@@ -15,7 +15,9 @@ after the death. kcl-daemon's leader runs three kinds of pass (:class:`PassKind`
 * ``OBSERVE``, on a follower that has seen the leader's lock miss a heartbeat
   (:func:`~kcl_daemon.core.assignment.leader_lock.leader_suspect`): the scan only records counter
   changes, so that if this worker takes the lock over, the dead leader's leases come due one failover
-  after they were first seen here, not one failover after the lock was taken.
+  after they were first seen here, not one failover after the lock was taken. A follower also observes
+  every :func:`~kcl_daemon.core.assignment.fallback.watch_interval_s` (half the failover) while the
+  leader looks alive, and takes itself the leases no leader reassigns in time (the fallback taker).
 
 A worker learns of a lease assigned to it through lease discovery, which runs at the same expiry
 interval (a KEYS_ONLY query of the owner index); the leader adopts its own assignments at once.
@@ -39,12 +41,21 @@ class PassKind(enum.StrEnum):
     OBSERVE = "observe"
 
 
-def plan_pass(now: float, *, leading: bool, balance_due_at: float, suspicious: bool) -> PassKind | None:
+def plan_pass(
+    now: float,
+    *,
+    leading: bool,
+    balance_due_at: float,
+    suspicious: bool,
+    watch_due_at: float | None = None,
+) -> PassKind | None:
     """The pass to run at ``now``: the leader balances when due and checks expiries otherwise; a follower
-    observes only while the leader looks dead; None: nothing to scan."""
+    observes while the leader looks dead, and when its watch scan is due (``watch_due_at``, None: no
+    watch; see :mod:`~kcl_daemon.core.assignment.fallback`); None: nothing to scan."""
     if leading:
         return PassKind.BALANCE if now >= balance_due_at else PassKind.EXPIRY
-    return PassKind.OBSERVE if suspicious else None
+    watching = watch_due_at is not None and now >= watch_due_at
+    return PassKind.OBSERVE if suspicious or watching else None
 
 
 def next_pass_at(

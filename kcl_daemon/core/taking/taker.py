@@ -84,6 +84,7 @@ class TakeKind(enum.StrEnum):
     AVAILABLE = "available"  # unowned or expired lease, taken up to the target
     STEAL = "steal"  # live lease of the most loaded worker
     EVICT = "evict"  # expired lease of another worker, made unowned for a worker under its target
+    FALLBACK = "fallback"  # 3.x follower: an expired lease the leader has not reassigned in time
 
 
 @dataclass(frozen=True, slots=True)
