@@ -30,9 +30,11 @@ from kcl_daemon.core.assignment.fallback import (
     plan_fallback,
     watch_interval_s,
 )
+from kcl_daemon.core.assignment.passes import with_lease_graces
 from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
 from kcl_daemon.core.expiry import LeaseObservations
 from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.restart_grace import restarting_owners
 from kcl_daemon.core.taking.taker import PlannedTake, TakeKind
 
 logger = logging.getLogger(__name__)
@@ -86,8 +88,12 @@ class FallbackTaker:
         entries, _ = await self._call(self._metrics.scan)
         at = self._clock.monotonic()
         ours = {stats.worker_id for stats in entries if stats.extra is not None}
-        views = self._views(entries, at)
-        offset = self._wall() - at
+        wall = self._wall()
+        offset = wall - at
+        # a worker whose lease marks its restart grace is RESTARTING whatever its metrics item says: its
+        # leases wait for it (kcl_daemon.core.restart_grace), here as at the leader
+        graces = {worker: until - offset for worker, until in restarting_owners(leases, wall).items()}
+        views = with_lease_graces(self._views(entries, at), graces)
         plan = plan_fallback(found, me, self._held(), views, ours, at, config, wall_offset=offset)
         self.last = plan
         taken: list[Lease] = []

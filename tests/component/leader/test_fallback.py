@@ -20,6 +20,7 @@ from kcl_daemon.core.assignment.fallback import FallbackConfig
 from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
 from kcl_daemon.core.assignment.zones import WorkerExtras, extras_to_attribute
 from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
 from kcl_daemon.core.sequence import TRIM_HORIZON
 from kcl_daemon.core.taking.taker import PlannedTake, TakeKind
 from kcl_daemon.errors import LeaseConflict
@@ -226,3 +227,20 @@ async def test_a_take_that_loses_the_race_to_the_leaders_assign_is_skipped(pool:
     await _run_until(loop, clock, 30.0)
     assert table.owned(ME) == {"s-2"} and table.owned("java-2") == {"s-1"}
     assert [lease.lease_key for lease, _ in taken] == ["s-2"]
+
+
+async def test_a_lease_marked_with_its_owners_restart_grace_waits_whatever_the_metrics_say(
+    pool: ThreadPoolExecutor,
+) -> None:
+    """The restart grace marked on the lease (kcl_daemon.core.restart_grace) holds for the fallback too:
+    the stopping worker's metrics item was last read ACTIVE (or is gone), its lease stands still past
+    failover + grace, and still the follower leaves it for the worker's return; an unmarked lease of the
+    same dead-looking owner is taken."""
+    marked = _lease("kept-1", "py-r", counter=2)
+    mark = RestartMark("py-r", 2, WALL + 1000)
+    marked = dataclasses.replace(marked, extra={RESTART_ATTRIBUTE: mark_attribute(mark)})
+    table, clock = _Table([marked, _lease("dead-1", "py-d")]), FakeClock()
+    loop, taken = _follower(table, _Metrics([_ours(ME), _ours("py-r"), _ours("py-d")]), clock, pool)
+    await _run_until(loop, clock, 4 * FAILOVER)
+    assert table.owned("py-r") == {"kept-1"}
+    assert [lease.lease_key for lease, _ in taken] == ["dead-1"]
