@@ -210,11 +210,7 @@ class CooperativeAssignor:
         round_no = int(state.values.get(ROUND, 0))
         by_id = {w.worker_id: w for w in workers}
         live = [lease for lease in leases if not lease.finished]
-        frozen = {
-            w.worker_id
-            for w in workers
-            if w.state is WorkerState.RESTARTING and w.grace_until is not None and w.grace_until > now
-        }
+        frozen = set(frozen_workers(workers, now))
         # A worker back within its grace is ACTIVE before it has renewed what it kept: its expired
         # leases stay its own (and it is no suspect) until the grace it declared ends.
         graces = {w.worker_id: w.grace_until for w in workers if w.worker_id in frozen and w.grace_until}
@@ -541,7 +537,7 @@ class _Receivers:
 
 def frozen_workers(workers: Iterable[WorkerView], now: float) -> frozenset[str]:
     """The workers whose leases wait for them: RESTARTING with a grace that has not passed (the rule of
-    :meth:`CooperativeAssignor.decide`, for the followers' fallback taker)."""
+    :meth:`CooperativeAssignor.decide` and of the followers' fallback taker)."""
     return frozenset(
         w.worker_id
         for w in workers
