@@ -75,15 +75,24 @@ def connection(stack: LocalStack) -> dict[str, str]:
     return {
         "region": stack.backend.region,
         "endpointUrl": stack.backend.endpoint,
-        "dynamoDbEndpointUrl": stack.backend.endpoint,  # the embedded backend serves both
         "awsAccessKeyId": credentials.access_key_id,
         "awsSecretKey": credentials.secret_access_key,
     }
 
 
+def table(stack: LocalStack) -> dict[str, str]:
+    """Where a source's table is: the embedded backend serves DynamoDB too (endpointUrl is Kinesis' only)."""
+    return {"dynamoDbEndpointUrl": stack.backend.endpoint}
+
+
 def start_queries(spark: SparkSession, stack: LocalStack, out: Path) -> list[Any]:
     """The two streaming queries of the pipeline, started (2-second processing-time triggers)."""
-    source = {**connection(stack), "streamName": stack.stream_name, "startingPosition": "TRIM_HORIZON"}
+    source = {
+        **connection(stack),
+        **table(stack),
+        "streamName": stack.stream_name,
+        "startingPosition": "TRIM_HORIZON",
+    }
     records = spark.readStream.format("kinesis").options(**source).load()
     enriched = (
         transform(records)
@@ -120,7 +129,12 @@ def drain(queries: list[Any]) -> None:
 
 def read_back(spark: SparkSession, stack: LocalStack, out: Path) -> list[int]:
     """``n`` of every record in the output stream, read with the source (AvailableNow)."""
-    options = {**connection(stack), "streamName": OUTPUT_STREAM, "startingPosition": "TRIM_HORIZON"}
+    options = {
+        **connection(stack),
+        **table(stack),
+        "streamName": OUTPUT_STREAM,
+        "startingPosition": "TRIM_HORIZON",
+    }
     frame = spark.readStream.format("kinesis").options(**options).load()
     seen: list[int] = []
 

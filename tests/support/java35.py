@@ -1,14 +1,19 @@
-"""The items Java KCL 3.5.1 writes to a single-table lease table, written exactly so (contract §9.1, §3.6):
-the ``Migration3.0`` create, the lock client's ``Leader`` item, the worker-metrics upsert and the filtered
-worker-metrics scan. Raw DynamoDB calls on purpose: no kcl-daemon code is involved, so a test shows
-kcl-daemon reading and writing beside the item shapes themselves, in a second and on both emulators.
+"""A scripted KCL 3.5 worker and leader that write exactly what Java 3.5.1 writes to a single-table lease
+table (contract §9.1, §3.6, §4.2): the ``Migration3.0`` create, the lock client's ``Leader`` item and its
+heartbeats, the worker-metrics upsert, the filtered worker-metrics scan, and the leader's *assign* with
+the legacy ``Expected`` conditions. Raw DynamoDB calls on purpose: no kcl-daemon code is involved, so a
+test shows kcl-daemon reading and writing beside the item shapes themselves, in a second and on both
+emulators.
 
-Kept for those item-level tests only: kcl-daemon beside a Java 3.5 *leader and workers* is tested with
-the real Java KCL 3.5.1 daemon (``tests/e2e/java/test_java35_*.py``), which replaced the scripted leader.
+kcl-daemon beside a Java 3.5 leader and workers is tested with the real Java KCL 3.5.1 daemon
+(``tests/e2e/java/test_java35_*.py``). The script stays where the real daemon cannot serve in CI time or
+on moto: item-level tests, and a leader that stops while its 120 s lock stands
+(``tests/e2e/test_dead_leader.py``, beside the real daemon's ``test_java35_dead_leader.py``).
 """
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from typing import Any
@@ -60,6 +65,28 @@ class ScriptedJava35:
             ExpressionAttributeNames={"#pk": "leaseKey"},
         )
 
+    def heartbeat(self) -> None:
+        new = str(uuid.uuid4())
+        self.client.update_item(
+            TableName=self.table,
+            Key={"leaseKey": {"S": "Leader"}},
+            UpdateExpression="SET #ld = :ld, #rvn = :newRvn",
+            ConditionExpression="attribute_exists(#pk) AND #rvn = :rvn AND #on = :owner",
+            ExpressionAttributeNames={
+                "#pk": "leaseKey",
+                "#ld": "leaseDuration",
+                "#rvn": "recordVersionNumber",
+                "#on": "ownerName",
+            },
+            ExpressionAttributeValues={
+                ":ld": {"S": str(self.lease_duration_ms)},
+                ":newRvn": {"S": new},
+                ":rvn": {"S": self.rvn},
+                ":owner": {"S": self.worker_id},
+            },
+        )
+        self.rvn = new
+
     # -- worker metrics ---------------------------------------------------------------------------
 
     def publish_metrics(self, cpu: float | None = None) -> None:
@@ -104,3 +131,68 @@ class ScriptedJava35:
             if not page.get("LastEvaluatedKey"):
                 return items
             args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    # -- leases -----------------------------------------------------------------------------------
+
+    def scan_leases(self) -> list[dict[str, Any]]:
+        """Every item that is a lease: no entityType, or entityType LEASE (no filter, as Java)."""
+        items: list[dict[str, Any]] = []
+        args: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True}
+        while True:
+            page = self.client.scan(**args)
+            items += [i for i in page.get("Items", []) if i.get("entityType", {"S": "LEASE"})["S"] == "LEASE"]
+            if not page.get("LastEvaluatedKey"):
+                return items
+            args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def assign(self, lease: dict[str, Any], new_owner: str) -> None:
+        """The leader's *assign*: the legacy ``Expected`` conditions on owner, checkpoint owner and key."""
+        owner = lease.get("leaseOwner")
+        expected: dict[str, Any] = {
+            "leaseOwner": {"Value": owner} if owner else {"Exists": False},
+            "checkpointOwner": {"Exists": False},
+            "leaseKey": {"Value": lease["leaseKey"]},
+        }
+        updates: dict[str, Any] = {
+            "leaseOwner": {"Action": "PUT", "Value": {"S": new_owner}},
+            "checkpointOwner": {"Action": "DELETE"},
+            "leaseCounter": {"Action": "ADD", "Value": {"N": "1"}},
+        }
+        if owner and owner["S"] != new_owner:
+            updates["ownerSwitchesSinceCheckpoint"] = {"Action": "ADD", "Value": {"N": "1"}}
+        self.client.update_item(
+            TableName=self.table,
+            Key={"leaseKey": lease["leaseKey"]},
+            Expected=expected,
+            AttributeUpdates=updates,
+            ReturnValues="ALL_NEW",
+        )
+
+    def renew(self, lease: dict[str, Any]) -> dict[str, Any]:
+        """The 2.x/3.x renew: ``leaseCounter`` fenced with ``Expected``, counter + 1."""
+        counter = int(lease["leaseCounter"]["N"])
+        response = self.client.update_item(
+            TableName=self.table,
+            Key={"leaseKey": lease["leaseKey"]},
+            Expected={"leaseCounter": {"Value": {"N": str(counter)}}},
+            AttributeUpdates={"leaseCounter": {"Action": "PUT", "Value": {"N": str(counter + 1)}}},
+            ReturnValues="ALL_NEW",
+        )
+        return dict(response["Attributes"])
+
+    def assign_evenly(self, workers: list[str]) -> int:
+        """Count-based: give unowned leases to the workers with the fewest, as a 3.5 leader would."""
+        leases = self.scan_leases()
+        held = {w: sum(1 for lease in leases if lease.get("leaseOwner", {}).get("S") == w) for w in workers}
+        target = math.ceil(len(leases) / max(len(workers), 1))
+        moved = 0
+        for lease in leases:
+            if lease.get("leaseOwner") is not None:
+                continue
+            worker = min(workers, key=lambda w: (held[w], w))
+            if held[worker] >= target:
+                break
+            self.assign(lease, worker)
+            held[worker] += 1
+            moved += 1
+        return moved
