@@ -31,7 +31,10 @@ A lease is a **candidate** when, by this worker's own observation:
 * a lease whose last counter change was an *assignment* (its owner and counter changed at once) and
   that its new owner has not renewed since waits ``failover + adopt`` instead: a Java worker discovers
   an assignment up to half an assignment interval late and renews it up to a renewal period after
-  that, and may process before it renews; taking such a lease would cut a live worker off.
+  that, and may process before it renews; taking such a lease would cut a live worker off. So does an
+  owned lease this worker has never seen renewed (it may have been assigned just before this worker
+  first looked: a Java leader gives itself every lease of a new application, and its worker renews them
+  only once it discovers them); only a renewal seen, then a standstill, proves a dead owner sooner.
 
 The candidates are spread among the live kcl-daemon workers (**takers**: this worker, plus the workers
 whose worker-metrics item carries kcl-daemon's extras, are ACTIVE, not frozen, and own no candidate,
@@ -173,9 +176,13 @@ def _due(lease: Lease, observations: LeaseObservations, watch: Watch, config: Fa
     still_since = max(observed.changed_at, sighting.first_seen)
     wait = config.grace_s
     # an *assign* moves the owner and the counter at once (a hand-off's start moves only the owner, and
-    # its serving worker renews on): assigned, and not renewed by its new owner since
+    # its serving worker renews on): assigned, and not renewed by its new owner since. A lease this
+    # worker has never seen renewed may be one too, assigned before it first looked (a Java leader that
+    # has just given itself every lease of a new application, its worker not yet discovering them): only
+    # a renewal seen proves an owner that renews, and so a standstill after it a death
     assigned = lease.lease_owner is not None and lease.checkpoint_owner is None
-    if assigned and observed.changed_at == sighting.owner_since:
+    never_renewed = observed.changed_at <= sighting.first_seen
+    if assigned and (observed.changed_at == sighting.owner_since or never_renewed):
         wait = max(wait, config.adopt_s)
     return still_since + config.failover_s + wait
 

@@ -4,6 +4,7 @@ worker's, at most a fair share each."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -33,8 +34,21 @@ def lease(key: str, counter: int, owner: str | None = None, **kw: object) -> Lea
     return Lease(key, kw.pop("checkpoint", TRIM_HORIZON), lease_owner=owner, lease_counter=counter, **kw)  # type: ignore[arg-type]
 
 
-def watched(scans: Sequence[tuple[float, Sequence[Lease]]]) -> tuple[LeaseObservations, Watch]:
+def watched(
+    scans: Sequence[tuple[float, Sequence[Lease]]], *, renewed_before: bool = True
+) -> tuple[LeaseObservations, Watch]:
+    """The follower's observations after ``scans``; ``renewed_before``: it first looked 5 s before the
+    first scan and saw every lease renewed since (as a follower that has watched for a while has: a lease
+    never seen renewed waits as long as a lease just assigned, see the adoption cases)."""
     obs, watch = LeaseObservations(), Watch()
+    if renewed_before and scans:
+        first_at, first = scans[0]
+        earlier = [
+            dataclasses.replace(x, lease_counter=x.lease_counter - 1)
+            for x in first
+            if x.lease_owner is not None and x.lease_counter > 0
+        ]
+        obs, watch = obs.observe(earlier, first_at - 5.0), watch.see(earlier, first_at - 5.0)
     for now, leases in scans:
         obs, watch = obs.observe(leases, now), watch.see(leases, now)
     return obs, watch
@@ -118,6 +132,27 @@ def test_candidates(
     scans: list[tuple[float, list[Lease]]], now: float, suspect: bool, expected: list[str], why: str
 ) -> None:
     assert found(scans, now, suspect=suspect) == expected, why
+
+
+@pytest.mark.parametrize(
+    ("now", "expected", "why"),
+    [
+        (L + CONFIG.grace_s + 0.1, [], "never seen renewed: perhaps just assigned before this worker looked"),
+        (L + CONFIG.adopt_s - 0.1, [], "the same, within the adoption time"),
+        (L + CONFIG.adopt_s + 0.1, ["s-1"], "never renewed past the adoption time: its owner is dead"),
+    ],
+)
+def test_a_lease_never_seen_renewed_waits_as_long_as_one_just_assigned(
+    now: float, expected: list[str], why: str
+) -> None:
+    """A Java leader that has just given itself every lease of a new application renews them only once
+    its worker discovers them (up to a discovery period later): a follower that starts meanwhile sees
+    them stand still from its first look, and must not take them at failover + grace."""
+    obs, watch = watched([(0.0, [DEAD])], renewed_before=False)
+    got = [
+        c.lease.lease_key for c in candidates([DEAD], obs, watch, "py-a", now, CONFIG, leader_suspect=False)
+    ]
+    assert got == expected, why
 
 
 def test_a_frozen_workers_leases_wait_for_it() -> None:
