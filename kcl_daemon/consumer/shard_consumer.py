@@ -28,6 +28,13 @@ from kcl_daemon.core.lifecycle.checkpoint_rules import (
     decide_checkpoint,
 )
 from kcl_daemon.core.lifecycle.checkpoint_validity import unusable_checkpoint
+from kcl_daemon.core.lifecycle.poison import (
+    Bisection,
+    FailureKind,
+    Isolated,
+    PoisonPolicy,
+    delivery_failed,
+)
 from kcl_daemon.core.lifecycle.restart_policy import FailureHistory, Park, RestartPolicy, decide_restart
 from kcl_daemon.core.lifecycle.states import (
     CHECKPOINT_ALLOWED,
@@ -38,13 +45,23 @@ from kcl_daemon.core.lifecycle.states import (
 )
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shards.multi_stream import stream_fields
-from kcl_daemon.errors import CheckpointRefused, CheckpointUnusable, ChildFault, ChildProtocolViolation
+from kcl_daemon.dead_letters.letter import DeadLetter, Failure
+from kcl_daemon.dead_letters.sinks import DeadLetterSink
+from kcl_daemon.errors import (
+    CheckpointRefused,
+    CheckpointUnusable,
+    ChildFault,
+    ChildProtocolViolation,
+    ChildTimeout,
+    DeadLetterWriteFailed,
+)
 from kcl_daemon.log_context import shard_id_var
 from kcl_daemon.metrics.observer import NULL_SHARD_OBSERVER, ShardObserver
 from kcl_daemon.process.channel_sink import ChannelSink
 from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts, ChildSession
 from kcl_daemon.retrieval.source import Batch, RecordSource
+from kcl_daemon.retry import DEAD_LETTER_WRITE
 from kcl_protocol import (
     ActionMessage,
     AnyRecord,
@@ -67,6 +84,13 @@ BeforeShardEnd = Callable[[], Awaitable[bool]]
 MayDeliver = Callable[[float], bool]
 #: How often a batch held back by the fence checks again (a lease renewed late flows again at once).
 FENCE_POLL_S = 0.05
+#: How long, at most, a batch's answer waits for the stderr line saying the wrapper swallowed an
+#: exception (SKIP and DEAD_LETTER only; it was written before the answer, so it is already in the pipe).
+STDERR_SETTLE_S = 0.005
+
+
+def _position(record: AnyRecord) -> ExtendedSequenceNumber:
+    return ExtendedSequenceNumber(record.sequence_number, record.sub_sequence_number)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +103,12 @@ class ConsumerSettings:
     return_when_parked: bool = False
     #: Offer the log/metric channel in initialize (kcl_protocol.extensions; key childChannel).
     child_channel: bool = False
+    #: Poison records (kcl_daemon.core.lifecycle.poison; keys poisonRecordPolicy, maxDeliveryAttempts).
+    poison_policy: PoisonPolicy = PoisonPolicy.RETRY
+    max_delivery_attempts: int = 3
+    #: Where DEAD_LETTER writes (deadLetterDestination), and the application named in each letter.
+    dead_letters: DeadLetterSink | None = None
+    application: str = ""
 
 
 @dataclass(slots=True)
@@ -90,6 +120,12 @@ class ConsumerStats:
     child_starts: int = 0
     child_failures: int = 0
     failure_messages: list[str] = field(default_factory=list)
+    #: poison records: exceptions a wrapper swallowed, deliveries that failed (SKIP, DEAD_LETTER),
+    #: records sent again by a retry or the bisection, records skipped or dead-lettered
+    processor_exceptions: int = 0
+    failed_deliveries: int = 0
+    redelivered_records: int = 0
+    set_aside: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +187,16 @@ class ShardConsumer:
         #: (monotonic; None: none yet), and the last stderr line of a child that has stopped.
         self.checkpointed_at: float | None = None
         self._last_stderr: str | None = None
+        # Poison records (SKIP, DEAD_LETTER): the batch held after a failed delivery and its plan, the
+        # records delivered and answered (the checkpoint's bound after a failure), the records set aside
+        # (never delivered again by this consumer), and the exception reports of the child seen so far.
+        self._held: tuple[AnyRecord, ...] = ()
+        self._held_millis: int | None = None
+        self._plan: Bisection | None = None
+        self._answered_up_to = self._checkpoint
+        self._set_aside: set[ExtendedSequenceNumber] = set()
+        self._exceptions_seen = 0
+        self._restart_for_plan = False
 
     @property
     def behind(self) -> bool:
@@ -283,8 +329,12 @@ class ShardConsumer:
 
     async def _initialize(self) -> None:
         self._largest_delivered = self._checkpoint
+        self._answered_up_to = self._checkpoint
         self._in_flight_up_to = None
-        await self._source.start(self._checkpoint)
+        self._exceptions_seen = 0
+        if self._plan is None:
+            await self._source.start(self._checkpoint)
+        # else: a held batch is delivered again to the new child; the source keeps its place after it
         child = await self._launch_child()
         self.stats.child_starts += 1
         if self.stats.child_starts > 1:
@@ -304,6 +354,9 @@ class ShardConsumer:
         )()
 
     async def _process_next(self) -> None:
+        if self._plan is not None:
+            await self._deliver_held()
+            return
         batch = await self._next_batch_or_signal()
         if batch is None:
             if self._signal is None:
@@ -313,8 +366,15 @@ class ShardConsumer:
                 self._feed(ShardEvent.SHARD_END_REACHED)
             return
         records = self._after_checkpoint(batch.records)
+        if self._set_aside:
+            records = tuple(r for r in records if _position(r) not in self._set_aside)
         self._note_batch(batch.millis_behind_latest, len(records))
         if not records and not self._settings.call_process_records_even_for_empty_record_list:
+            return
+        if records and self._settings.poison_policy is not PoisonPolicy.RETRY:
+            self._held, self._held_millis = records, batch.millis_behind_latest
+            self._plan = Bisection.start(len(records), self._settings.max_delivery_attempts)
+            await self._deliver_held()
             return
         if records:
             last = records[-1]
@@ -337,6 +397,7 @@ class ShardConsumer:
             self.records_in_flight = 0
             if records:
                 self.progress_at = self._clock.monotonic()
+            self._note_exception_reports(records)
 
     def _note_batch(self, millis_behind_latest: int | None, records: int) -> None:
         """Readiness bookkeeping: a shard that falls behind starts its stall clock now."""
@@ -400,6 +461,9 @@ class ShardConsumer:
 
     async def _restart_or_park(self) -> None:
         await self._stop_child()
+        if self._restart_for_plan:
+            await self._restart_for_held_batch()
+            return
         decision = decide_restart(self._settings.restart, self._history)
         last = self.stats.failure_messages[-1] if self.stats.failure_messages else "unknown failure"
         if isinstance(decision, Park):
@@ -430,6 +494,238 @@ class ShardConsumer:
             tail = getattr(session.child, "stderr_tail", None)  # test doubles may keep none
             if tail:
                 self._last_stderr = tail[-1]
+
+    # -- poison records (docs/failures.md) ------------------------------------------------------------
+
+    def _note_exception_reports(self, records: tuple[AnyRecord, ...]) -> int:
+        """Warn and count the exceptions the child's wrapper reported and swallowed since last seen."""
+        session = self._session
+        total = 0 if session is None else getattr(session.child, "exception_reports", 0)
+        new, self._exceptions_seen = total - self._exceptions_seen, total
+        if new > 0:
+            self.stats.processor_exceptions += new
+            self._observer.poison("exception", new)
+            first = f" from {_position(records[0])}" if records else ""
+            logger.warning(
+                "shard %s: the processor raised while handling %d records%s; its wrapper caught the "
+                "exception and answered the batch as done%s",
+                self.shard_id,
+                len(records),
+                first,
+                " (poisonRecordPolicy RETRY: records after the failing one in that batch were not processed)"
+                if self._settings.poison_policy is PoisonPolicy.RETRY
+                else "",
+            )
+        return new
+
+    async def _exception_reported(self, records: tuple[AnyRecord, ...]) -> bool:
+        """Whether the child reported a swallowed exception during the batch just answered. The wrapper
+        writes it on stderr before its status on stdout, so it is in the pipe already: a few turns of the
+        loop (and a few milliseconds at most) let the stderr reader take it."""
+        session = self._session
+        if session is None:
+            return False
+        for _ in range(8):
+            await asyncio.sleep(0)
+        if getattr(session.child, "exception_reports", 0) == self._exceptions_seen:
+            await asyncio.sleep(STDERR_SETTLE_S)
+        return self._note_exception_reports(records) > 0
+
+    async def _attempt(self, part: tuple[AnyRecord, ...]) -> tuple[Failure, bool] | None:
+        """Deliver one (sub-)batch; None when it was answered, else (the failure, whether the child died)."""
+        session = self._session
+        assert session is not None
+        started = self._clock.monotonic()
+        try:
+            await session.run_action(ProcessRecords(part, self._held_millis), self._checkpoint_handler())
+        except ChildFault as fault:
+            kind = (
+                FailureKind.TIMEOUT
+                if isinstance(fault, ChildTimeout)
+                else FailureKind.ERROR
+                if isinstance(fault, ChildProtocolViolation)
+                else FailureKind.EXIT
+            )
+            tail = tuple(getattr(session.child, "stderr_tail", ()))
+            return Failure(kind.value, str(fault), tail), True
+        self._observer.action_done("processRecords", self._clock.monotonic() - started)
+        if await self._exception_reported(part) and delivery_failed(
+            self._settings.poison_policy, FailureKind.EXCEPTION
+        ):
+            tail = tuple(getattr(session.child, "stderr_tail", ()))
+            detail = "the processor raised; its wrapper caught the exception and answered anyway"
+            return Failure(FailureKind.EXCEPTION.value, detail, tail), False
+        return None
+
+    async def _deliver_held(self) -> None:
+        """Deliver the next sub-batch of the held batch (its plan decides which); set aside a record that
+        fails on its own; restart a child that died on it."""
+        plan = self._plan
+        assert plan is not None
+        span = plan.next_span()
+        if span is None:
+            self._plan, self._held = None, ()
+            return
+        part = tuple(r for r in self._held[span[0] : span[1]] if _position(r) > self._checkpoint)
+        if not part:  # the child checkpointed past them before it failed: they were processed
+            self._plan = plan.after_success()
+            return
+        if not await self._deliverable():
+            return  # a signal came while the lease could not be confirmed: nothing is sent
+        again = plan.failures > 0 or plan.splitting
+        if again:
+            self.stats.redelivered_records += len(part)
+            self._observer.poison("redelivered", len(part))
+        up_to = _position(part[-1])
+        self._in_flight_up_to = up_to
+        self._largest_delivered = max(self._largest_delivered, up_to)
+        self.stats.batches += 1
+        self.stats.records_delivered += len(part)
+        payload_bytes = sum(record.size for record in part)
+        self.stats.bytes_delivered += payload_bytes
+        self._report_batch(part, self._held_millis, payload_bytes)
+        self.records_in_flight = len(part)
+        started = self._clock.monotonic()
+        outcome = await self._attempt(part)
+        self._last_batch_s = self._clock.monotonic() - started
+        if outcome is None:
+            self._answered_up_to = max(self._answered_up_to, up_to)
+            self._plan = plan.after_success()
+            if self._plan.done:
+                self._plan, self._held = None, ()
+            self._history = self._history.after_progress(up_to)
+            self.records_in_flight = 0
+            self.progress_at = self._clock.monotonic()
+            return
+        failure, died = outcome
+        # Nothing after the last answered record may be checkpointed until the failing ones are set aside.
+        self._largest_delivered = max(self._checkpoint, self._answered_up_to)
+        self.stats.failed_deliveries += 1
+        self._observer.poison("failed_delivery")
+        self._plan, isolated = plan.after_failure()
+        logger.warning(
+            "shard %s: delivery of %d records from %s failed (%s: %s); %s",
+            self.shard_id,
+            len(part),
+            _position(part[0]),
+            failure.kind,
+            failure.detail,
+            "setting the record aside"
+            if isolated is not None
+            else "bisecting"
+            if self._plan.splitting
+            else f"attempt {self._plan.failures} of {self._settings.max_delivery_attempts}",
+        )
+        if died:
+            self.stats.child_failures += 1
+            self.stats.failure_messages.append(failure.detail)
+            self._restart_for_plan = True
+            self._feed(ShardEvent.CHILD_FAILED)
+            await self._stop_child()
+        if isolated is not None and not await self._set_aside_record(isolated, failure):
+            self._plan, self._held = None, ()  # a signal came first: nothing past it is delivered
+            self._restart_for_plan = False
+
+    async def _set_aside_record(self, isolated: Isolated, failure: Failure) -> bool:
+        """Skip or dead-letter one record; False if a signal came before its dead letter was written."""
+        record = self._held[isolated.index]
+        position = _position(record)
+        if self._settings.poison_policy is PoisonPolicy.DEAD_LETTER:
+            letter = DeadLetter.of(
+                record,
+                shard_id=self.shard_id,
+                stream=self.stream,
+                application=self._settings.application,
+                attempts=isolated.attempts,
+                failure=failure,
+            )
+            if not await self._write_dead_letter(letter):
+                return False
+            self._observer.poison("dead_lettered")
+            logger.warning(
+                "shard %s: dead-lettered record %s to %s after %d deliveries (%s)",
+                self.shard_id,
+                position,
+                self._settings.dead_letters,
+                isolated.attempts,
+                failure.kind,
+            )
+        else:
+            self._observer.poison("skipped")
+            logger.warning(
+                "shard %s: skipped record %s after %d deliveries (%s; poisonRecordPolicy SKIP)",
+                self.shard_id,
+                position,
+                isolated.attempts,
+                failure.kind,
+            )
+        self._set_aside.add(position)
+        self.stats.set_aside += 1
+        return True
+
+    async def _write_dead_letter(self, letter: DeadLetter) -> bool:
+        """Write one letter, retrying in place (``DEAD_LETTER_WRITE``) while the destination fails; the
+        shard waits meanwhile. False if a signal (lease lost, shutdown) came first."""
+        sink = self._settings.dead_letters
+        assert sink is not None, "DEAD_LETTER without a destination (config validation prevents it)"
+        failures = 0
+
+        async def sleep(seconds: float) -> None:
+            await sleep_unless_set(self._clock, seconds, self._wake)
+
+        retrying = DEAD_LETTER_WRITE.async_retrying(
+            sleep=sleep,
+            monotonic=self._clock.monotonic,
+            retry_if=lambda exc: isinstance(exc, DeadLetterWriteFailed) and self._signal is None,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    if self._signal is not None:
+                        return False
+                    try:
+                        await asyncio.to_thread(sink.write, letter)
+                    except DeadLetterWriteFailed as exc:
+                        failures += 1
+                        self._observer.poison("dead_letter_write_failed")
+                        if failures == 1:
+                            logger.warning(
+                                "shard %s waits: the dead-letter destination %s failed (%s); retrying; "
+                                "nothing is checkpointed past record %s meanwhile",
+                                self.shard_id,
+                                sink,
+                                exc,
+                                letter.name,
+                            )
+                        raise
+        except DeadLetterWriteFailed:
+            if self._signal is not None:
+                return False
+            raise
+        if failures:
+            logger.warning(
+                "shard %s: the dead-letter destination %s took the record after %d failed attempts",
+                self.shard_id,
+                sink,
+                failures,
+            )
+        return True
+
+    async def _restart_for_held_batch(self) -> None:
+        """A child died on a held batch: restart it after the usual backoff while the whole batch is being
+        retried, at once while it is bisected; these failures never park the shard (the plan ends)."""
+        self._restart_for_plan = False
+        attempt = 0 if self._plan is None else self._plan.restart_attempt()
+        delay = self._settings.restart.backoff_s(attempt) if attempt else 0.0
+        logger.warning(
+            "shard %s: restarting the child%s to deliver the held batch again",
+            self.shard_id,
+            f" in {delay:.1f}s" if delay else "",
+        )
+        if delay:
+            await sleep_unless_set(self._clock, delay, self._wake)
+        if self._signal is None:
+            self._feed(ShardEvent.RESTART_DUE)
 
     # -- checkpoints ---------------------------------------------------------------------------------
 

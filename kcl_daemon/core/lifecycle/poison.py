@@ -2,7 +2,8 @@
 
 Pure decisions over plain data (the shard consumer is the shell; see ``docs/failures.md``):
 
-* A delivery *fails* when the child exits or is killed, times out, or, for the wrappers that swallow a
+* A delivery *fails* when the child exits or is killed, times out, answers with an error (something
+  the protocol does not allow), or, for the wrappers that swallow a
   processor's exception (amazon_kclpy prints ``Caught exception from action dispatch`` on stderr and then
   answers the batch as done), reports an exception while handling it. Under ``RETRY`` (the default, as
   the Java daemon does) a swallowed exception is only reported: the batch counts as done.
@@ -33,6 +34,7 @@ class PoisonPolicy(enum.StrEnum):
 class FailureKind(enum.StrEnum):
     EXIT = "exit"  # the child exited, was killed, closed its output or broke the protocol
     TIMEOUT = "timeout"  # no answer within the action's timeout
+    ERROR = "error"  # it answered something the protocol does not allow (a wrong status, a long line)
     EXCEPTION = "exception"  # it answered, after reporting an exception it swallowed
     PROCESSOR = "processor"  # the processor handed the record over itself (the channel extension)
 
