@@ -83,7 +83,8 @@ async def run_shard(
         clock=clock,
     )
     outcome = await asyncio.wait_for(consumer.run(), timeout=120)
-    processed = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    lines = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    processed = [line for line in lines if line["event"] == "record"]
     return outcome, processed, clock
 
 
