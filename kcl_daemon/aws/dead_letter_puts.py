@@ -19,10 +19,12 @@ from kcl_daemon.aws.errors import map_aws_errors
 SQS_MAX_BODY_BYTES = 256 * 1024
 
 
-def dead_letter_client(settings: ClientSettings, service: str) -> Any:
-    """A client for ``sqs``, ``s3`` or ``kinesis`` with the daemon's region, credentials and timeouts."""
+def dead_letter_client(settings: ClientSettings, service: str, endpoint: str | None = None) -> Any:
+    """A client for ``sqs``, ``s3`` or ``kinesis`` with the daemon's region, credentials and timeouts
+    (``endpoint``: instead of boto3's, or for Kinesis the daemon's)."""
     chain = settings.credentials
-    endpoint = settings.kinesis_endpoint if service == "kinesis" else None
+    if endpoint is None and service == "kinesis":
+        endpoint = settings.kinesis_endpoint
     session = session_for(chain, settings.region)
     config = botocore_config(settings, anonymous=is_anonymous(chain))
     return session.client(service, endpoint_url=endpoint, config=config)  # type: ignore[call-overload]

@@ -8,10 +8,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
-from kcl_daemon.aws.clients import AwsClients
+from kcl_daemon.aws.clients import AwsClients, ClientSettings
+from kcl_daemon.aws.dead_letter_puts import dead_letter_client
 from kcl_daemon.dead_letters.letter import DeadLetter
 from tests.support.emulators import REGION, Backend
 from tests.support.figures import FIGURES
@@ -28,7 +28,7 @@ def kinesalite(kinesalite_endpoint: str, dynalite_endpoint: str) -> tuple[Backen
 
 
 def client(service: str, endpoint: str) -> Any:
-    return boto3.client(service, endpoint_url=endpoint, region_name=REGION)
+    return dead_letter_client(ClientSettings(region=REGION), service, endpoint)
 
 
 def test_sqs(tmp_path: Path, kinesalite: tuple[Backend, AwsClients], moto_endpoint: str) -> None:
