@@ -36,10 +36,21 @@ class PoisonRun:
     log: str
 
 
-def put_with_poison(clients: AwsClients, stream: str) -> tuple[dict[str, str], str]:
-    """Put RECORDS records, record-n except poison-POISON; (last sequence per shard, the poison's shard)."""
+@dataclass(frozen=True)
+class Outage:
+    """What a test that takes the destination down needs: the fleet's lease table, where the poison is."""
+
+    leases: DynamoLeaseTable
+    poison_shard: str
+    poison_seq: str
+    fleet: Fleet
+
+
+def put_with_poison(clients: AwsClients, stream: str) -> tuple[dict[str, str], str, str]:
+    """Put RECORDS records, record-n except poison-POISON; (last sequence per shard, the poison's shard and
+    sequence number)."""
     last: dict[str, str] = {}
-    poison_shard = ""
+    poison_shard = poison_seq = ""
     for offset in range(0, RECORDS, 250):
         numbers = range(offset, min(offset + 250, RECORDS))
         entries = [
@@ -51,8 +62,8 @@ def put_with_poison(clients: AwsClients, stream: str) -> tuple[dict[str, str], s
         for n, result in zip(numbers, reply["Records"], strict=True):
             last[result["ShardId"]] = result["SequenceNumber"]
             if n == POISON:
-                poison_shard = result["ShardId"]
-    return last, poison_shard
+                poison_shard, poison_seq = result["ShardId"], result["SequenceNumber"]
+    return last, poison_shard, poison_seq
 
 
 def run_poison_fleet(
@@ -65,8 +76,10 @@ def run_poison_fleet(
     *,
     mode: str = "raise",
     env: dict[str, str] | None = None,
+    during: Callable[[Outage], None] | None = None,
 ) -> PoisonRun:
-    last, poison_shard = put_with_poison(clients, stream)
+    """``during`` runs once the daemon started, before the wait for the end (a fault test's outage)."""
+    last, poison_shard, poison_seq = put_with_poison(clients, stream)
     assert len(last) == SHARDS
     table = f"deadletters-{int(time.time() * 1000)}"
     out = tmp_path / "processed.jsonl"
@@ -94,6 +107,8 @@ def run_poison_fleet(
 
     try:
         fleet.start("worker-a", f"{sys.executable} {KCLPY_POISON} {mode} {out}", env=env)
+        if during is not None:
+            during(Outage(leases, poison_shard, poison_seq, fleet))
         fleet.wait(done, 120, "every shard checkpointed at its last record and the poison dead-lettered")
         log = fleet.logs()
     finally:
