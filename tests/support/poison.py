@@ -118,12 +118,12 @@ def run_poison_fleet(
     processed = [line for line in everything if line["event"] == "record"]
     poison_events = [line for line in everything if line["event"] == "poison"]
     assert poison_events and all(p["shard"] == poison_shard for p in poison_events)
-    poison_seq = int(poison_events[0]["seq"])
+    first_poison = int(poison_events[0]["seq"])
     last_failure = max(p["t"] for p in poison_events)
     after = [
         p["t"]
         for p in processed
-        if p["shard"] == poison_shard and int(p["seq"]) > poison_seq and p["t"] > last_failure
+        if p["shard"] == poison_shard and int(p["seq"]) > first_poison and p["t"] > last_failure
     ]
     seen: set[tuple[str, str, int]] = set()
     redelivered = 0
