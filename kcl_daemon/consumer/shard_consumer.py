@@ -43,7 +43,7 @@ from kcl_daemon.core.lifecycle.states import (
     ShutdownReason,
     next_state,
 )
-from kcl_daemon.core.sequence import ExtendedSequenceNumber
+from kcl_daemon.core.sequence import ExtendedSequenceNumber, InvalidSequenceNumber
 from kcl_daemon.core.shards.multi_stream import stream_fields
 from kcl_daemon.dead_letters.letter import DeadLetter, Failure
 from kcl_daemon.dead_letters.sinks import DeadLetterSink
@@ -68,12 +68,14 @@ from kcl_protocol import (
     ChannelOffer,
     CheckpointErrorName,
     CheckpointRequest,
+    DeadLetterRequest,
     Initialize,
     LeaseLost,
     ProcessRecords,
     ShardEnded,
     ShutdownRequested,
 )
+from kcl_protocol.extensions import CHANNEL_ACTIONS, DEAD_LETTER_ACTION
 
 logger = logging.getLogger(__name__)
 
@@ -197,6 +199,7 @@ class ShardConsumer:
         self._set_aside: set[ExtendedSequenceNumber] = set()
         self._exceptions_seen = 0
         self._restart_for_plan = False
+        self._in_flight_records: tuple[AnyRecord, ...] = ()
 
     @property
     def behind(self) -> bool:
@@ -341,14 +344,26 @@ class ShardConsumer:
             self._observer.child_restart()
         channel = self._settings.child_channel
         sink = ChannelSink(self._observer, self._clock) if channel else None
-        self._session = ChildSession(child, self._settings.timeouts, on_channel=sink)
+        offer_dead_letter = channel and self._dead_lettering
+        self._session = ChildSession(
+            child,
+            self._settings.timeouts,
+            on_channel=sink,
+            on_dead_letter=self._processor_dead_letter if offer_dead_letter else None,
+        )
         checkpoint = self._checkpoint
         await self._send(
             Initialize(
                 self.shard_id,
                 checkpoint.sequence_number,
                 checkpoint.sub_sequence_number,
-                channel=ChannelOffer() if channel else None,
+                channel=(
+                    ChannelOffer(
+                        (*CHANNEL_ACTIONS, DEAD_LETTER_ACTION) if offer_dead_letter else CHANNEL_ACTIONS
+                    )
+                    if channel
+                    else None
+                ),
                 **stream_fields(self.stream),
             )
         )()
@@ -566,7 +581,11 @@ class ShardConsumer:
         if span is None:
             self._plan, self._held = None, ()
             return
-        part = tuple(r for r in self._held[span[0] : span[1]] if _position(r) > self._checkpoint)
+        part = tuple(
+            r
+            for r in self._held[span[0] : span[1]]
+            if _position(r) > self._checkpoint and _position(r) not in self._set_aside
+        )
         if not part:  # the child checkpointed past them before it failed: they were processed
             self._plan = plan.after_success()
             return
@@ -586,7 +605,11 @@ class ShardConsumer:
         self._report_batch(part, self._held_millis, payload_bytes)
         self.records_in_flight = len(part)
         started = self._clock.monotonic()
-        outcome = await self._attempt(part)
+        self._in_flight_records = part
+        try:
+            outcome = await self._attempt(part)
+        finally:
+            self._in_flight_records = ()
         self._last_batch_s = self._clock.monotonic() - started
         if outcome is None:
             self._answered_up_to = max(self._answered_up_to, up_to)
@@ -626,30 +649,71 @@ class ShardConsumer:
             self._plan, self._held = None, ()  # a signal came first: nothing past it is delivered
             self._restart_for_plan = False
 
+    @property
+    def _dead_lettering(self) -> bool:
+        return (
+            self._settings.poison_policy is PoisonPolicy.DEAD_LETTER
+            and self._settings.dead_letters is not None
+        )
+
+    async def _processor_dead_letter(self, request: DeadLetterRequest) -> None:
+        """The processor handed a record of its batch to the dead-letter destination (the channel's
+        ``deadLetter``): write it now (the child's next line waits), and never deliver it again."""
+        try:
+            position = ExtendedSequenceNumber(request.sequence_number, request.sub_sequence_number)
+        except (InvalidSequenceNumber, ValueError):
+            position = None
+        record = next((r for r in self._in_flight_records if _position(r) == position), None)
+        if record is None or position is None:
+            logger.warning(
+                "shard %s: the processor asked to dead-letter record %.140s/%d, which is not in the batch it "
+                "is processing; ignored",
+                self.shard_id,
+                request.sequence_number,
+                request.sub_sequence_number,
+            )
+            self._observer.channel_dropped("invalid")
+            return
+        if position in self._set_aside:
+            return
+        index = next((i for i, r in enumerate(self._held) if _position(r) == position), None)
+        attempts = 1 if self._plan is None or index is None else self._plan.tries[index] + 1
+        failure = Failure(FailureKind.PROCESSOR.value, request.reason[:2000], ())
+        if not await self._dead_letter(record, attempts, failure):
+            return
+        self._set_aside.add(position)
+        self.stats.set_aside += 1
+
+    async def _dead_letter(self, record: AnyRecord, attempts: int, failure: Failure) -> bool:
+        """Write one record's dead letter and log it; False if a signal came first."""
+        letter = DeadLetter.of(
+            record,
+            shard_id=self.shard_id,
+            stream=self.stream,
+            application=self._settings.application,
+            attempts=attempts,
+            failure=failure,
+        )
+        if not await self._write_dead_letter(letter):
+            return False
+        self._observer.poison("dead_lettered")
+        logger.warning(
+            "shard %s: dead-lettered record %s to %s after %d deliveries (%s)",
+            self.shard_id,
+            _position(record),
+            self._settings.dead_letters,
+            attempts,
+            failure.kind,
+        )
+        return True
+
     async def _set_aside_record(self, isolated: Isolated, failure: Failure) -> bool:
         """Skip or dead-letter one record; False if a signal came before its dead letter was written."""
         record = self._held[isolated.index]
         position = _position(record)
         if self._settings.poison_policy is PoisonPolicy.DEAD_LETTER:
-            letter = DeadLetter.of(
-                record,
-                shard_id=self.shard_id,
-                stream=self.stream,
-                application=self._settings.application,
-                attempts=isolated.attempts,
-                failure=failure,
-            )
-            if not await self._write_dead_letter(letter):
+            if not await self._dead_letter(record, isolated.attempts, failure):
                 return False
-            self._observer.poison("dead_lettered")
-            logger.warning(
-                "shard %s: dead-lettered record %s to %s after %d deliveries (%s)",
-                self.shard_id,
-                position,
-                self._settings.dead_letters,
-                isolated.attempts,
-                failure.kind,
-            )
         else:
             self._observer.poison("skipped")
             logger.warning(

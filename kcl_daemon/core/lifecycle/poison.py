@@ -42,6 +42,7 @@ class FailureKind(enum.StrEnum):
 #: Lines a wrapper writes on stderr when it caught a processor's exception and answers anyway.
 SWALLOWED_EXCEPTION_MARKERS: Final = (
     "Caught exception from action dispatch",  # amazon_kclpy (all versions)
+    "the handler for processRecords raised",  # the project's Python client (kcl_client)
 )
 
 

@@ -5,6 +5,7 @@ injected sleep; only child start-ups and the fault detection run in real time.""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -159,3 +160,35 @@ def test_retry_keeps_todays_behaviour_and_counts_the_exception(tmp_path: Path) -
     seqs = {int(str(p["seq"])) - 1000 for p in processed}
     assert seqs == set(range(400, 437)).union(range(500, 1000)).union(range(400))
     assert outcome.stats.processor_exceptions == 1 and outcome.stats.set_aside == 0
+
+
+def test_the_processor_hands_records_to_the_destination_itself(tmp_path: Path) -> None:
+    """The channel's deadLetter (kcl_client's ``dead_letter(record, reason)``): no failure, no retry."""
+    out = tmp_path / "processed.jsonl"
+    sink = FileSink(tmp_path / "dead")
+    data = [
+        Record(
+            (f"bad-{i}" if i % 97 == 5 else f"r{i}").encode(), f"pk{i}", str(1000 + i), 0, 1_700_000_000_000
+        )
+        for i in range(300)
+    ]
+    consumer = ShardConsumer(
+        "shardId-000000000000",
+        ListRecordSource(data, BATCH),
+        InMemoryCheckpointStore(TRIM_HORIZON),
+        make_child_launcher(
+            (sys.executable, str(CHILDREN / "dead_letter_processor.py"), str(out)), line_limit_bytes=1 << 20
+        ),
+        dataclasses.replace(settings(PoisonPolicy.DEAD_LETTER, sink), child_channel=True),
+        clock=FakeClock(),
+    )
+    outcome = asyncio.run(asyncio.wait_for(consumer.run(), timeout=60))
+    assert outcome.checkpoint == SHARD_END
+    bad = {i for i in range(300) if i % 97 == 5}
+    processed = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [int(p["seq"]) - 1000 for p in processed] == [i for i in range(300) if i not in bad]
+    letters = [item for _, _, item in read_file_letters(tmp_path / "dead")]
+    assert all(isinstance(x, DeadLetter) for x in letters)
+    assert sorted(int(x.sequence_number) - 1000 for x in letters if isinstance(x, DeadLetter)) == sorted(bad)
+    assert {x.failure.kind for x in letters if isinstance(x, DeadLetter)} == {"processor"}
+    assert outcome.stats.failed_deliveries == 0 and outcome.stats.set_aside == len(bad)
