@@ -43,6 +43,9 @@ class FailureKind(enum.StrEnum):
 SWALLOWED_EXCEPTION_MARKERS: Final = (
     "Caught exception from action dispatch",  # amazon_kclpy (all versions)
     "the handler for processRecords raised",  # the project's Python client (kcl_client)
+    "processRecords handler failed",  # the project's Node and Go clients
+    "processRecords handler panicked",  # the project's Go client
+    "kcl_process_records failed with exit status",  # the project's shell client
 )
 
 
