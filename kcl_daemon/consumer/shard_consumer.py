@@ -200,6 +200,9 @@ class ShardConsumer:
         self._exceptions_seen = 0
         self._restart_for_plan = False
         self._in_flight_records: tuple[AnyRecord, ...] = ()
+        #: The processor failed on every record of a batch: ordinary restarts (and parking) until it
+        #: answers a batch again (kcl_daemon.core.lifecycle.poison.BROKEN_AFTER).
+        self._broken = False
 
     @property
     def behind(self) -> bool:
@@ -386,7 +389,7 @@ class ShardConsumer:
         self._note_batch(batch.millis_behind_latest, len(records))
         if not records and not self._settings.call_process_records_even_for_empty_record_list:
             return
-        if records and self._settings.poison_policy is not PoisonPolicy.RETRY:
+        if records and self._settings.poison_policy is not PoisonPolicy.RETRY and not self._broken:
             self._held, self._held_millis = records, batch.millis_behind_latest
             self._plan = Bisection.start(len(records), self._settings.max_delivery_attempts)
             await self._deliver_held()
@@ -412,6 +415,7 @@ class ShardConsumer:
             self.records_in_flight = 0
             if records:
                 self.progress_at = self._clock.monotonic()
+                self._broken = False  # the processor answers again: back to isolating poison records
             self._note_exception_reports(records)
 
     def _note_batch(self, millis_behind_latest: int | None, records: int) -> None:
@@ -626,6 +630,9 @@ class ShardConsumer:
         self.stats.failed_deliveries += 1
         self._observer.poison("failed_delivery")
         self._plan, isolated = plan.after_failure()
+        if self._plan.broken:
+            await self._give_up_plan(part, failure)
+            return
         logger.warning(
             "shard %s: delivery of %d records from %s failed (%s: %s); %s",
             self.shard_id,
@@ -706,6 +713,25 @@ class ShardConsumer:
             failure.kind,
         )
         return True
+
+    async def _give_up_plan(self, part: tuple[AnyRecord, ...], failure: Failure) -> None:
+        """Not poison: the processor fails on everything. Drop the plan and fail the child as under RETRY
+        (restart with backoff from the checkpoint, park after childMaxConsecutiveFailures)."""
+        logger.error(
+            "shard %s: the processor failed on %d records in a row, each on its own, and answered none: "
+            "it is broken, not the records (%s: %s); restarting it as under RETRY until it answers again",
+            self.shard_id,
+            self._plan.isolated if self._plan is not None else 0,
+            failure.kind,
+            failure.detail,
+        )
+        self._plan, self._held, self._broken = None, (), True
+        self._restart_for_plan = False
+        self._history = self._history.after_failure(_position(part[-1]))
+        self.stats.child_failures += 1
+        self.stats.failure_messages.append(failure.detail)
+        self._feed(ShardEvent.CHILD_FAILED)  # a child that answered is stopped too: it fails on everything
+        await self._stop_child()
 
     async def _set_aside_record(self, isolated: Isolated, failure: Failure) -> bool:
         """Skip or dead-letter one record; False if a signal came before its dead letter was written."""

@@ -12,6 +12,11 @@ Pure decisions over plain data (the shard consumer is the shell; see ``docs/fail
   half, down to single records. A sub-batch is tried once; a sub-batch that answers is done; a single
   record that fails is *isolated* (skipped, or dead-lettered first). A batch of one record is isolated
   after ``max_attempts`` failures.
+* A batch in which nothing is answered while :data:`BROKEN_AFTER` records are isolated one after the other
+is not poison, the processor is broken (a dependency down, a bad deploy): the plan gives up
+(:attr:`Bisection.broken`) and the shard goes back to ordinary restarts, with their backoff and
+parking, rather than dead-letter a whole stream one record at a time.
+
 * Sub-batches are delivered strictly in order, so every record that is not isolated is delivered in
   order, and a record after an isolated one is delivered only once the isolated one was set aside.
 
@@ -61,6 +66,10 @@ def delivery_failed(policy: PoisonPolicy, kind: FailureKind) -> bool:
 
 Span = tuple[int, int]  # [start, end) into the held batch
 
+#: Records isolated in one batch without a single sub-batch answered, after which the processor is
+#: deemed broken rather than the records poison.
+BROKEN_AFTER: Final = 3
+
 
 @dataclass(frozen=True, slots=True)
 class Isolated:
@@ -82,6 +91,13 @@ class Bisection:
     splitting: bool = False
     #: deliveries each index took part in (failed or not), for the dead letter's ``attempts``
     tries: tuple[int, ...] = ()
+    answered: int = 0  # sub-batches the processor answered
+    isolated: int = 0  # records isolated so far
+
+    @property
+    def broken(self) -> bool:
+        """Nothing answered, yet :data:`BROKEN_AFTER` records isolated: the processor, not the data."""
+        return self.answered == 0 and self.isolated >= BROKEN_AFTER
 
     @classmethod
     def start(cls, size: int, max_attempts: int) -> Bisection:
@@ -104,7 +120,16 @@ class Bisection:
     def after_success(self) -> Bisection:
         """The head span was answered: go on with the next one."""
         head = self.pending[0]
-        return Bisection(self.size, self.max_attempts, self.pending[1:], 0, self.splitting, self._tried(head))
+        return Bisection(
+            self.size,
+            self.max_attempts,
+            self.pending[1:],
+            0,
+            self.splitting,
+            self._tried(head),
+            self.answered + 1,
+            self.isolated,
+        )
 
     def after_failure(self) -> tuple[Bisection, Isolated | None]:
         """The head span failed: try it again, split it, or isolate its single record."""
@@ -112,14 +137,17 @@ class Bisection:
         tries = self._tried(head)
         failures = self.failures + 1
         start, end = head
+        keep = (self.answered, self.isolated)
         if not self.splitting and failures < self.max_attempts:
-            return Bisection(self.size, self.max_attempts, self.pending, failures, False, tries), None
+            return Bisection(self.size, self.max_attempts, self.pending, failures, False, tries, *keep), None
         if end - start == 1:
-            plan = Bisection(self.size, self.max_attempts, rest, 0, True, tries)
+            plan = Bisection(
+                self.size, self.max_attempts, rest, 0, True, tries, self.answered, self.isolated + 1
+            )
             return plan, Isolated(start, tries[start])
         middle = (start + end) // 2
         pending = ((start, middle), (middle, end), *rest)
-        return Bisection(self.size, self.max_attempts, pending, 0, True, tries), None
+        return Bisection(self.size, self.max_attempts, pending, 0, True, tries, *keep), None
 
     def restart_attempt(self) -> int:
         """For the restart backoff of a child that died on the head span: 0 means "restart at once" (the

@@ -192,3 +192,15 @@ def test_the_processor_hands_records_to_the_destination_itself(tmp_path: Path) -
     assert sorted(int(x.sequence_number) - 1000 for x in letters if isinstance(x, DeadLetter)) == sorted(bad)
     assert {x.failure.kind for x in letters if isinstance(x, DeadLetter)} == {"processor"}
     assert outcome.stats.failed_deliveries == 0 and outcome.stats.set_aside == len(bad)
+
+
+def test_a_processor_that_fails_on_everything_is_parked_not_dead_lettering_the_stream(tmp_path: Path) -> None:
+    """Every record is "poison" (a dependency is down): after BROKEN_AFTER records isolated with none
+    answered, the shard falls back to ordinary restarts and parks, having dead-lettered at most two."""
+    everything = set(range(50))
+    outcome, processed, _ = asyncio.run(
+        run_shard(tmp_path, "exit", PoisonPolicy.DEAD_LETTER, everything, count=50)
+    )
+    assert outcome.state is ShardState.PARKED and not processed
+    letters = list(read_file_letters(tmp_path / "dead"))
+    assert len(letters) == 2 and outcome.stats.set_aside == 2

@@ -81,6 +81,27 @@ def test_nothing_to_plan_is_refused(size: int, attempts: int) -> None:
         Bisection.start(size, attempts)
 
 
+def test_a_processor_that_fails_on_everything_is_broken_not_poisoned() -> None:
+    plan = Bisection.start(8, 1)
+    isolated = []
+    while not plan.broken and plan.next_span() is not None:
+        plan, out = plan.after_failure()
+        if out is not None:
+            isolated.append(out.index)
+    assert plan.broken and isolated == [0, 1, 2]
+
+
+def test_records_isolated_after_an_answer_are_poison() -> None:
+    plan = Bisection.start(4, 1)
+    plan, _ = plan.after_failure()  # split: (0,2), (2,4)
+    plan = plan.after_success()  # (0,2) answered
+    for _ in range(5):
+        if plan.next_span() is None:
+            break
+        plan, _ = plan.after_failure()
+    assert plan.done and plan.isolated == 2 and not plan.broken
+
+
 def simulate(
     size: int, poison: frozenset[int], max_attempts: int
 ) -> tuple[list[list[int]], list[Isolated], int]:
@@ -115,6 +136,7 @@ def test_bisection_delivers_every_good_record_once_in_order_and_isolates_exactly
 ) -> None:
     size, poison, max_attempts = case
     answered, isolated, failures = simulate(size, poison, max_attempts)
+    # (the shell gives up on a plan that is ``broken``; this checks the plan itself, which goes on)
     delivered = [i for batch in answered for i in batch]
     assert delivered == [i for i in range(size) if i not in poison]  # each once, in order
     assert [i.index for i in isolated] == sorted(poison)
