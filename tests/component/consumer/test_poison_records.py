@@ -204,3 +204,35 @@ def test_a_processor_that_fails_on_everything_is_parked_not_dead_lettering_the_s
     assert outcome.state is ShardState.PARKED and not processed
     letters = list(read_file_letters(tmp_path / "dead"))
     assert len(letters) == 2 and outcome.stats.set_aside == 2
+
+
+def test_a_kpl_aggregate_is_split_at_its_user_records(tmp_path: Path) -> None:
+    """User records of one aggregate share a sequence number: the bisection isolates the poison one by its
+    sub-sequence number; its siblings before and after it are processed, in order."""
+    data = [
+        Record(
+            (f"poison-{sub}" if sub == 6 else f"u{sub}").encode(), f"pk{sub}", "5000", sub, 1_700_000_000_000
+        )
+        for sub in range(10)
+    ] + [Record(b"after", "pk", "5001", 0, 1_700_000_000_000)]
+    out = tmp_path / "processed.jsonl"
+    sink = FileSink(tmp_path / "dead")
+    consumer = ShardConsumer(
+        "shardId-000000000000",
+        ListRecordSource(data, BATCH),
+        InMemoryCheckpointStore(TRIM_HORIZON),
+        make_child_launcher((sys.executable, KCLPY_POISON, "raise", str(out)), line_limit_bytes=1 << 20),
+        settings(PoisonPolicy.DEAD_LETTER, sink),
+        clock=FakeClock(),
+    )
+    outcome = asyncio.run(asyncio.wait_for(consumer.run(), timeout=60))
+    assert outcome.checkpoint == SHARD_END
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    first: list[tuple[str, int]] = []
+    for p in lines:
+        if p["event"] == "record" and (p["seq"], p["sub"]) not in first:
+            first.append((p["seq"], p["sub"]))
+    assert first == [("5000", sub) for sub in range(10) if sub != 6] + [("5001", 0)]
+    [(_, _, letter)] = list(read_file_letters(tmp_path / "dead"))
+    assert isinstance(letter, DeadLetter)
+    assert (letter.sequence_number, letter.sub_sequence_number) == ("5000", 6)
