@@ -13,9 +13,10 @@ import pytest
 from kcl_daemon.aws.clients import AwsClients, ClientSettings
 from kcl_daemon.aws.dead_letter_puts import dead_letter_client
 from kcl_daemon.dead_letters.letter import DeadLetter
+from tests.support.daemon import run_cli
 from tests.support.emulators import REGION, Backend
 from tests.support.figures import FIGURES
-from tests.support.poison import SHARDS, assert_nothing_lost_in_order, run_poison_fleet
+from tests.support.poison import POISON, SHARDS, assert_nothing_lost_in_order, run_poison_fleet
 from tests.support.streams import new_stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -101,4 +102,25 @@ def test_kinesis(tmp_path: Path, kinesalite: tuple[Backend, AwsClients]) -> None
     run = run_poison_fleet(tmp_path, backend, clients, stream, f"kinesis://{target}", letters)
     assert_nothing_lost_in_order(run)
     assert len(run.letters) == 1
+    # kcl-daemon dead-letters: list it, then put it back on its stream
+    properties = tmp_path / "tool.properties"
+    properties.write_text(
+        f"streamName = {stream}\nregionName = {REGION}\nkinesisEndpoint = {backend.kinesis_endpoint}\n"
+        f"deadLetterDestination = kinesis://{target}\n"
+    )
+    listed = run_cli("dead-letters", "list", "--properties", str(properties), timeout_s=60)
+    assert listed.returncode == 0, listed.stderr
+    assert "1 dead letter(s)" in listed.stdout and f"poison-{POISON}" not in listed.stdout
+    back = run_cli("dead-letters", "replay", "--properties", str(properties), timeout_s=60)
+    assert back.returncode == 0 and back.stdout.startswith("put "), back.stderr
+    texts = []
+    for shard_id in (s["ShardId"] for s in kinesis.list_shards(StreamName=stream)["Shards"]):
+        iterator = kinesis.get_shard_iterator(
+            StreamName=stream, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+        )
+        texts += [
+            r["Data"]
+            for r in kinesis.get_records(ShardIterator=iterator["ShardIterator"], Limit=10000)["Records"]
+        ]
+    assert texts.count(f"poison-{POISON}".encode()) == 2  # the original and the one put back
     FIGURES["poison record (raise, kinesis://): first failure -> shard moves on"] = f"{run.moved_on_s:.1f} s"
