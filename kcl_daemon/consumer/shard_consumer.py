@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from kcl_daemon.clock import Clock, SystemClock, sleep_unless_set
+from kcl_daemon.consumer.dead_letter_writes import write_dead_letter
 from kcl_daemon.consumer.ports import CheckpointStore, ChildLauncher
 from kcl_daemon.core.lifecycle.checkpoint_rules import (
     AlreadyCheckpointed,
@@ -53,7 +54,6 @@ from kcl_daemon.errors import (
     ChildFault,
     ChildProtocolViolation,
     ChildTimeout,
-    DeadLetterWriteFailed,
 )
 from kcl_daemon.log_context import shard_id_var
 from kcl_daemon.metrics.observer import NULL_SHARD_OBSERVER, ShardObserver
@@ -61,7 +61,6 @@ from kcl_daemon.process.channel_sink import ChannelSink
 from kcl_daemon.process.child import ChildProcess, StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts, ChildSession
 from kcl_daemon.retrieval.source import Batch, RecordSource
-from kcl_daemon.retry import DEAD_LETTER_WRITE
 from kcl_protocol import (
     ActionMessage,
     AnyRecord,
@@ -754,52 +753,18 @@ class ShardConsumer:
         return True
 
     async def _write_dead_letter(self, letter: DeadLetter) -> bool:
-        """Write one letter, retrying in place (``DEAD_LETTER_WRITE``) while the destination fails; the
-        shard waits meanwhile. False if a signal (lease lost, shutdown) came first."""
+        """Write one letter; the shard waits while the destination fails. False if a signal came first."""
         sink = self._settings.dead_letters
         assert sink is not None, "DEAD_LETTER without a destination (config validation prevents it)"
-        failures = 0
-
-        async def sleep(seconds: float) -> None:
-            await sleep_unless_set(self._clock, seconds, self._wake)
-
-        retrying = DEAD_LETTER_WRITE.async_retrying(
-            sleep=sleep,
-            monotonic=self._clock.monotonic,
-            retry_if=lambda exc: isinstance(exc, DeadLetterWriteFailed) and self._signal is None,
+        return await write_dead_letter(
+            sink,
+            letter,
+            shard_id=self.shard_id,
+            clock=self._clock,
+            wake=self._wake,
+            interrupted=lambda: self._signal is not None,
+            observer=self._observer,
         )
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    if self._signal is not None:
-                        return False
-                    try:
-                        await asyncio.to_thread(sink.write, letter)
-                    except DeadLetterWriteFailed as exc:
-                        failures += 1
-                        self._observer.poison("dead_letter_write_failed")
-                        if failures == 1:
-                            logger.warning(
-                                "shard %s waits: the dead-letter destination %s failed (%s); retrying; "
-                                "nothing is checkpointed past record %s meanwhile",
-                                self.shard_id,
-                                sink,
-                                exc,
-                                letter.name,
-                            )
-                        raise
-        except DeadLetterWriteFailed:
-            if self._signal is not None:
-                return False
-            raise
-        if failures:
-            logger.warning(
-                "shard %s: the dead-letter destination %s took the record after %d failed attempts",
-                self.shard_id,
-                sink,
-                failures,
-            )
-        return True
 
     async def _restart_for_held_batch(self) -> None:
         """A child died on a held batch: restart it after the usual backoff while the whole batch is being
