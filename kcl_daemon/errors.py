@@ -113,6 +113,12 @@ class ChildNotReading(ChildFault):
     pass
 
 
+class DeadLetterWriteFailed(KclError):
+    """A poison record could not be written to the dead-letter destination (its shard waits and retries)."""
+
+    retriable = True
+
+
 class AwsError(KclError):
     """An AWS call failed. Subclasses say how; a bare ``AwsError`` is a non-retriable client error."""
 

@@ -210,6 +210,18 @@ PUT_RECORDS: Final = RetryPolicy(
     "put_records", max_attempts=20, deadline_s=120.0, initial_backoff_s=0.1, max_backoff_s=5.0
 )
 
+# A poison record's dead-letter write (SQS, Kinesis, S3, a directory): the shard waits on it, because its
+# checkpoint may not move past the record before the write succeeded. Retried in place, whatever the error,
+# for as long as the lease is held and no signal came; the backoff stays short so the shard resumes soon
+# after the destination is back.
+DEAD_LETTER_WRITE: Final = RetryPolicy(
+    "dead_letter_write",
+    max_attempts=100_000,
+    deadline_s=7 * 86400.0,
+    initial_backoff_s=0.5,
+    max_backoff_s=5.0,
+)
+
 
 def lease_io_retry(
     *, sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic

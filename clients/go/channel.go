@@ -47,3 +47,24 @@ func (c *Channel) Metric(name string, value float64, unit string, dimensions map
 	}
 	return c.s.write(line)
 }
+
+type deadLetterLine struct {
+	Action            string `json:"action"`
+	SequenceNumber    string `json:"sequenceNumber"`
+	SubSequenceNumber int64  `json:"subSequenceNumber"`
+	Reason            string `json:"reason"`
+}
+
+// DeadLetter hands record (of the batch being processed) to the daemon's dead-letter destination and
+// goes on: the daemon writes it before any later checkpoint and never delivers it again. It reports
+// false when the daemon did not offer it (poisonRecordPolicy is not DEAD_LETTER, or the Java daemon).
+func (c *Channel) DeadLetter(record Record, reason string) (bool, error) {
+	if c == nil || !c.offered["deadLetter"] {
+		return false, nil
+	}
+	line := deadLetterLine{
+		Action: "deadLetter", SequenceNumber: record.SequenceNumber,
+		SubSequenceNumber: record.SubSequenceNumber, Reason: reason,
+	}
+	return true, c.s.write(line)
+}

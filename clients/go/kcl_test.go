@@ -398,3 +398,22 @@ func TestInitializeNamesTheStreamOfSeveral(t *testing.T) {
 		t.Errorf("initialize input = %+v", init)
 	}
 }
+
+func TestDeadLetterWhenOffered(t *testing.T) {
+	var offered []bool
+	p := &processor{
+		processRecords: func(in kcl.ProcessRecordsInput) error {
+			ok, err := in.Channel.DeadLetter(in.Records[1], "not JSON")
+			offered = append(offered, ok)
+			return err
+		},
+	}
+	withOffer := strings.Replace(initialize, `"subSequenceNumber":0}`, `"subSequenceNumber":0,"channel":["log","metric","deadLetter"]}`, 1)
+	s := run(t, p, withOffer, processRecords, initialize, processRecords)
+	expectLines(t, s, statusInitialize,
+		`{"action":"deadLetter","sequenceNumber":"102","subSequenceNumber":2,"reason":"not JSON"}`,
+		statusProcessRecords, statusInitialize, statusProcessRecords)
+	if fmt.Sprint(offered) != "[true false]" {
+		t.Errorf("DeadLetter reported %v, want [true false] (offered, then a daemon without the offer)", offered)
+	}
+}

@@ -228,6 +228,7 @@ class Session {
     Object.defineProperties(input, {
       log: { value: (level, text) => this.channelLog(level, text) },
       metric: { value: (name, value, unit, dimensions) => this.channelMetric(name, value, unit, dimensions) },
+      deadLetter: { value: (record, reason) => this.channelDeadLetter(record, reason) },
     });
     let checkpointer = null;
     if (withCheckpointer) {
@@ -267,6 +268,21 @@ class Session {
   channelMetric(name, value, unit = null, dimensions = {}) {
     if (!this._offered.includes('metric')) return Promise.resolve();
     return this._send({ action: 'metric', name, value, unit, dimensions });
+  }
+
+  /**
+   * kcl-daemon's channel: hand `record` (of the batch being processed) to the daemon's dead-letter
+   * destination and go on; it is written before any later checkpoint and never delivered again.
+   * Resolves true when the daemon offered it (poisonRecordPolicy = DEAD_LETTER), false otherwise.
+   */
+  channelDeadLetter(record, reason = '') {
+    if (!this._offered.includes('deadLetter')) return Promise.resolve(false);
+    return this._send({
+      action: 'deadLetter',
+      sequenceNumber: String(record.sequenceNumber),
+      subSequenceNumber: record.subSequenceNumber ?? 0,
+      reason: String(reason),
+    }).then(() => true);
   }
 
   /** A handler returned without awaiting a checkpoint: let it finish before the status goes out. */

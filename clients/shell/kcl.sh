@@ -163,6 +163,17 @@ kcl_channel_log() {
   _kcl_send "{\"action\":\"log\",\"level\":$level,\"message\":$message}"
 }
 
+# kcl_dead_letter REASON...: hand the current record (KCL_SEQUENCE_NUMBER / KCL_SUB_SEQUENCE_NUMBER)
+# to the daemon's dead-letter destination and go on. Returns 1 when the daemon did not offer it
+# (poisonRecordPolicy is not DEAD_LETTER, or the Java daemon).
+kcl_dead_letter() {
+  local seq reason
+  [[ $_KCL_CHANNEL == *,deadLetter,* ]] || return 1
+  _kcl_json_string seq "$KCL_SEQUENCE_NUMBER"
+  _kcl_json_string reason "$*"
+  _kcl_send "{\"action\":\"deadLetter\",\"sequenceNumber\":$seq,\"subSequenceNumber\":${KCL_SUB_SEQUENCE_NUMBER:-0},\"reason\":$reason}"
+}
+
 # kcl_metric NAME VALUE [UNIT [DIMENSION=VALUE...]]: one value of a metric the daemon exports with its
 # own. UNIT is a CloudWatch unit (Count, Milliseconds, Bytes, ...; "" for none). Returns 1 for a VALUE
 # that is not a number.

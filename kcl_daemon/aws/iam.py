@@ -111,6 +111,9 @@ NOT_IN_POLICIES: Final[dict[str, str]] = {
     "dynamodb:UpdateTimeToLive": "batch_ends.py: the Spark source's metadata table expires old items",
     "sts:AssumeRole": "the ASSUME_ROLE credentials provider: granted to the base identity on the role",
     "sts:GetCallerIdentity": "doctor's identity check; every identity may call it, no policy grants it",
+    "kinesis:PutRecord": "dead_letter_puts.py: deadLetterDestination kinesis:// writes to the dead-letter "
+    "stream (like sqs:SendMessage and s3:PutObject for the other destinations: granted with the destination, "
+    "docs/failures.md)",
 }
 
 

@@ -816,6 +816,39 @@ KEYS: Final[tuple[Key, ...]] = (
         extension=True,
         minimum=0,
     ),
+    # --- poison records (docs/failures.md)
+    Key(
+        "poisonRecordPolicy",
+        "poison_record_policy",
+        Kind.CHOICE,
+        "RETRY",
+        "What happens to a batch the processor fails on (it exits, times out, or reports an exception "
+        "it swallowed) maxDeliveryAttempts times: RETRY redelivers it for ever (as the Java daemon); "
+        "SKIP and DEAD_LETTER bisect it down to the records that fail on their own and skip them, or "
+        "write them to deadLetterDestination first.",
+        extension=True,
+        choices=("RETRY", "SKIP", "DEAD_LETTER"),
+    ),
+    Key(
+        "maxDeliveryAttempts",
+        "max_delivery_attempts",
+        Kind.INT,
+        3,
+        "Deliveries of the same batch that fail before it is bisected (SKIP and DEAD_LETTER).",
+        extension=True,
+        minimum=1,
+        maximum=100,
+    ),
+    Key(
+        "deadLetterDestination",
+        "dead_letter_destination",
+        Kind.STRING,
+        None,
+        "Where DEAD_LETTER writes the records set aside: sqs://QUEUE_URL_OR_NAME, kinesis://STREAM, "
+        "s3://BUCKET/PREFIX or file:///DIRECTORY (JSON lines, created if missing).",
+        extension=True,
+        unset="none (required by DEAD_LETTER)",
+    ),
 )
 
 #: every name and alias -> its key (credentials keys are matched case-insensitively: see lookup_key)

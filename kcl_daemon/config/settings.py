@@ -140,6 +140,9 @@ class Settings:
     child_max_consecutive_failures: int = 5
     child_stall_warning_s: float = 60.0
     shard_stall_s: float = 300.0
+    poison_record_policy: str = "RETRY"
+    max_delivery_attempts: int = 3
+    dead_letter_destination: str | None = None
     # KCL 3.x lease assignment
     client_version_config: str = "CLIENT_VERSION_CONFIG_3X"
     lease_assignment_strategy: str = "COOPERATIVE"

@@ -10,6 +10,8 @@ Each check returns problems (errors) and warnings, each naming the key and where
   found on ``PATH`` now is a warning from :func:`executable_warnings`, which the commands that start
   children call (it is looked up on PATH again when each child starts);
 * ``initialPositionInStreamExtended`` must not be in the future (Kinesis rejects it on every read);
+* ``poisonRecordPolicy`` DEAD_LETTER needs a ``deadLetterDestination`` that parses (sqs, kinesis, s3,
+  file);
 * the leader lock's duration must be at least twice its heartbeat (the lock client's rule);
 * ``tableMigrationCompleteBakeTimeSeconds`` outside Java's 3600-604800 is a warning, and so are
   layout keys that contradict each other (:func:`kcl_daemon.core.assignment.layout.configuration_warnings`).
@@ -29,6 +31,7 @@ from typing import Final
 
 from kcl_daemon.core.assignment.layout import configuration_warnings
 from kcl_daemon.core.assignment.table_migration import TableLayoutConfig, effective_complete_bake_s
+from kcl_daemon.core.lifecycle.dead_letter_address import policy_problems
 from kcl_daemon.core.shards.multi_stream import parse_stream_list
 
 REGION_PATTERN: Final = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
@@ -85,6 +88,10 @@ def check_values(
             f"{int(timestamp.timestamp())} ({timestamp.isoformat()}) is in the future; Kinesis refuses it"
         )
     problems.extend(_lock_problems(values, at))
+    policy, destination = values.get("poison_record_policy"), values.get("dead_letter_destination")
+    if isinstance(policy, str) and (destination is None or isinstance(destination, str)):
+        where = at("deadLetterDestination" if destination is not None else "poisonRecordPolicy")
+        problems.extend(f"{where}: {problem}" for problem in policy_problems(policy, destination))
     warnings.extend(_layout_warnings(values, at))
     return problems, warnings
 

@@ -106,6 +106,9 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
        SHARD, "ChildRestarts", "Count", "ProcessTask", S, P + "child.restarts"),
     _m("kcl_shard_parks", C, "Shards parked after the child failed too often",
        SHARD, "ShardsParked", "Count", "ProcessTask", S, P + "shards.parked"),
+    _m("kcl_shard_poison_events", C, "Poison records: exception (swallowed by the wrapper), "
+       "failed_delivery, redelivered (records), skipped, dead_lettered, dead_letter_write_failed",
+       ("shard", "event"), "PoisonEvents", "Count", "ProcessTask", S, P + "shard.poison.events"),
     # --- the child's log/metric channel
     _m("kcl_child_log_lines", C, "Log lines children sent on the channel, by level",
        ("level",), "ChildLogLines", "Count", "Child", S, P + "child.log.lines"),

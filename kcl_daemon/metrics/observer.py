@@ -33,6 +33,11 @@ class ShardObserver(Protocol):
 
     def parked(self) -> None: ...
 
+    def poison(self, event: str, count: int = 1) -> None:
+        """Poison-record bookkeeping (docs/failures.md): ``exception`` (the wrapper swallowed one),
+        ``failed_delivery``, ``redelivered`` (records sent again by a retry or the bisection),
+        ``skipped``, ``dead_lettered``, ``dead_letter_write_failed``."""
+
     def child_log(self, level_name: str) -> None:
         """The child logged a line on its channel (the line itself is logged, not counted here)."""
 
@@ -88,6 +93,9 @@ class NullShardObserver:
         pass
 
     def parked(self) -> None:
+        pass
+
+    def poison(self, event: str, count: int = 1) -> None:
         pass
 
     def child_log(self, level_name: str) -> None:

@@ -256,6 +256,9 @@ class ShardMetrics:
     def parked(self) -> None:
         self._parks.inc()
 
+    def poison(self, event: str, count: int = 1) -> None:
+        self._metrics.counter("kcl_shard_poison_events").labels(self.shard_id, event).inc(count)
+
     def child_log(self, level_name: str) -> None:
         self._metrics.counter("kcl_child_log_lines").labels(level_name.lower()).inc()
 

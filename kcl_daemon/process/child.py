@@ -5,7 +5,8 @@ Rules:
 * The command is an argv list (``executableName`` split on spaces); it is never run through a shell.
 * The child gets its own session/process group, so stopping it also stops anything it started.
 * stderr is drained for the child's whole life and logged line by line under ``kcl_daemon.child``
-  at INFO (ordinary output is not an error); the last lines are kept to explain a failure.
+  at INFO (ordinary output is not an error); the last lines are kept to explain a failure, and lines
+  saying a wrapper swallowed the processor's exception are counted (``exception_reports``).
 * Every read and write is bounded: a line longer than the limit, EOF, a broken pipe, or a write the
   child does not accept in time raise the matching :class:`~kcl_daemon.errors.ChildFault`.
 * The child's exit is watched by the process itself (SIGCHLD), not inferred from EOF: when a child has
@@ -28,6 +29,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kcl_daemon.core.lifecycle.poison import reports_swallowed_exception
 from kcl_daemon.errors import ChildExited, ChildLineTooLong, ChildNotReading, ChildSpawnFailed, ChildTimeout
 
 logger = logging.getLogger(__name__)
@@ -181,6 +183,8 @@ class ChildProcess:
         self.argv = tuple(argv)
         self._line_limit_bytes = line_limit_bytes
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
+        #: stderr lines saying the wrapper caught (and swallowed) a processor's exception (amazon_kclpy)
+        self.exception_reports = 0
         _LIVE.add(self)
         assert process.stderr is not None
         self._stderr_task = asyncio.create_task(
@@ -311,6 +315,8 @@ class ChildProcess:
             text = text[:_STDERR_LINE_LOG_LIMIT] + f"... ({len(text)} chars)"
         if text:
             self.stderr_tail.append(text)
+            if reports_swallowed_exception(text):
+                self.exception_reports += 1
             child_output_logger.info("%s", text, extra={"child_pid": self.pid})
 
     async def _drain_stdout(self) -> None:

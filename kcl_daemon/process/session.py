@@ -14,6 +14,8 @@ only moves bytes. Rules it adds:
   ends it), :attr:`ChildSession.stalled` says so for the status line, and the next line ends the stall.
 * Noise on stdout is logged (blank lines silently) and skipped.
 * Log/metric lines of the channel extension go to ``on_channel`` (ignored without one); no answer.
+* A ``deadLetter`` line is awaited in ``on_dead_letter`` before the next line is read, so a checkpoint
+  the child asks for after it is served only once the dead letter is written (ignored without one).
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from kcl_protocol import (
     CheckpointRequest,
     CheckpointRequested,
     Conversation,
+    DeadLetterRequest,
+    LogLine,
+    MetricLine,
     NoiseSkipped,
     RemoteProtocolError,
 )
@@ -44,6 +49,8 @@ logger = logging.getLogger(__name__)
 CheckpointHandler = Callable[[CheckpointRequest], Awaitable[str | None]]
 #: Takes one log/metric line of the channel extension (never blocks; the child gets no answer).
 ChannelHandler = Callable[[ChannelMessage], None]
+#: Writes the record a ``deadLetter`` line names (the child gets no answer; its next line waits).
+DeadLetterHandler = Callable[[DeadLetterRequest], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +70,17 @@ class ChildSession:
     """Drives one child through a sequence of actions. One caller at a time."""
 
     def __init__(
-        self, child: ChildProcess, timeouts: ActionTimeouts, *, on_channel: ChannelHandler | None = None
+        self,
+        child: ChildProcess,
+        timeouts: ActionTimeouts,
+        *,
+        on_channel: ChannelHandler | None = None,
+        on_dead_letter: DeadLetterHandler | None = None,
     ) -> None:
         self.child = child
         self._timeouts = timeouts
         self._on_channel = on_channel
+        self._on_dead_letter = on_dead_letter
         self.channel_lines = 0
         self._conversation = Conversation()
         self.noise_lines = 0
@@ -132,7 +145,13 @@ class ChildSession:
                     else:
                         error = await on_checkpoint(request)
                     await self.child.write(self._conversation.reply_checkpoint(error), self._timeouts.write_s)
-                case ChannelReceived(message=channel_message):
+                case ChannelReceived(message=DeadLetterRequest() as request):
+                    self.channel_lines += 1
+                    if self._on_dead_letter is not None:
+                        await self._on_dead_letter(request)
+                    else:
+                        logger.warning("child sent deadLetter, which was not offered; ignored")
+                case ChannelReceived(message=LogLine() | MetricLine() as channel_message):
                     self.channel_lines += 1
                     if self._on_channel is not None:
                         self._on_channel(channel_message)

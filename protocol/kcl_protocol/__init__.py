@@ -30,7 +30,7 @@ from kcl_protocol.errors import (
     ProtocolError,
     RemoteProtocolError,
 )
-from kcl_protocol.extensions import ChannelMessage, ChannelOffer, LogLine, MetricLine
+from kcl_protocol.extensions import ChannelMessage, ChannelOffer, DeadLetterRequest, LogLine, MetricLine
 from kcl_protocol.messages import (
     ACTION_MESSAGES,
     ActionMessage,
@@ -66,6 +66,7 @@ __all__ = [
     "Conversation",
     "ConversationEvent",
     "DaemonMessage",
+    "DeadLetterRequest",
     "EncodedRecord",
     "Initialize",
     "LeaseLost",

@@ -30,8 +30,11 @@ import orjson
 from kcl_protocol.extensions import (
     CHANNEL_ACTIONS,
     CHANNEL_KEY,
+    DEAD_LETTER_ACTION,
     ChannelMessage,
+    DeadLetterRequest,
     decode_channel,
+    decode_dead_letter,
     parse_offer,
 )
 from kcl_protocol.messages import (
@@ -311,7 +314,7 @@ def _checkpoint_request(obj: dict[str, object]) -> CheckpointRequest:
     return CheckpointRequest(sequence, sub, "; ".join(problems) or None)
 
 
-def decode_child_line(line: bytes) -> ChildMessage | ChannelMessage | NoiseLine:
+def decode_child_line(line: bytes) -> ChildMessage | ChannelMessage | DeadLetterRequest | NoiseLine:
     """Parse one line of child stdout (with or without its line ending). Never raises."""
     stripped = line.rstrip(b"\r\n")
     if not stripped:
@@ -341,6 +344,8 @@ def decode_child_line(line: bytes) -> ChildMessage | ChannelMessage | NoiseLine:
             return _checkpoint_request(exact)
         if action in CHANNEL_ACTIONS:
             return decode_channel(obj)
+        if action == DEAD_LETTER_ACTION:
+            return decode_dead_letter(obj)
     except ValueError as exc:
         return NoiseLine(f"malformed {action} message: {exc}", _preview(text))
     if action is None:

@@ -10,7 +10,8 @@ Rules (all transitions live in this file):
   anything else is read or sent; the reply is an echo of the request plus ``error``.
 * A status whose ``responseFor`` is not the outstanding action is a :class:`RemoteProtocolError`.
 * Noise (blank, non-JSON, unknown actions) is reported and skipped; it never changes the state.
-* Channel lines (``log``, ``metric``: :mod:`kcl_protocol.extensions`) are reported; they never change it.
+* Channel lines (``log``, ``metric``, ``deadLetter``: :mod:`kcl_protocol.extensions`) are reported; they
+  never change it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 from kcl_protocol.codec import NoiseLine, decode_child_line, encode_daemon_message
 from kcl_protocol.errors import LocalProtocolError, RemoteProtocolError
-from kcl_protocol.extensions import ChannelMessage, LogLine, MetricLine
+from kcl_protocol.extensions import ChannelMessage, DeadLetterRequest, LogLine, MetricLine
 from kcl_protocol.messages import ActionMessage, CheckpointReply, CheckpointRequest, Status
 
 
@@ -50,7 +51,7 @@ class ActionCompleted:
 class ChannelReceived:
     """A log or metric line of the channel extension; it changes nothing in the conversation."""
 
-    message: ChannelMessage
+    message: ChannelMessage | DeadLetterRequest
 
 
 ConversationEvent = NoiseSkipped | CheckpointRequested | ActionCompleted | ChannelReceived
@@ -79,7 +80,7 @@ class Conversation:
         decoded = decode_child_line(line)
         if isinstance(decoded, NoiseLine):
             return NoiseSkipped(decoded)
-        if isinstance(decoded, LogLine | MetricLine):
+        if isinstance(decoded, LogLine | MetricLine | DeadLetterRequest):
             return ChannelReceived(decoded)
         if isinstance(decoded, CheckpointRequest):
             self.state = ConversationState.AWAITING_CHECKPOINT_REPLY

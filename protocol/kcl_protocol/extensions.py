@@ -14,6 +14,14 @@ A child that saw the offer may write, at any time while an action is outstanding
     {"action":"log","level":"info","message":"..."}
     {"action":"metric","name":"orders","value":3,"unit":"Count","dimensions":{"region":"eu"}}
 
+When the daemon also offers ``deadLetter`` (``poisonRecordPolicy = DEAD_LETTER``), a processor may hand a
+record of the batch it is processing to the dead-letter destination itself, and go on::
+
+    {"action":"deadLetter","sequenceNumber":"4965...","subSequenceNumber":0,"reason":"bad JSON"}
+
+The daemon writes the record before it reads the child's next line, so a checkpoint the child asks for
+afterwards never passes a record whose dead letter is not written.
+
 These lines get no answer. Here only the JSON types are checked; what the daemon accepts (levels,
 name syntax, units, limits, rate) is its policy (``kcl_daemon.core.lifecycle.child_channel``). A
 malformed channel line is noise, like any other unusable line.
@@ -26,6 +34,7 @@ from typing import ClassVar, Final
 
 CHANNEL_KEY: Final = "channel"
 CHANNEL_ACTIONS: Final = ("log", "metric")
+DEAD_LETTER_ACTION: Final = "deadLetter"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +69,38 @@ class MetricLine:
 
 
 ChannelMessage = LogLine | MetricLine
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterRequest:
+    """The processor hands one record of its current batch to the dead-letter destination."""
+
+    action: ClassVar[str] = DEAD_LETTER_ACTION
+    sequence_number: str
+    sub_sequence_number: int
+    reason: str
+
+
+def decode_dead_letter(obj: dict[str, object]) -> DeadLetterRequest:
+    seq, sub, reason = obj.get("sequenceNumber"), obj.get("subSequenceNumber", 0), obj.get("reason", "")
+    if not isinstance(seq, str):
+        raise ValueError("sequenceNumber must be a string")
+    if sub is None:
+        sub = 0
+    if isinstance(sub, bool) or not isinstance(sub, int):
+        raise ValueError("subSequenceNumber must be an integer or null")
+    if not isinstance(reason, str):
+        raise ValueError("reason must be a string")
+    return DeadLetterRequest(seq, sub, reason)
+
+
+def encode_dead_letter(request: DeadLetterRequest) -> dict[str, object]:
+    return {
+        "action": DEAD_LETTER_ACTION,
+        "sequenceNumber": request.sequence_number,
+        "subSequenceNumber": request.sub_sequence_number,
+        "reason": request.reason,
+    }
 
 
 def decode_channel(obj: dict[str, object]) -> ChannelMessage:

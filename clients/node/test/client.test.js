@@ -312,3 +312,22 @@ test('initialize names the stream when the daemon reads several', async () => {
   assert.equal(seen.initialize.streamName, 'orders');
   assert.equal(seen.initialize.streamIdentifier, '123456789012:orders:1700000000');
 });
+
+test('deadLetter hands a record to the daemon when offered, and says when it is not', async () => {
+  const answers = [];
+  const processor = {
+    async processRecords({ records, deadLetter }) {
+      answers.push(await deadLetter(records[0], 'not JSON'));
+    },
+  };
+  const offered = { ...INITIALIZE, channel: ['log', 'metric', 'deadLetter'] };
+  const { messages } = await converse(processor, [offered, batch(record('x', SEQ, 3))]);
+  assert.deepEqual(messages, [
+    status('initialize'),
+    { action: 'deadLetter', sequenceNumber: SEQ, subSequenceNumber: 3, reason: 'not JSON' },
+    status('processRecords'),
+  ]);
+  const plain = await converse(processor, [INITIALIZE, batch(record('x'))]);
+  assert.deepEqual(plain.messages, [status('initialize'), status('processRecords')]);
+  assert.deepEqual(answers, [true, false]);
+});

@@ -211,6 +211,18 @@ def metric_line(name: str, value: float, unit: str | None, dimensions: Mapping[s
     )
 
 
+def dead_letter_line(sequence_number: str, sub_sequence_number: int, reason: str) -> bytes:
+    """A line of kcl-daemon's channel: write this record of the current batch to the dead-letter store."""
+    return _line(
+        {
+            "action": "deadLetter",
+            "sequenceNumber": sequence_number,
+            "subSequenceNumber": sub_sequence_number,
+            "reason": reason,
+        }
+    )
+
+
 def checkpoint_request(sequence_number: str | None, sub_sequence_number: int | None) -> bytes:
     """The line that asks the daemon to checkpoint; ``None`` means "everything delivered so far"."""
     return _line(

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from kcl_client._checkpointer import Checkpointer
 from kcl_client._errors import CheckpointError
-from kcl_client._messages import log_line, metric_line
+from kcl_client._messages import dead_letter_line, log_line, metric_line
 from kcl_client._records import Position, Record
 
 _LEVELS = {"warn": logging.WARNING, "fatal": logging.CRITICAL, **logging.getLevelNamesMapping()}
@@ -74,6 +74,16 @@ class RecordProcessor(abc.ABC):
         is dropped. The daemon rate-limits the channel and bounds the number of distinct series."""
         if self._telemetry is not None and self._telemetry.offered("metric"):
             self._telemetry.send(metric_line(name, value, unit, dimensions or {}))
+
+    def dead_letter(self, record: Record, reason: str) -> bool:
+        """Hand ``record`` (of the batch being processed) to the daemon's dead-letter destination and go on:
+        it is written before any later checkpoint of yours is, and never delivered again. True when the
+        daemon offered it (kcl-daemon with ``poisonRecordPolicy = DEAD_LETTER``); False otherwise (the
+        Java daemon, another policy): then it is up to you (raise, or skip the record)."""
+        if self._telemetry is None or not self._telemetry.offered("deadLetter"):
+            return False
+        self._telemetry.send(dead_letter_line(record.sequence_number, record.sub_sequence_number, reason))
+        return True
 
     def initialize(self, shard_id: str, checkpoint: Position) -> None:  # noqa: B027 (optional hook)
         """Called once, before any records. ``checkpoint`` is where processing resumes."""
