@@ -63,6 +63,10 @@ def test_java_35_leads_a_new_application_and_kcl_daemon_joins(
     mixed.wait(lambda: mixed.owners() == {"java-1": 4}, 240, "Java leads a new application and holds 4")
     cold = time.monotonic() - started
     assert leader(client, table) == "java-1"
+    # Java's leader assigns before its worker has initialised (up to a minute later on a loaded machine):
+    # until then nobody renews those leases, and a kcl-daemon follower would take them as a dead owner's
+    # (issue 28 point 6). The fleet kcl-daemon joins is a running one: Java processes its leases first.
+    mixed.wait(lambda: "java-1" in mixed.workers_seen(), 120, "Java processes its leases")
 
     # two kcl-daemon workers join at once; Java's leader gives them their share over its rounds
     mixed.py.start("py-a")
@@ -76,7 +80,9 @@ def test_java_35_leads_a_new_application_and_kcl_daemon_joins(
 
     mixed.py.daemons["py-a"].stop(signal.SIGKILL)
     java_took_killed = mixed.wait(
-        lambda: "py-a" not in mixed.owners(), 150, "Java reassigns the killed py-a's"
+        lambda: "py-a" not in mixed.owners(),
+        150,
+        "the killed py-a's leases move (Java's leader or py-b's fallback)",
     )
     mixed.wait(lambda: mixed.both_kinds_hold_leases("py-b", "java-1"), 150, "Java assigns to py-b")
     mixed.wait(lambda: "py-b" in mixed.workers_seen(), 60, "py-b processes its leases")
@@ -101,7 +107,7 @@ def test_java_35_leads_a_new_application_and_kcl_daemon_joins(
         assert "took the leader lock" not in mixed.py.daemons[name].text()
     FIGURES["Java 3.5.1 first (Java leads), kcl-daemon joins, both on defaults"] = (
         f"Java held all 4 {cold:.0f}s after its start and assigned kcl-daemon its share {joined:.0f}s after "
-        f"it started; a SIGKILLed kcl-daemon's leases reassigned by the Java leader "
+        f"it started; a SIGKILLed kcl-daemon's leases moved (Java's leader or kcl-daemon's fallback) "
         f"after {java_took_killed:.1f}s, a stopped one's after {java_took_stopped:.1f}s; the stopped Java "
         f"leader's on kcl-daemon after {py_took_stopped:.1f}s; {mixed.sent} records, lost 0, duplicates "
         f"{duplicates(rows)}"
