@@ -298,9 +298,11 @@ def plan_fallback(
     }
 
     def alive(c: Candidate) -> bool:
-        """Its owner is a kcl-daemon worker that published metrics after the lease stood still: alive
-        (back from a restart: it publishes before it adopts what it kept), not for us to take."""
-        since = published.get(c.lease.lease_owner or "")
+        """The worker serving it (its owner, or a pending hand-off's old owner) is a kcl-daemon worker
+        that published metrics after the lease stood still: alive (back from a restart: it publishes
+        before it adopts what it kept), not for us to take. A hand-off to this worker is judged by the
+        worker handing it over, never by this one, which publishes all the time."""
+        since = published.get(c.lease.checkpoint_owner or c.lease.lease_owner or "")
         return since is not None and since > c.still_since
 
     usable = sorted(

@@ -187,6 +187,26 @@ def test_a_kcl_daemon_worker_back_from_a_restart_keeps_what_it_has_not_renewed_y
     assert len(plan_fallback(found_, "py-a", 0, [java], set(), now, CONFIG, wall_offset=1000.0).takes) == 1
 
 
+def test_a_hand_off_to_this_worker_from_a_dead_owner_is_taken_though_this_worker_publishes() -> None:
+    """A Java leader SIGKILLed in the middle of a graceful hand-off to py-a: the lease names py-a as owner
+    and the dead leader as checkpoint owner; py-a publishes its metrics all the time, which says nothing
+    of the worker that was serving the lease (seen in the Java 3.5.1 dead-leader test: left for 120 s)."""
+    handing = lease("s-1", 7, "py-a", checkpoint_owner="java-leader")
+    obs, watch = watched([(0.0, [handing])])
+    now = L + CONFIG.grace_s + 0.1
+    found_ = candidates([handing], obs, watch, "py-a", now, CONFIG, leader_suspect=False)
+    me = WorkerView("py-a", last_update=1000.0 + now - 0.5)  # published just now
+    plan = plan_fallback(found_, "py-a", 0, [me], {"py-a"}, now, CONFIG, wall_offset=1000.0)
+    assert [c.lease.lease_key for c in plan.takes] == ["s-1"]
+    from_live = lease("s-2", 7, "py-a", checkpoint_owner="py-b")  # a live kcl-daemon worker hands it over
+    obs, watch = watched([(0.0, [from_live])])
+    found_ = candidates([from_live], obs, watch, "py-a", now, CONFIG, leader_suspect=False)
+    views = [me, WorkerView("py-b", last_update=1000.0 + now - 0.5)]
+    assert (
+        plan_fallback(found_, "py-a", 0, views, {"py-a", "py-b"}, now, CONFIG, wall_offset=1000.0).takes == ()
+    )
+
+
 def test_takers_are_the_live_kcl_daemon_workers() -> None:
     workers = [
         WorkerView("py-b"),
