@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from tests.support.emulators import Backend
@@ -51,6 +53,17 @@ def unavailable(version: int) -> str | None:
     if not JARS[version].is_dir():
         return f"{JARS[version]} is missing (scripts/install_java_kcl.sh)"
     return None
+
+
+def skip_unless_java(backend: Backend, *versions: int) -> None:
+    """Skip a mixed-fleet test on moto (one backend is enough: the Java daemons' start-up dominates the
+    wall time) and where one of the Java ``versions`` cannot run here (:func:`unavailable`)."""
+    if backend.name == "moto":
+        pytest.skip("one backend is enough: the Java daemons' start-up dominates the wall time")
+    for version in versions:
+        why = unavailable(version)
+        if why is not None:
+            pytest.skip(why)
 
 
 class H2cProxy:

@@ -17,7 +17,7 @@ from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
-from tests.support.java import MixedFleet, unavailable
+from tests.support.java import MixedFleet, skip_unless_java
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.java]
 
@@ -32,11 +32,7 @@ def mixed(
     lease_table: DynamoLeaseTable,
     make_stream: Callable[[int], str],
 ) -> Iterator[MixedFleet]:
-    if backend.name == "moto":
-        pytest.skip("one backend is enough: the Java daemon's start-up dominates the wall time")
-    why = unavailable(2)
-    if why is not None:
-        pytest.skip(why)
+    skip_unless_java(backend, 2)
     fleet = MixedFleet(
         tmp_path, backend, aws_clients, lease_table, make_stream(4), java_version=2, py_extra=COMPAT
     )

@@ -26,7 +26,7 @@ from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
-from tests.support.java import MixedFleet, unavailable
+from tests.support.java import MixedFleet, skip_unless_java
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.java]
 
@@ -42,11 +42,7 @@ def mixed(
     lease_table: DynamoLeaseTable,
     make_stream: Callable[[int], str],
 ) -> Iterator[MixedFleet]:
-    if backend.name == "moto":
-        pytest.skip("one backend is enough: the Java daemon's start-up dominates the wall time")
-    why = unavailable(35)
-    if why is not None:
-        pytest.skip(why)
+    skip_unless_java(backend, 35)
     fleet = MixedFleet(
         tmp_path,
         backend,

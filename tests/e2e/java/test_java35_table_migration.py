@@ -39,7 +39,7 @@ from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
-from tests.support.java import unavailable
+from tests.support.java import skip_unless_java
 from tests.support.java35_fleet import JAVA_35, Java35Fleet, checkpoint_violations, duplicates, leader
 from tests.support.recorder import read_records
 from tests.support.single_table import legacy_tables
@@ -74,11 +74,7 @@ def mixed(
     lease_table: DynamoLeaseTable,
     make_stream: Callable[[int], str],
 ) -> Iterator[Java35Fleet]:
-    if backend.name == "moto":
-        pytest.skip("one backend is enough: the Java daemons' start-up dominates the wall time")
-    why = unavailable(JAVA_35)
-    if why is not None:
-        pytest.skip(why)
+    skip_unless_java(backend, JAVA_35)
     with legacy_tables(aws_clients.dynamodb, lease_table.table_name):
         fleet = Java35Fleet(tmp_path, backend, aws_clients, lease_table, make_stream(4), py_extra=PY_EXTRA)
         yield fleet

@@ -36,7 +36,7 @@ from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
-from tests.support.java import FAILOVER_MS, MixedFleet, unavailable
+from tests.support.java import FAILOVER_MS, MixedFleet, skip_unless_java
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.java]
 
@@ -156,11 +156,7 @@ def mixed(
     lease_table: DynamoLeaseTable,
     make_stream: Callable[[int], str],
 ) -> Iterator[MixedFleet]:
-    if backend.name == "moto":
-        pytest.skip("one backend is enough: the Java daemons' start-up dominates the wall time")
-    why = unavailable(java.major)
-    if why is not None:
-        pytest.skip(why)
+    skip_unless_java(backend, java.major)
     fleet = MixedFleet(
         tmp_path,
         backend,
