@@ -8,6 +8,7 @@ from typing import Any
 
 import boto3  # noqa: TID251 - a plain client, one attempt: what the test sees is what the service did
 from botocore.config import Config  # noqa: TID251
+from botocore.exceptions import ConnectionClosedError  # noqa: TID251
 
 from kcl_daemon.aws.clients import AwsClients
 from tests.support.emulators import REGION
@@ -45,7 +46,12 @@ def put(clients: AwsClients, stream: str, numbers: range, *, prefix: str = "reco
     for offset in range(0, len(numbers_list), 250):
         chunk = numbers_list[offset : offset + 250]
         entries = [{"Data": f"{prefix}-{n}".encode(), "PartitionKey": f"key-{n}"} for n in chunk]
-        response = clients.kinesis.put_records(StreamName=stream, Records=entries)  # type: ignore[arg-type]
+        try:
+            response = clients.kinesis.put_records(StreamName=stream, Records=entries)  # type: ignore[arg-type]
+        except ConnectionClosedError:
+            # a pooled keep-alive connection the emulator (Node: 5 s idle) closed as the request went out:
+            # reset before it was read, so sent again once (seen once in a full run, after a SIGKILL wait)
+            response = clients.kinesis.put_records(StreamName=stream, Records=entries)  # type: ignore[arg-type]
         assert response.get("FailedRecordCount", 0) == 0
         for result in response["Records"]:
             last[result["ShardId"]] = result["SequenceNumber"]
