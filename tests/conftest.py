@@ -40,11 +40,8 @@ STARTUP_TIMES: dict[str, float] = {}
 RESTARTS: list[str] = []
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test whose directory and markers disagree stops the run (tests.support.layout). On several
-    pytest-xdist workers the long files (the Java daemons' scenarios, and tests given more than the
-    default timeout) are handed out first, so the short ones fill in beside them instead of the long
-    ones running alone at the end: the longest first is what keeps a run of unequal files short."""
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test whose directory and markers disagree stops the run (tests.support.layout)."""
     wrong = [
         f"{item.nodeid}: {problem}"
         for item in items
@@ -53,15 +50,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ]
     if wrong:
         raise pytest.UsageError("tests in the wrong layer (see docs/development.md):\n" + "\n".join(wrong))
-    if config.getoption("numprocesses", None):
-        long_files = {item.path for item in items if _long(item)}
-        items.sort(key=lambda item: item.path not in long_files)  # stable: each file stays in its order
-
-
-def _long(item: pytest.Item) -> bool:
-    timeout = item.get_closest_marker("timeout")
-    limit = timeout.args[0] if timeout is not None and timeout.args else 0
-    return item.get_closest_marker("java") is not None or limit > 120
 
 
 def _run_emulator(emulator: Emulator) -> Iterator[str]:
