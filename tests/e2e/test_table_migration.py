@@ -64,6 +64,14 @@ def leadership_intervals(logs: dict[str, str]) -> list[tuple[datetime, datetime,
     return sorted(intervals)
 
 
+def _count(client: Any, table: str) -> int:
+    """How many items ``table`` holds (0 while it is still being created)."""
+    try:
+        return int(client.scan(TableName=table)["Count"])
+    except client.exceptions.ResourceNotFoundException:
+        return 0
+
+
 def test_a_legacy_layout_fleet_migrates_to_a_single_table_with_records_flowing(
     tmp_path: Path,
     backend: Backend,
@@ -108,7 +116,9 @@ def test_a_legacy_layout_fleet_migrates_to_a_single_table_with_records_flowing(
         fleet.start("py-a")
         fleet.start("py-b")
         fleet.wait(lambda: status() == "INIT", 45, "INIT once both workers publish the support code")
-        assert client.scan(TableName=metrics)["Count"] >= 1  # the 3.0-3.4 layout, created by kcl-daemon
+        # the 3.0-3.4 layout, created by kcl-daemon: INIT may be written while the creating worker's
+        # worker-metrics table is still being made (the other worker's publish retries meanwhile)
+        fleet.wait(lambda: _count(client, metrics) >= 1, 30, "worker metrics in the 3.0-3.4 layout's table")
         fleet.wait(lambda: status() in ("DEPLOYED", "PENDING", "COMPLETE"), 45, "DEPLOYED after the bake")
         fleet.wait(lambda: status() in ("PENDING", "COMPLETE"), 45, "PENDING once nobody writes legacy rows")
         fleet.wait(lambda: status() == "COMPLETE", 45, "COMPLETE after the bake")
