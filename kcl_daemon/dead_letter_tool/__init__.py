@@ -2,5 +2,5 @@
 set aside, and send them back (docs/failures.md). cli.py only declares the commands.
 
 May import: ``replay`` (letters go back through the processor), ``dead_letters``, ``aws``, ``config``,
-``core`` and the root utilities.
+``core``, ``kcl_protocol`` and the root utilities.
 """
