@@ -1,6 +1,7 @@
 """Lease I/O shared by both lease modes: renewing every held lease on its own deadline, the 2.x taker
 loop, checkpoint/release writes fenced by the lease counter (contract §4).
 
-May import: ``aws`` adapters only through their protocols, ``metrics.observer``, ``core``, ``retry``,
-``clock``, ``errors`` (never ``shards``, ``leader``, ``consumer`` or ``worker``).
+May import: ``metrics.observer``, ``core``, ``retry``, ``clock``, ``blocking``, ``errors`` (never
+``aws``: the table is a protocol of its own, :class:`~kcl_daemon.leases.keeper.KeeperTable`; never
+``shards``, ``leader``, ``lifecycle`` or ``worker``).
 """

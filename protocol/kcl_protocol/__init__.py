@@ -1,12 +1,15 @@
 """kcl_protocol: the MultiLangDaemon wire protocol as plain data, with no I/O.
 
 The daemon and the tests use it; record-processor clients in other languages implement the same
-protocol from ``protocol/README.md``. Three parts:
+protocol from ``protocol/README.md``. Four parts:
 
 * :mod:`kcl_protocol.messages` - one frozen dataclass per message, in both directions;
 * :mod:`kcl_protocol.codec` - bytes <-> messages (one JSON object per line, orjson);
 * :mod:`kcl_protocol.conversation` - the one-outstanding-action state machine of a child conversation;
 * :mod:`kcl_protocol.extensions` - kcl-daemon's log/metric channel (offered in ``initialize``).
+
+May import: the standard library and orjson only; never ``kcl_daemon`` (the `protocol-standalone`
+contract).
 """
 
 from kcl_protocol.codec import (

@@ -1,5 +1,6 @@
 """KCL 3.x leader-based assignment: the decider interface, our cooperative assignor, Java's variance and
 lease-count deciders, the leader lock rules, the client version, worker metrics and zones (contract §5).
 
-May import: ``kcl_daemon.core`` (the lease vocabulary) only.
+May import: the lease rules (``kcl_daemon.core.leases``) and the vocabulary (``kcl_daemon.core.sequence``,
+``kcl_daemon.core.stream_identity``) only.
 """

@@ -6,6 +6,7 @@ what to read, where a read ended), the lease table as the fleet's hand-over poin
 option names other connectors use (``aliases``) and the Kinesis sink's PutRecords batches and retries
 (``puts``).
 
-May import: ``kcl_daemon.core`` (the lease vocabulary), ``kcl_daemon.core.shards`` (the shard graph)
-and ``kcl_daemon.errors``.
+May import: ``kcl_daemon.core.shards`` (the shard graph), the lease rules (``kcl_daemon.core.leases``),
+the vocabulary (``kcl_daemon.core.sequence``, ``kcl_daemon.core.stream_identity``) and
+``kcl_daemon.errors``.
 """
