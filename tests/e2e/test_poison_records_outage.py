@@ -15,6 +15,7 @@ from tests.support.emulators import Backend
 from tests.support.fault_proxy import Fault, FaultProxy, rule
 from tests.support.figures import FIGURES
 from tests.support.poison import SHARDS, Outage, assert_nothing_lost_in_order, run_poison_fleet
+from tests.support.requirements import require_tool
 from tests.support.streams import new_stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -25,6 +26,8 @@ OUTAGE_S = 30.0
 def test_the_destination_down_for_30_s(
     tmp_path: Path, kinesalite_endpoint: str, dynalite_endpoint: str
 ) -> None:
+    require_tool("node")
+    require_tool("jq")
     with FaultProxy(kinesalite_endpoint, seed=31) as proxy:
         backend = Backend("kinesalite+dynalite via proxy", proxy.endpoint, dynalite_endpoint)
         clients = Backend("kinesalite+dynalite", kinesalite_endpoint, dynalite_endpoint).clients()
