@@ -83,7 +83,7 @@ class PoisonDelivery:
         _broken: bool
 
         def _feed(self, event: ShardEvent) -> None: ...
-        async def _stop_child(self) -> None: ...
+        async def _stop_child(self, *, hung: bool = False) -> None: ...
         async def _deliverable(self) -> bool: ...
         def _report_batch(
             self, records: tuple[AnyRecord, ...], millis_behind_latest: int | None, payload_bytes: int
@@ -227,7 +227,7 @@ class PoisonDelivery:
             self.stats.failure_messages.append(failure.detail)
             self._restart_for_plan = True
             self._feed(ShardEvent.CHILD_FAILED)
-            await self._stop_child()
+            await self._stop_child(hung=failure.kind == FailureKind.TIMEOUT.value)
         if isolated is not None and not await self._set_aside_record(isolated, failure):
             self._plan, self._held = None, ()  # a signal came first: nothing past it is delivered
             self._restart_for_plan = False

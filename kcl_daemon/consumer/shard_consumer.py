@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -454,10 +455,13 @@ class ShardConsumer(PoisonDelivery):
         if self._signal is None:
             self._feed(ShardEvent.RESTART_DUE)
 
-    async def _stop_child(self) -> None:
+    async def _stop_child(self, *, hung: bool = False) -> None:
+        """Stop the running child, if any. A ``hung`` one (it timed out holding a held batch) reads no
+        more input: it gets SIGTERM at once instead of the end-of-input grace first."""
         session, self._session = self._session, None
         if session is not None:
-            await session.child.stop(self._settings.stop)
+            stop = self._settings.stop
+            await session.child.stop(dataclasses.replace(stop, after_eof_s=0.0) if hung else stop)
             tail = getattr(session.child, "stderr_tail", None)  # test doubles may keep none
             if tail:
                 self._last_stderr = tail[-1]
