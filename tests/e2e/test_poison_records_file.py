@@ -34,7 +34,8 @@ def kinesalite(kinesalite_endpoint: str, dynalite_endpoint: str) -> tuple[Backen
     return backend, backend.clients()
 
 
-@pytest.mark.parametrize(("client", "kind"), [("kclpy", "error"), ("shell", "error"), ("node", "crash")])
+# amazon_kclpy raising on it: test_poison_records_outage (the same fleet, its destination down a while)
+@pytest.mark.parametrize(("client", "kind"), [("shell", "error"), ("node", "crash")])
 def test_a_poison_record_goes_to_a_directory_and_the_rest_flows(
     tmp_path: Path, kinesalite: tuple[Backend, AwsClients], client: str, kind: str
 ) -> None:
