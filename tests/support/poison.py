@@ -28,7 +28,7 @@ from tests.support.paths import CHILDREN
 
 KCLPY_POISON = CHILDREN / "kclpy_poison.py"
 POISON_CHILDREN = CHILDREN / "poison_children.py"
-#: the daemon's WARNING for each failed delivery of a held batch (kcl_daemon.consumer.poison_delivery)
+#: the daemon's WARNING for each failed delivery of a held batch (kcl_daemon.lifecycle.poison_delivery)
 FAILED_DELIVERY = re.compile(r"shard (\S+): delivery of (\d+) records from \S+ failed")
 RECORDS = 10_000
 SHARDS = 4
