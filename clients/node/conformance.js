@@ -5,6 +5,7 @@
  *   - a record whose data is the UTF-8 text "checkpoint" → checkpoint at that record;
  *   - "checkpoint-batch" → checkpoint with no position; anything else → nothing;
  *   - "log" / "metric" → a log line / a metric on kcl-daemon's channel;
+ *   - "dead-letter" → the record to the dead-letter destination (reason "conformance"), when offered;
  *   - shardEnded and shutdownRequested → checkpoint with no position;
  *   - a ThrottlingException is retried once, immediately; other errors are logged and ignored.
  * Run it as `node clients/node/conformance.js` with the daemon (or a transcript replay) on stdio.
@@ -35,12 +36,13 @@ async function checkpoint(checkpointer, ...position) {
 }
 
 run({
-  async processRecords({ records, checkpointer, log: channelLog, metric }) {
+  async processRecords({ records, checkpointer, log: channelLog, metric, deadLetter }) {
     for (const record of records) {
       const command = text(record.data);
       if (command === 'checkpoint') await checkpoint(checkpointer, record);
       else if (command === 'log') await channelLog('info', 'log');
       else if (command === 'metric') await metric('conformance', 1, 'Count', { source: 'transcript' });
+      else if (command === 'dead-letter') await deadLetter(record, 'conformance');
       else if (command === 'checkpoint-batch') await checkpoint(checkpointer);
     }
   },

@@ -3,7 +3,8 @@
 Per record: payload ``checkpoint`` checkpoints at that record, ``checkpoint-batch`` checkpoints everything
 delivered so far, anything else (including bytes that are not UTF-8) does nothing. ``shard_ended`` and
 ``shutdown_requested`` checkpoint everything delivered. ``log`` and ``metric`` use kcl-daemon's
-channel. A ``ThrottlingException`` is retried once,
+channel; ``dead-letter`` hands the record to the dead-letter destination (reason ``conformance``) when
+the daemon offered it. A ``ThrottlingException`` is retried once,
 immediately; any other checkpoint error is logged and processing carries on.
 """
 
@@ -40,6 +41,8 @@ class Conformance(RecordProcessor):
                 self.log("info", "log")
             elif text == "metric":
                 self.metric("conformance", 1, unit="Count", dimensions={"source": "transcript"})
+            elif text == "dead-letter":
+                self.dead_letter(record, "conformance")
             elif text == "checkpoint-batch":
                 checkpoint(batch.checkpointer)
 

@@ -3,7 +3,8 @@
 # replay against it in tests/protocol/test_shell_client.py:
 #
 #   * processRecords: a record whose text is "checkpoint" checkpoints at that record, "checkpoint-batch"
-#     checkpoints with no position; "log" and "metric" use kcl-daemon's channel; anything else: nothing.
+#     checkpoints with no position; "log" and "metric" use kcl-daemon's channel; "dead-letter" hands the
+#     record to the dead-letter destination (reason "conformance") when offered; anything else: nothing.
 #   * shardEnded, shutdownRequested: checkpoint with no position.  leaseLost, initialize: nothing.
 #   * ThrottlingException is retried once, immediately; other errors are logged and processing carries on.
 set -euo pipefail
@@ -18,6 +19,7 @@ CHECKPOINT_B64=$(printf %s checkpoint | base64)
 CHECKPOINT_BATCH_B64=$(printf %s checkpoint-batch | base64)
 LOG_B64=$(printf %s log | base64)
 METRIC_B64=$(printf %s metric | base64)
+DEAD_LETTER_B64=$(printf %s dead-letter | base64)
 
 checkpoint() {
   kcl_checkpoint "$@" && return 0
@@ -34,6 +36,7 @@ kcl_process_records() {
       "$CHECKPOINT_BATCH_B64") checkpoint ;;
       "$LOG_B64") kcl_channel_log info log ;;
       "$METRIC_B64") kcl_metric conformance 1 Count source=transcript ;;
+      "$DEAD_LETTER_B64") kcl_dead_letter conformance || true ;;
     esac
   done
 }

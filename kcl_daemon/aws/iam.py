@@ -8,7 +8,9 @@ code calls that is in no row here, nor in :data:`NOT_IN_POLICIES`, fails it).
 Resources are placeholders the policies spell out: ``lease-table`` (``tableName``, else
 ``applicationName``), ``lease-table-index`` (its ``LeaseOwnerToLeaseKeyIndex``),
 ``coordinator-table`` (``<app>-CoordinatorState``), ``worker-metrics-table``
-(``<app>-WorkerMetricStats``), ``stream``, ``stream-consumer`` and ``*`` (CloudWatch takes no resource).
+(``<app>-WorkerMetricStats``), ``stream``, ``stream-consumer``, ``*`` (CloudWatch takes no resource) and
+the ``deadLetterDestination`` of ``poisonRecordPolicy = DEAD_LETTER`` (docs/failures.md): a queue, a
+stream or an S3 prefix, one statement each in the optional ``kcl-daemon-dead-letters`` policy.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Need(enum.StrEnum):
     FANOUT = "fanout"  #: retrievalMode FANOUT (enhanced fan-out)
     CLOUDWATCH = "cloudwatch"  #: metricsLevel other than NONE
     OPERATOR = "operator"  #: the operator commands (doctor, checkpoint, migrate, deregister-consumer)
+    DEAD_LETTER = "dead-letter"  #: poisonRecordPolicy DEAD_LETTER: writes to deadLetterDestination
 
 
 class Resource(enum.StrEnum):
@@ -38,6 +41,9 @@ class Resource(enum.StrEnum):
     WORKER_METRICS_TABLE = "worker-metrics-table"
     STREAM = "stream"
     STREAM_CONSUMER = "stream-consumer"
+    DEAD_LETTER_QUEUE = "dead-letter-queue"
+    DEAD_LETTER_STREAM = "dead-letter-stream"
+    DEAD_LETTER_PREFIX = "dead-letter-prefix"
     ANY = "*"
 
 
@@ -56,6 +62,7 @@ def _a(action: str, resource: Resource, needs: Iterable[Need], why: str) -> IamA
 A, M, L, T = Need.ALWAYS, Need.MIGRATION_STATE, Need.LEADER, Need.LEGACY_TABLES
 LEASES, INDEX = Resource.LEASE_TABLE, Resource.LEASE_TABLE_INDEX
 COORD, METRICS = Resource.COORDINATOR_TABLE, Resource.WORKER_METRICS_TABLE
+DL = Need.DEAD_LETTER
 
 ACTIONS: Final[tuple[IamAction, ...]] = (
     # the lease table
@@ -102,6 +109,11 @@ ACTIONS: Final[tuple[IamAction, ...]] = (
     _a("dynamodb:DeleteTable", METRICS, [Need.OPERATOR], "migrate remove-legacy-tables"),
     # metrics
     _a("cloudwatch:PutMetricData", Resource.ANY, [Need.CLOUDWATCH], "publish metrics"),
+    # deadLetterDestination (one of the three): kcl_daemon.aws.dead_letter_puts
+    _a("sqs:GetQueueUrl", Resource.DEAD_LETTER_QUEUE, [DL], "sqs://NAME: the queue's URL, once"),
+    _a("sqs:SendMessage", Resource.DEAD_LETTER_QUEUE, [DL], "sqs://: one message per dead letter"),
+    _a("kinesis:PutRecord", Resource.DEAD_LETTER_STREAM, [DL], "kinesis://: one record per dead letter"),
+    _a("s3:PutObject", Resource.DEAD_LETTER_PREFIX, [DL], "s3://: one object per dead letter"),
 )
 
 #: Calls of the AWS layer that belong in no worker policy, and why.
@@ -111,9 +123,9 @@ NOT_IN_POLICIES: Final[dict[str, str]] = {
     "dynamodb:UpdateTimeToLive": "batch_ends.py: the Spark source's metadata table expires old items",
     "sts:AssumeRole": "the ASSUME_ROLE credentials provider: granted to the base identity on the role",
     "sts:GetCallerIdentity": "doctor's identity check; every identity may call it, no policy grants it",
-    "kinesis:PutRecord": "dead_letter_puts.py: deadLetterDestination kinesis:// writes to the dead-letter "
-    "stream (like sqs:SendMessage and s3:PutObject for the other destinations: granted with the destination, "
-    "docs/failures.md)",
+    "sqs:ReceiveMessage": "dead_letter_puts.py: `kcl-daemon dead-letters` reads a queue, as the operator "
+    "(docs/failures.md lists what it needs on each destination)",
+    "s3:GetObject": "dead_letter_puts.py: `kcl-daemon dead-letters` reads an S3 prefix, as the operator",
 }
 
 
@@ -158,6 +170,12 @@ CASES: Final[tuple[Case, ...]] = (
         "add for the operator commands: deregister-consumer, migrate, and what doctor reads beyond a "
         "2.x worker's actions (checkpoint needs the worker's own)",
     ),
+    Case(
+        "kcl-daemon-dead-letters",
+        frozenset({DL}),
+        "add for poisonRecordPolicy = DEAD_LETTER: keep the statement of your deadLetterDestination's "
+        "kind (a queue, a stream or an S3 prefix) and delete the other two",
+    ),
 )
 
 
@@ -183,6 +201,9 @@ RESOURCE_ARNS: Final[dict[Resource, str]] = {
     ),
     Resource.STREAM: "arn:aws:kinesis:REGION:ACCOUNT_ID:stream/STREAM_NAME",
     Resource.STREAM_CONSUMER: "arn:aws:kinesis:REGION:ACCOUNT_ID:stream/STREAM_NAME/consumer/CONSUMER_NAME:*",
+    Resource.DEAD_LETTER_QUEUE: "arn:aws:sqs:REGION:ACCOUNT_ID:DEAD_LETTER_QUEUE",
+    Resource.DEAD_LETTER_STREAM: "arn:aws:kinesis:REGION:ACCOUNT_ID:stream/DEAD_LETTER_STREAM",
+    Resource.DEAD_LETTER_PREFIX: "arn:aws:s3:::DEAD_LETTER_BUCKET/DEAD_LETTER_PREFIX/*",
     Resource.ANY: "*",
 }
 _SIDS: Final[dict[Resource, str]] = {
@@ -192,6 +213,9 @@ _SIDS: Final[dict[Resource, str]] = {
     Resource.WORKER_METRICS_TABLE: "WorkerMetricsTable",
     Resource.STREAM: "Stream",
     Resource.STREAM_CONSUMER: "StreamConsumer",
+    Resource.DEAD_LETTER_QUEUE: "DeadLetterQueue",
+    Resource.DEAD_LETTER_STREAM: "DeadLetterStream",
+    Resource.DEAD_LETTER_PREFIX: "DeadLetterPrefix",
     Resource.ANY: "CloudWatchMetrics",
 }
 

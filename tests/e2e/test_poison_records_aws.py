@@ -1,6 +1,8 @@
 """Poison records end to end, to AWS destinations: an SQS queue and an S3 prefix on moto_server, a Kinesis
 stream on kinesalite (the records come from kinesalite + dynalite). One daemon, 4 shards, 10,000 records,
-one poison record, an unmodified amazon_kclpy processor that raises on it."""
+one poison record; the shards run an unmodified amazon_kclpy processor and processors on the project's
+Node and shell clients at once, and the one on the poison record's shard crashes on it (exits): the crash
+reaches every destination, from a different client each time."""
 
 from __future__ import annotations
 
@@ -15,8 +17,14 @@ from kcl_daemon.aws.dead_letter_puts import dead_letter_client
 from kcl_daemon.dead_letters.letter import DeadLetter
 from tests.support.daemon import run_cli
 from tests.support.emulators import REGION, Backend
-from tests.support.figures import FIGURES
-from tests.support.poison import POISON, SHARDS, assert_nothing_lost_in_order, run_poison_fleet
+from tests.support.poison import (
+    POISON,
+    SHARDS,
+    assert_nothing_lost_in_order,
+    record_figures,
+    run_poison_fleet,
+)
+from tests.support.requirements import require_tool
 from tests.support.streams import new_stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -24,6 +32,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 @pytest.fixture
 def kinesalite(kinesalite_endpoint: str, dynalite_endpoint: str) -> tuple[Backend, AwsClients]:
+    require_tool("node")
+    require_tool("jq")
     backend = Backend("kinesalite+dynalite", kinesalite_endpoint, dynalite_endpoint)
     return backend, backend.clients()
 
@@ -50,10 +60,13 @@ def test_sqs(tmp_path: Path, kinesalite: tuple[Backend, AwsClients], moto_endpoi
         stream,
         f"sqs://{queue}",
         letters,
+        client="kclpy",
+        kind="crash",
         env={"AWS_ENDPOINT_URL_SQS": moto_endpoint},
     )
     assert_nothing_lost_in_order(run)
-    FIGURES["poison record (raise, sqs://): first failure -> shard moves on"] = f"{run.moved_on_s:.1f} s"
+    assert {letter.failure.kind for letter in run.letters} == {"exit"}
+    record_figures(run, "kclpy", "crash", "sqs://")
 
 
 def test_s3(tmp_path: Path, kinesalite: tuple[Backend, AwsClients], moto_endpoint: str) -> None:
@@ -78,11 +91,13 @@ def test_s3(tmp_path: Path, kinesalite: tuple[Backend, AwsClients], moto_endpoin
         stream,
         f"s3://{bucket}/dead",
         letters,
+        client="shell",
+        kind="crash",
         env={"AWS_ENDPOINT_URL_S3": moto_endpoint},
     )
     assert_nothing_lost_in_order(run)
-    assert len(run.letters) == 1
-    FIGURES["poison record (raise, s3://): first failure -> shard moves on"] = f"{run.moved_on_s:.1f} s"
+    assert len(run.letters) == 1 and run.letters[0].failure.kind == "exit"
+    record_figures(run, "shell", "crash", "s3://")
 
 
 def test_kinesis(tmp_path: Path, kinesalite: tuple[Backend, AwsClients]) -> None:
@@ -99,9 +114,11 @@ def test_kinesis(tmp_path: Path, kinesalite: tuple[Backend, AwsClients]) -> None
         return [DeadLetter.from_line(record["Data"].decode()) for record in records]
 
     stream = new_stream(kinesis, SHARDS, prefix="poison")
-    run = run_poison_fleet(tmp_path, backend, clients, stream, f"kinesis://{target}", letters)
+    run = run_poison_fleet(
+        tmp_path, backend, clients, stream, f"kinesis://{target}", letters, client="node", kind="crash"
+    )
     assert_nothing_lost_in_order(run)
-    assert len(run.letters) == 1
+    assert len(run.letters) == 1 and run.letters[0].failure.kind == "exit"
     # kcl-daemon dead-letters: list it, then put it back on its stream
     properties = tmp_path / "tool.properties"
     properties.write_text(
@@ -123,4 +140,4 @@ def test_kinesis(tmp_path: Path, kinesalite: tuple[Backend, AwsClients]) -> None
             for r in kinesis.get_records(ShardIterator=iterator["ShardIterator"], Limit=10000)["Records"]
         ]
     assert texts.count(f"poison-{POISON}".encode()) == 2  # the original and the one put back
-    FIGURES["poison record (raise, kinesis://): first failure -> shard moves on"] = f"{run.moved_on_s:.1f} s"
+    record_figures(run, "node", "crash", "kinesis://")

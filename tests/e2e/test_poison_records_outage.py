@@ -1,6 +1,8 @@
 """The dead-letter destination down for 30 s: a Kinesis stream on kinesalite whose PutRecord calls fail
 (the fault proxy answers 500) while the records are read through the same proxy. Nothing is checkpointed
-past the poison record meanwhile, nothing is lost, and processing resumes by itself once it is back."""
+past the poison record meanwhile, nothing is lost, and processing resumes by itself once it is back.
+The shards run amazon_kclpy, Node and shell processors at once; the amazon_kclpy one raises on the
+poison record (its wrapper answers the batch anyway): the 4-shard case of that failure."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from tests.support.emulators import Backend
 from tests.support.fault_proxy import Fault, FaultProxy, rule
 from tests.support.figures import FIGURES
 from tests.support.poison import SHARDS, Outage, assert_nothing_lost_in_order, run_poison_fleet
+from tests.support.requirements import require_tool
 from tests.support.streams import new_stream
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -25,6 +28,8 @@ OUTAGE_S = 30.0
 def test_the_destination_down_for_30_s(
     tmp_path: Path, kinesalite_endpoint: str, dynalite_endpoint: str
 ) -> None:
+    require_tool("node")
+    require_tool("jq")
     with FaultProxy(kinesalite_endpoint, seed=31) as proxy:
         backend = Backend("kinesalite+dynalite via proxy", proxy.endpoint, dynalite_endpoint)
         clients = Backend("kinesalite+dynalite", kinesalite_endpoint, dynalite_endpoint).clients()
@@ -58,10 +63,18 @@ def test_the_destination_down_for_30_s(
 
         stream = new_stream(clients.kinesis, SHARDS, prefix="poison")
         run = run_poison_fleet(
-            tmp_path, backend, clients, stream, f"kinesis://{target}", letters, during=outage
+            tmp_path,
+            backend,
+            clients,
+            stream,
+            f"kinesis://{target}",
+            letters,
+            client="kclpy",
+            kind="error",
+            during=outage,
         )
     assert_nothing_lost_in_order(run)
-    assert len(run.letters) == 1
+    assert len(run.letters) == 1 and run.letters[0].failure.kind == "exception"
     assert "waits: the dead-letter destination" in run.log
     moved_on = min(
         p["t"] for p in run.processed if p["shard"] == run.poison_events[0]["shard"] and p["t"] > back_at[0]

@@ -17,9 +17,11 @@ from kcl_protocol import (
     ACTION_MESSAGES,
     CheckpointReply,
     CheckpointRequest,
+    DeadLetterRequest,
     decode_child_line,
     decode_daemon_line,
 )
+from kcl_protocol.extensions import encode_dead_letter
 from tests.support.paths import CHILDREN
 from tests.support.transcripts import TRANSCRIPT_DIR, Transcript, all_transcripts
 
@@ -63,7 +65,12 @@ async def test_daemon_side(transcript: Transcript) -> None:
         (sys.executable, str(CHILD), str(TRANSCRIPT_DIR / f"{transcript.name}.jsonl")),
         line_limit_bytes=1 << 20,
     )
-    session = ChildSession(child, ActionTimeouts(default_s=10))
+    dead_letters: list[DeadLetterRequest] = []
+
+    async def dead_letter(request: DeadLetterRequest) -> None:
+        dead_letters.append(request)
+
+    session = ChildSession(child, ActionTimeouts(default_s=10), on_dead_letter=dead_letter)
     for action in actions:
         # leaseLost/initialize have no checkpointer; none of the transcripts checkpoints during them
         await session.run_action(action, answer)
@@ -73,3 +80,7 @@ async def test_daemon_side(transcript: Transcript) -> None:
         assert session.noise_lines == 5
     if transcript.name == "channel":
         assert session.channel_lines == 2
+    expected = [
+        entry["child"] for entry in transcript.entries if entry.get("child", {}).get("action") == "deadLetter"
+    ]
+    assert [encode_dead_letter(request) for request in dead_letters] == expected

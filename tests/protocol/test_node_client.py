@@ -28,6 +28,7 @@ AWSKCL_LIMITS = {
     ),
     # `channel_offered` passes: aws-kcl ignores the offer in initialize.
     "channel": "aws-kcl cannot write the log/metric lines of kcl-daemon's channel",
+    "dead_letter": "aws-kcl cannot write the deadLetter line of kcl-daemon's channel",
 }
 
 

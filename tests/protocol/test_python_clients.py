@@ -37,8 +37,9 @@ PROCESSORS: dict[str, list[str]] = {
 # shutdownRequested through with its checkpointer (v1: as a bare argument), so every transcript is reachable.
 # amazon_kclpy has no API for kcl-daemon's log/metric channel; `channel_offered` shows it ignores the offer.
 KNOWN_LIMITATIONS: dict[tuple[str, str], str] = {
-    (processor, "channel"): "amazon_kclpy cannot write the channel's log/metric lines"
+    (processor, transcript): f"amazon_kclpy cannot write the channel's {what}"
     for processor in ("kclpy_v1", "kclpy_v2", "kclpy_v3")
+    for transcript, what in (("channel", "log/metric lines"), ("dead_letter", "deadLetter line"))
 }
 
 

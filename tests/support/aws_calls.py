@@ -15,7 +15,7 @@ from pathlib import Path
 import boto3  # noqa: TID251 - the service models list the operation names
 from botocore import xform_name  # noqa: TID251
 
-SERVICES = ("dynamodb", "kinesis", "cloudwatch", "sts")
+SERVICES = ("dynamodb", "kinesis", "cloudwatch", "sts", "sqs", "s3")
 
 
 def operation_actions() -> dict[str, set[str]]:

@@ -1,10 +1,16 @@
 """The poison-record fleet test, shared by its destinations (file, SQS, S3, Kinesis): one daemon, 4 shards,
-10,000 records of which one is poison, an unmodified amazon_kclpy processor that fails on it
-(``tests/fixtures/children/kclpy_poison.py``), ``poisonRecordPolicy = DEAD_LETTER``."""
+10,000 records of which one is poison, ``poisonRecordPolicy = DEAD_LETTER``. The shards run real children
+on different clients at once (``tests/fixtures/children/poison_children.py``): an unmodified amazon_kclpy
+processor (``kclpy_poison.py``), the project's Node and shell clients (``poison_processor.js``, ``.sh``);
+each run chooses which one gets the poison record's shard and how it fails there: ``error`` (it raises or
+returns an error and its client answers anyway), ``crash`` (it exits) or ``hang`` (it never answers; the
+run sets ``processRecordsTimeoutInSeconds``)."""
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -16,13 +22,22 @@ from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.dead_letters.letter import DeadLetter
 from tests.support.emulators import Backend
+from tests.support.figures import FIGURES
 from tests.support.fleet import Fleet
 from tests.support.paths import CHILDREN
 
 KCLPY_POISON = CHILDREN / "kclpy_poison.py"
+POISON_CHILDREN = CHILDREN / "poison_children.py"
+#: the daemon's WARNING for each failed delivery of a held batch (kcl_daemon.lifecycle.poison_delivery)
+FAILED_DELIVERY = re.compile(r"shard (\S+): delivery of (\d+) records from \S+ failed")
 RECORDS = 10_000
 SHARDS = 4
 POISON = 4321
+CLIENTS = ("kclpy", "node", "shell")
+#: maxRecords of the fleet: the largest batch, so the bisection takes at most ceil(log2(100)) = 7 steps
+MAX_RECORDS = 100
+#: the hang runs' processRecordsTimeoutInSeconds (unset by default: a hung processor is waited for)
+HANG_TIMEOUT_S = 3
 
 
 @dataclass(frozen=True)
@@ -33,7 +48,20 @@ class PoisonRun:
     #: seconds from the processor's first failure on the poison record to its first record after it
     moved_on_s: float
     redelivered: int
+    #: of those, the ones sent again after the last whole-batch attempt failed (by the bisection)
+    redelivered_in_bisection: int
     log: str
+    #: the client each shard ran, the poison record's shard
+    children: dict[str, str]
+    poison_shard: str
+
+    def failed_delivery_records(self) -> dict[str, int]:
+        """Per shard, the records of the deliveries the daemon logged as failed (each such record is
+        delivered again at most once for each failure: whole, or in one of the halves)."""
+        counts: dict[str, int] = {}
+        for shard, records in FAILED_DELIVERY.findall(self.log):
+            counts[shard] = counts.get(shard, 0) + int(records)
+        return counts
 
 
 @dataclass(frozen=True)
@@ -74,31 +102,35 @@ def run_poison_fleet(
     destination: str,
     read_letters: Callable[[], list[DeadLetter]],
     *,
-    mode: str = "raise",
-    child: str | None = None,
+    client: str = "kclpy",
+    kind: str = "error",
     env: dict[str, str] | None = None,
     during: Callable[[Outage], None] | None = None,
 ) -> PoisonRun:
-    """``child``: the processor's command without its MODE OUT_FILE arguments (default: kclpy_poison.py);
-    ``during`` runs once the daemon started, before the wait for the end (a fault test's outage)."""
+    """``client`` runs the poison record's shard and fails there as ``kind`` says; the other shards run
+    the other clients (every client runs in every run). ``during`` runs once the daemon started, before
+    the wait for the end (a fault test's outage)."""
     last, poison_shard, poison_seq = put_with_poison(clients, stream)
     assert len(last) == SHARDS
+    others = [c for c in CLIENTS if c != client] + [client]
+    children = {poison_shard: client} | dict(zip(sorted(set(last) - {poison_shard}), others, strict=True))
+    (tmp_path / "children.json").write_text(json.dumps(children))
     table = f"deadletters-{int(time.time() * 1000)}"
     out = tmp_path / "processed.jsonl"
-    fleet = Fleet(
-        tmp_path,
-        backend,
-        table,
-        stream,
-        extra=f"maxRecords = 100\npoisonRecordPolicy = DEAD_LETTER\ndeadLetterDestination = {destination}\n",
+    extra = (
+        f"maxRecords = {MAX_RECORDS}\npoisonRecordPolicy = DEAD_LETTER\n"
+        f"deadLetterDestination = {destination}\n"
     )
+    if kind == "hang":
+        extra += f"processRecordsTimeoutInSeconds = {HANG_TIMEOUT_S}\n"
+    fleet = Fleet(tmp_path, backend, table, stream, extra=extra)
     leases = DynamoLeaseTable(clients.dynamodb, table)
 
     def lines() -> list[dict[str, Any]]:
         if not out.exists():
             return []
         text = out.read_text()
-        return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line]
+        return [_with_text(json.loads(line)) for line in text[: text.rfind("\n") + 1].splitlines() if line]
 
     def done() -> bool:
         try:
@@ -108,11 +140,12 @@ def run_poison_fleet(
         return checkpoints == last and bool(read_letters())
 
     try:
-        fleet.start("worker-a", f"{child or f'{sys.executable} {KCLPY_POISON}'} {mode} {out}", env=env)
+        command = f"{sys.executable} {POISON_CHILDREN} {tmp_path / 'children.json'} {kind} {out}"
+        fleet.start("worker-a", command, env=env)
         if during is not None:
             during(Outage(leases, poison_shard, poison_seq, fleet))
         fleet.wait(done, 120, "every shard checkpointed at its last record and the poison dead-lettered")
-        log = fleet.logs()
+        log = fleet.daemons["worker-a"].text()  # all of it: payloads must be in none of it
     finally:
         fleet.close()
         clients.dynamodb.delete_table(TableName=table)
@@ -128,14 +161,43 @@ def run_poison_fleet(
         if p["shard"] == poison_shard and int(p["seq"]) > first_poison and p["t"] > last_failure
     ]
     seen: set[tuple[str, str, int]] = set()
-    redelivered = 0
+    redelivered = in_bisection = 0
+    # the whole batch fails maxDeliveryAttempts (3) times: every later failure is the bisection's
+    bisecting_from = poison_events[min(2, len(poison_events) - 1)]["t"]
     for p in processed:
         key = (p["shard"], p["seq"], p["sub"])
         redelivered += key in seen
+        in_bisection += key in seen and p["t"] > bisecting_from
         seen.add(key)
     return PoisonRun(
-        read_letters(), processed, poison_events, min(after) - poison_events[0]["t"], redelivered, log
+        read_letters(),
+        processed,
+        poison_events,
+        min(after) - poison_events[0]["t"],
+        redelivered,
+        in_bisection,
+        log,
+        children,
+        poison_shard,
     )
+
+
+def _redelivered_by_shard(run: PoisonRun) -> dict[str, int]:
+    seen: set[tuple[str, str, int]] = set()
+    counts: dict[str, int] = {}
+    for p in run.processed:
+        key = (p["shard"], p["seq"], p["sub"])
+        if key in seen:
+            counts[p["shard"]] = counts.get(p["shard"], 0) + 1
+        seen.add(key)
+    return counts
+
+
+def _with_text(line: dict[str, Any]) -> dict[str, Any]:
+    """The shell processor writes a record's payload as base64 (``data``): add its ``text``."""
+    if "data" in line and "text" not in line:
+        line["text"] = base64.b64decode(line["data"]).decode(errors="replace")
+    return line
 
 
 def assert_nothing_lost_in_order(run: PoisonRun) -> None:
@@ -156,3 +218,25 @@ def assert_nothing_lost_in_order(run: PoisonRun) -> None:
     letter = run.letters[0]
     assert letter.failure.kind in ("exception", "exit", "timeout") and letter.attempts >= 1
     assert f"poison-{POISON}" not in run.log, "a payload was logged"
+    assert set(run.children.values()) == set(CLIENTS), run.children
+    # Re-deliveries come only from the retries and the bisection, each of a delivery the daemon counted
+    # as failed: the poison record's batch, and any batch whose checkpoint failed under load (the
+    # processor raised). A failed delivery's records are delivered again once: whole, or in halves.
+    redelivered, failed = _redelivered_by_shard(run), run.failed_delivery_records()
+    assert all(count <= failed.get(shard, 0) for shard, count in redelivered.items()), (redelivered, failed)
+    # The poison record is handed over at most maxDeliveryAttempts times whole, then once per level.
+    assert len(run.poison_events) <= 3 + 7, len(run.poison_events)
+
+
+#: each failure kind as the letter names it
+LETTER_KIND = {"error": "exception", "crash": "exit", "hang": "timeout"}
+
+
+def record_figures(run: PoisonRun, client: str, kind: str, destination: str) -> None:
+    """The closing note's figures for this run (printed at the end of the test run)."""
+    FIGURES[f"poison record ({client} {kind}, {destination}): first failure -> shard moves on"] = (
+        f"{run.moved_on_s:.1f} s; {run.redelivered} records re-delivered by the retries and the bisection "
+        f"({run.redelivered_in_bisection} by the bisection); "
+        f"{len(run.poison_events)} deliveries failed on the poison record; shards ran "
+        + ", ".join(sorted(set(run.children.values())))
+    )

@@ -20,13 +20,14 @@ from pexpect.popen_spawn import PopenSpawn
 from kcl_protocol import (
     ChannelMessage,
     CheckpointRequest,
+    DeadLetterRequest,
     LogLine,
     MetricLine,
     NoiseLine,
     Status,
     decode_child_line,
 )
-from kcl_protocol.extensions import encode_channel
+from kcl_protocol.extensions import encode_channel, encode_dead_letter
 from tests.support.paths import REPO
 
 TRANSCRIPT_DIR = REPO / "protocol" / "transcripts"
@@ -69,9 +70,11 @@ def normalize_child(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _as_dict(message: Status | CheckpointRequest | ChannelMessage) -> dict[str, Any]:
+def _as_dict(message: Status | CheckpointRequest | ChannelMessage | DeadLetterRequest) -> dict[str, Any]:
     if isinstance(message, LogLine | MetricLine):
         return encode_channel(message)
+    if isinstance(message, DeadLetterRequest):
+        return encode_dead_letter(message)
     if isinstance(message, Status):
         return {"action": "status", "responseFor": message.response_for}
     return {

@@ -2,7 +2,8 @@
 // protocol/transcripts/README.md). A record whose data is "checkpoint" is checkpointed; one whose
 // data is "checkpoint-batch" checkpoints everything delivered so far; shardEnded and
 // shutdownRequested checkpoint with no position. A throttled checkpoint is retried once, at once.
-// "log" and "metric" use kcl-daemon's log/metric channel.
+// "log" and "metric" use kcl-daemon's log/metric channel; "dead-letter" hands the record to the
+// dead-letter destination (reason "conformance") when the daemon offered it.
 package main
 
 import (
@@ -27,6 +28,8 @@ func (processor) ProcessRecords(in kcl.ProcessRecordsInput) error {
 			_ = in.Channel.Log("info", "log")
 		case "metric":
 			_ = in.Channel.Metric("conformance", 1, "Count", map[string]string{"source": "transcript"})
+		case "dead-letter":
+			_, _ = in.Channel.DeadLetter(r, "conformance")
 		}
 	}
 	return nil
