@@ -27,12 +27,14 @@ import itertools
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import ParamSpec, TypeVar, TypeVarTuple, cast
 
 T = TypeVar("T")
+P = ParamSpec("P")
+Ts = TypeVarTuple("Ts")
 
 #: (call, report) where report(result, error) runs on the pool's thread; None stops one thread
-_Work = tuple[Callable[[], Any], Callable[[Any, BaseException | None], None]] | None
+_Work = tuple[Callable[[], object], Callable[[object, BaseException | None], None]] | None
 
 
 class BlockingPool(concurrent.futures.Executor):
@@ -92,7 +94,7 @@ class BlockingPool(concurrent.futures.Executor):
 
     # -- the coroutine path ----------------------------------------------------------------------
 
-    async def run(self, fn: Callable[..., T], /, *args: Any) -> T:
+    async def run(self, fn: Callable[[*Ts], T], /, *args: *Ts) -> T:
         """``fn(*args)`` on one of the pool's threads; cancelling the caller skips a call not yet begun."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
@@ -100,7 +102,7 @@ class BlockingPool(concurrent.futures.Executor):
         def call() -> T | None:
             return None if future.cancelled() else fn(*args)
 
-        def report(result: Any, error: BaseException | None) -> None:
+        def report(result: object, error: BaseException | None) -> None:
             if loop.is_closed():
                 return  # the caller's loop ended (an immediate stop): nobody is left to hear of it
             with contextlib.suppress(RuntimeError):  # closed between the check and the call
@@ -111,19 +113,21 @@ class BlockingPool(concurrent.futures.Executor):
 
     # -- the Executor interface ------------------------------------------------------------------
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+    def submit(
+        self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> concurrent.futures.Future[T]:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
         def call() -> T | None:
             return fn(*args, **kwargs) if future.set_running_or_notify_cancel() else None
 
-        def report(result: Any, error: BaseException | None) -> None:
+        def report(result: object, error: BaseException | None) -> None:
             if future.cancelled():
                 return
             if error is not None:
                 future.set_exception(error)
             else:
-                future.set_result(result)
+                future.set_result(cast(T, result))  # fn's result: the call ran, so it returned a T
 
         self._put((call, report))
         return future
@@ -141,16 +145,16 @@ class BlockingPool(concurrent.futures.Executor):
                 thread.join()
 
 
-def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+def _resolve(future: asyncio.Future[T], result: object, error: BaseException | None) -> None:
     if future.done():
         return
     if error is not None:
         future.set_exception(error)
     else:
-        future.set_result(result)
+        future.set_result(cast(T, result))  # fn's result: a call skipped as cancelled left the future done
 
 
-async def run_blocking(executor: concurrent.futures.Executor, fn: Callable[..., T], /, *args: Any) -> T:
+async def run_blocking(executor: concurrent.futures.Executor, fn: Callable[[*Ts], T], /, *args: *Ts) -> T:
     """``fn(*args)`` on ``executor``: :meth:`BlockingPool.run` when it is one, else ``run_in_executor``."""
     if isinstance(executor, BlockingPool):
         return await executor.run(fn, *args)

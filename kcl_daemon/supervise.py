@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
 
 from kcl_daemon.clock import Clock, current_activity
 from kcl_daemon.core.supervise import GiveUp, LoopPolicy, after_loop_failure
@@ -28,7 +27,7 @@ from kcl_daemon.core.worker.health import LoopFacts
 
 logger = logging.getLogger(__name__)
 
-LoopFactory = Callable[[], Coroutine[Any, Any, None]]
+LoopFactory = Callable[[], Coroutine[object, object, None]]
 OnFatal = Callable[[str, str], None]  # (loop name, why)
 
 
@@ -98,7 +97,7 @@ class LoopActivity:
     name: str
     budget_s: float = DEFAULT_BUSY_BUDGET_S
     monotonic: Callable[[], float] = time.monotonic
-    task: asyncio.Task[Any] | None = None
+    task: asyncio.Task[None] | None = None
     busy_since: float | None = None
 
     def asleep(self) -> None:

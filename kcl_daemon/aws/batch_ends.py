@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Protocol
 
 from botocore.exceptions import ClientError
 
@@ -32,6 +32,12 @@ from kcl_daemon.core.spark.batches import PublishedEnd
 from kcl_daemon.core.spark.leases import end_attribute
 from kcl_daemon.errors import DependencyUnavailable, LeaseConflict, Throttled
 from kcl_daemon.retry import BATCH_ENDS, STARTUP, RetryPolicy
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import KeysAndAttributesUnionTypeDef
+
+    from kcl_daemon.aws.item_types import AttributeValue, Item
 
 logger = logging.getLogger(__name__)
 
@@ -63,21 +69,21 @@ class _Store:
     condition_item_exists = False
     key_attributes: tuple[str, ...] = ()
 
-    def __init__(self, client: Any, table_name: str, *, retry: RetryPolicy = BATCH_ENDS) -> None:
+    def __init__(self, client: DynamoDBClient, table_name: str, *, retry: RetryPolicy = BATCH_ENDS) -> None:
         self._client = client
         self.table_name = table_name
         self._retry = retry
 
-    def key(self, run: str, shard_id: str) -> dict[str, Any]:
+    def key(self, run: str, shard_id: str) -> Item:
         raise NotImplementedError
 
     def attribute(self, run: str, batch: int) -> str:
         raise NotImplementedError
 
-    def shard_of(self, item: Mapping[str, Any]) -> str:
+    def shard_of(self, item: Mapping[str, AttributeValue]) -> str:
         raise NotImplementedError
 
-    def extra_set(self) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    def extra_set(self) -> tuple[str, dict[str, str], Item]:
         """More ``SET`` clauses for a publication: (expression, names, values)."""
         return "", {}, {}
 
@@ -142,7 +148,7 @@ class _Store:
     def _read_chunk(self, run: str, batch: int, shard_ids: Sequence[str]) -> dict[str, PublishedEnd]:
         name = self.attribute(run, batch)
         projection = ", ".join([*(f"#{k}" for k in self.key_attributes), "#a"])
-        request: dict[str, Any] = {
+        request: Mapping[str, KeysAndAttributesUnionTypeDef] = {
             self.table_name: {
                 "Keys": [self.key(run, shard) for shard in shard_ids],
                 "ConsistentRead": True,
@@ -198,13 +204,13 @@ class LeaseItemEnds(_Store):
     condition_item_exists = True
     key_attributes = (LEASE_KEY,)
 
-    def key(self, run: str, shard_id: str) -> dict[str, Any]:
+    def key(self, run: str, shard_id: str) -> Item:
         return {LEASE_KEY: {"S": shard_id}}
 
     def attribute(self, run: str, batch: int) -> str:
         return end_attribute(run, batch)
 
-    def shard_of(self, item: Mapping[str, Any]) -> str:
+    def shard_of(self, item: Mapping[str, AttributeValue]) -> str:
         return str(item[LEASE_KEY]["S"])
 
 
@@ -215,25 +221,25 @@ class MetadataTableEnds(_Store):
 
     def __init__(
         self,
-        client: Any,
+        client: DynamoDBClient,
         table_name: str,
         *,
         retry: RetryPolicy = BATCH_ENDS,
-        now: Any = time.time,
+        now: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(client, table_name, retry=retry)
         self._now = now
 
-    def key(self, run: str, shard_id: str) -> dict[str, Any]:
+    def key(self, run: str, shard_id: str) -> Item:
         return {RUN: {"S": run}, SHARD_ID: {"S": shard_id}}
 
     def attribute(self, run: str, batch: int) -> str:
         return f"end_{batch}"
 
-    def shard_of(self, item: Mapping[str, Any]) -> str:
+    def shard_of(self, item: Mapping[str, AttributeValue]) -> str:
         return str(item[SHARD_ID]["S"])
 
-    def extra_set(self) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    def extra_set(self) -> tuple[str, dict[str, str], Item]:
         return (
             ", #ttl = :ttl",
             {"#ttl": EXPIRES_AT},
@@ -258,7 +264,7 @@ class MetadataTableEnds(_Store):
             self._enable_ttl()
         return created
 
-    def _describe(self) -> Mapping[str, Any] | None:
+    def _describe(self) -> Mapping[str, object] | None:
         try:
             with map_aws_errors(f"describe metadata table {self.table_name}"):
                 return dict(self._client.describe_table(TableName=self.table_name)["Table"])

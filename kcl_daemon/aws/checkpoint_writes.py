@@ -20,7 +20,7 @@ what, to what and why (a map Java ignores, contract §3.2). A failed condition r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from kcl_daemon.aws.lease_table import CHECKPOINT_OWNER, _Expression, _n, _s
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
@@ -37,11 +37,14 @@ from kcl_daemon.core.leases.lease_codec import (
 )
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 
+if TYPE_CHECKING:
+    from kcl_daemon.aws.item_types import AttributeValue
+
 #: kcl-daemon's record of the last checkpoint change made with `kcl-daemon checkpoint set` (contract §3.2)
 AUDIT_ATTRIBUTE: Final = "kclDaemonCheckpointSet"
 
 
-def _typed(value: object) -> dict[str, Any]:
+def _typed(value: object) -> AttributeValue:
     if isinstance(value, bool):
         return {"BOOL": value}
     if isinstance(value, int):

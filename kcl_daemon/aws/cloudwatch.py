@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final, cast
 
 from kcl_daemon.aws.clients import ClientSettings, botocore_config
 from kcl_daemon.aws.credentials import is_anonymous, session_for
@@ -17,6 +17,8 @@ from kcl_daemon.aws.errors import guard_responses, map_aws_errors
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
+    from mypy_boto3_cloudwatch.literals import StandardUnitType
+    from mypy_boto3_cloudwatch.type_defs import MetricDatumTypeDef
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +45,12 @@ def build_cloudwatch_client(settings: ClientSettings, endpoint: str | None) -> C
     return client
 
 
-def _datum_dict(datum: Datum) -> dict[str, Any]:
+def _datum_dict(datum: Datum) -> MetricDatumTypeDef:
     return {
         "MetricName": datum.name,
         "Dimensions": [{"Name": name, "Value": value} for name, value in datum.dimensions],
         "Value": datum.value,
-        "Unit": datum.unit,
+        "Unit": cast("StandardUnitType", datum.unit),  # the catalog's units are CloudWatch's
         "Timestamp": datum.timestamp,
     }
 
@@ -65,6 +67,6 @@ class CloudWatchPublisher:
         for start in range(0, len(datums), BATCH):
             chunk = [_datum_dict(d) for d in datums[start : start + BATCH]]
             with map_aws_errors(f"PutMetricData to namespace {namespace}"):
-                self._client.put_metric_data(Namespace=namespace, MetricData=chunk)  # type: ignore[arg-type]
+                self._client.put_metric_data(Namespace=namespace, MetricData=chunk)
             calls += 1
         return calls

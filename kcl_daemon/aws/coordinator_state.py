@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
@@ -30,6 +30,18 @@ from kcl_daemon.retry import LEASE_IO, STARTUP, RetryPolicy
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import (
+        ConditionCheckTypeDef,
+        DeleteItemInputTypeDef,
+        DeleteTypeDef,
+        PutItemInputTypeDef,
+        PutTypeDef,
+        ScanInputTypeDef,
+        TransactWriteItemTypeDef,
+        UpdateItemInputTypeDef,
+    )
+
+    from kcl_daemon.aws.item_types import AttributeValue, Item
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +53,7 @@ _SER = TypeSerializer()
 _DESER = TypeDeserializer()
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, list):
@@ -55,17 +67,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _typed(value: Any) -> dict[str, Any]:
+def _typed(value: object) -> AttributeValue:
     if isinstance(value, float):
         value = Decimal(repr(value))
     elif isinstance(value, list):
         return {"L": [_typed(v) for v in value]}
     elif isinstance(value, dict):
         return {"M": {k: _typed(v) for k, v in value.items()}}
-    return dict(_SER.serialize(value))
+    return _SER.serialize(value)
 
 
-def decode_item(item: Mapping[str, Any]) -> dict[str, Any]:
+def decode_item(item: Mapping[str, AttributeValue]) -> dict[str, object]:
     """A low-level item as plain values."""
     return {name: _plain(_DESER.deserialize(value)) for name, value in item.items()}
 
@@ -138,13 +150,13 @@ class CoordinatorStore:
 
     # -- items -----------------------------------------------------------------------------------
 
-    def get(self, key: str, *, policy: RetryPolicy | None = None) -> dict[str, Any] | None:
+    def get(self, key: str, *, policy: RetryPolicy | None = None) -> dict[str, object] | None:
         """The item (strongly consistent read, as Java), plain values; None if absent.
 
         Retried under ``policy`` (``LEASE_IO`` by default; ``STARTUP_ITEM`` at start-up)."""
         return (policy or LEASE_IO).call(self._get, key)
 
-    def _get(self, key: str) -> dict[str, Any] | None:
+    def _get(self, key: str) -> dict[str, object] | None:
         with map_aws_errors(f"get {key} from {self.table_name}"):
             response = self._client.get_item(
                 TableName=self.table_name, Key={self.key_name: {"S": key}}, ConsistentRead=True
@@ -152,19 +164,19 @@ class CoordinatorStore:
         item = response.get("Item")
         return None if item is None else decode_item(item)
 
-    def item(self, key: str, attributes: Mapping[str, Any], entity_type: str | None = None) -> dict[str, Any]:
+    def item(self, key: str, attributes: Mapping[str, object], entity_type: str | None = None) -> Item:
         """The typed item for a put (``entityType`` added in the lease table)."""
-        item = {self.key_name: {"S": key}, **{n: _typed(v) for n, v in attributes.items()}}
+        item: Item = {self.key_name: {"S": key}, **{n: _typed(v) for n, v in attributes.items()}}
         if entity_type is not None and self.in_lease_table:
             item[ENTITY_TYPE] = {"S": entity_type}
         return item
 
     def adopt(
-        self, key: str, raw: Mapping[str, Any], source_key_name: str, entity_type: str
-    ) -> dict[str, Any]:
+        self, key: str, raw: Mapping[str, AttributeValue], source_key_name: str, entity_type: str
+    ) -> Item:
         """A typed item for this store from another store's typed item (``raw``, keyed by
         ``source_key_name``): same attributes, this store's key, and ``entityType`` in the lease table."""
-        item = {self.key_name: {"S": key}, **{n: v for n, v in raw.items() if n != source_key_name}}
+        item: Item = {self.key_name: {"S": key}, **{n: v for n, v in raw.items() if n != source_key_name}}
         if self.in_lease_table:
             item[ENTITY_TYPE] = {"S": entity_type}
         return item
@@ -172,10 +184,10 @@ class CoordinatorStore:
     def put(
         self,
         key: str,
-        attributes: Mapping[str, Any],
+        attributes: Mapping[str, object],
         *,
         require_absent: bool = False,
-        require_equal: Mapping[str, Any] | None = None,
+        require_equal: Mapping[str, object] | None = None,
         require_missing: tuple[str, ...] = (),
         entity_type: str | None = None,
     ) -> None:
@@ -183,14 +195,18 @@ class CoordinatorStore:
         without the ``require_missing`` attributes)."""
         item = self.item(key, attributes, entity_type)
         names, values, condition = self._condition(require_absent, require_equal or {}, require_missing)
-        args: dict[str, Any] = {"TableName": self.table_name, "Item": item, "ConditionExpression": condition}
+        args: PutItemInputTypeDef = {
+            "TableName": self.table_name,
+            "Item": item,
+            "ConditionExpression": condition,
+        }
         args["ExpressionAttributeNames"] = names
         if values:
             args["ExpressionAttributeValues"] = values
         with map_aws_errors(f"put {key} in {self.table_name}"):
             self._client.put_item(**args)
 
-    def transact(self, entries: list[dict[str, Any]], what: str) -> None:
+    def transact(self, entries: list[TransactWriteItemTypeDef], what: str) -> None:
         """One TransactWriteItems (all or nothing); a failed condition raises LeaseConflict.
 
         An endpoint without transactions (dynalite answers ``UnknownOperationException``; DynamoDB never
@@ -198,7 +214,7 @@ class CoordinatorStore:
         consistent read checked just before the writes that follow it."""
         with map_aws_errors(what):
             try:
-                self._client.transact_write_items(TransactItems=entries)  # type: ignore[arg-type]
+                self._client.transact_write_items(TransactItems=entries)
             except ClientError as exc:
                 if error_code(exc) == "TransactionCanceledException":
                     reasons = exc.response.get("CancellationReasons", [])
@@ -215,7 +231,7 @@ class CoordinatorStore:
         for entry in entries:
             self._write_in_order(entry, what)
 
-    def _write_in_order(self, entry: Mapping[str, Any], what: str) -> None:
+    def _write_in_order(self, entry: TransactWriteItemTypeDef, what: str) -> None:
         if "ConditionCheck" in entry:
             check = entry["ConditionCheck"]
             with map_aws_errors(what):
@@ -233,10 +249,10 @@ class CoordinatorStore:
             with map_aws_errors(what):
                 self._client.delete_item(**entry["Delete"])
 
-    def condition_check(self, key: str, require_equal: Mapping[str, Any]) -> dict[str, Any]:
+    def condition_check(self, key: str, require_equal: Mapping[str, object]) -> TransactWriteItemTypeDef:
         """A TransactWriteItems ConditionCheck entry on this store's item ``key``."""
         names, values, condition = self._condition(False, require_equal)
-        check: dict[str, Any] = {
+        check: ConditionCheckTypeDef = {
             "TableName": self.table_name,
             "Key": {self.key_name: {"S": key}},
             "ConditionExpression": condition,
@@ -248,14 +264,14 @@ class CoordinatorStore:
 
     def put_entry(
         self,
-        item: dict[str, Any],
+        item: Item,
         *,
         require_absent: bool = False,
-        require_equal: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        require_equal: Mapping[str, object] | None = None,
+    ) -> TransactWriteItemTypeDef:
         """A TransactWriteItems Put entry of a typed item (see :meth:`item`)."""
         names, values, condition = self._condition(require_absent, require_equal or {})
-        put: dict[str, Any] = {
+        put: PutTypeDef = {
             "TableName": self.table_name,
             "Item": item,
             "ConditionExpression": condition,
@@ -265,9 +281,11 @@ class CoordinatorStore:
             put["ExpressionAttributeValues"] = values
         return {"Put": put}
 
-    def delete_entry(self, key: str, *, require_equal: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def delete_entry(
+        self, key: str, *, require_equal: Mapping[str, object] | None = None
+    ) -> TransactWriteItemTypeDef:
         """A TransactWriteItems Delete entry: unconditional, or if the item exists with these values."""
-        delete: dict[str, Any] = {"TableName": self.table_name, "Key": {self.key_name: {"S": key}}}
+        delete: DeleteTypeDef = {"TableName": self.table_name, "Key": {self.key_name: {"S": key}}}
         if require_equal is not None:
             names, values, condition = self._condition(False, require_equal)
             delete["ConditionExpression"] = condition
@@ -276,7 +294,7 @@ class CoordinatorStore:
                 delete["ExpressionAttributeValues"] = values
         return {"Delete": delete}
 
-    def raw_item(self, key: str) -> dict[str, Any] | None:
+    def raw_item(self, key: str) -> Item | None:
         """The typed item as stored (consistent read), for moving it unchanged; None if absent."""
         with map_aws_errors(f"get {key} from {self.table_name}"):
             response = self._client.get_item(
@@ -285,14 +303,14 @@ class CoordinatorStore:
         item = response.get("Item")
         return None if item is None else dict(item)
 
-    def scan(self, entity_type: str | None = None) -> list[dict[str, Any]]:
+    def scan(self, entity_type: str | None = None) -> list[dict[str, object]]:
         """Every item of the table (paginated Scan), plain values; only those of ``entity_type`` when
         given (a FilterExpression on ``entityType``, as Java scans a kind in the lease table)."""
         return LEASE_IO.call(self._scan, entity_type)
 
-    def _scan(self, entity_type: str | None = None) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        args: dict[str, Any] = {"TableName": self.table_name}
+    def _scan(self, entity_type: str | None = None) -> list[dict[str, object]]:
+        items: list[dict[str, object]] = []
+        args: ScanInputTypeDef = {"TableName": self.table_name}
         if entity_type is not None:
             args["FilterExpression"] = "#et = :etVal"
             args["ExpressionAttributeNames"] = {"#et": ENTITY_TYPE}
@@ -308,9 +326,9 @@ class CoordinatorStore:
     def update(
         self,
         key: str,
-        sets: Mapping[str, Any],
+        sets: Mapping[str, object],
         *,
-        require_equal: Mapping[str, Any] | None = None,
+        require_equal: Mapping[str, object] | None = None,
         entity_type: str | None = None,
     ) -> None:
         """UpdateItem SET ``sets``: if the item exists with these attribute values, or (None) always.
@@ -332,7 +350,7 @@ class CoordinatorStore:
             names[f"#s{i}"] = name
             values[f":s{i}"] = _typed(value)
             parts.append(f"#s{i} = :s{i}")
-        args: dict[str, Any] = {
+        args: UpdateItemInputTypeDef = {
             "TableName": self.table_name,
             "Key": {self.key_name: {"S": key}},
             "UpdateExpression": "SET " + ", ".join(parts),
@@ -345,11 +363,11 @@ class CoordinatorStore:
             self._client.update_item(**args)
 
     def delete(
-        self, key: str, *, require_equal: Mapping[str, Any] | None = None, entity_type: str | None = None
+        self, key: str, *, require_equal: Mapping[str, object] | None = None, entity_type: str | None = None
     ) -> None:
         """DeleteItem if the item exists with these attribute values, or (None) unconditionally. With
         ``entity_type`` in the lease table, only an item of that kind is deleted."""
-        args: dict[str, Any] = {"TableName": self.table_name, "Key": {self.key_name: {"S": key}}}
+        args: DeleteItemInputTypeDef = {"TableName": self.table_name, "Key": {self.key_name: {"S": key}}}
         if entity_type is not None and self.in_lease_table:
             require_equal = {**(require_equal or {}), ENTITY_TYPE: entity_type}
         if require_equal is not None:
@@ -362,10 +380,10 @@ class CoordinatorStore:
             self._client.delete_item(**args)
 
     def _condition(
-        self, require_absent: bool, require_equal: Mapping[str, Any], require_missing: tuple[str, ...] = ()
-    ) -> tuple[dict[str, str], dict[str, Any], str]:
+        self, require_absent: bool, require_equal: Mapping[str, object], require_missing: tuple[str, ...] = ()
+    ) -> tuple[dict[str, str], Item, str]:
         names = {"#pk": self.key_name}
-        values: dict[str, Any] = {}
+        values: Item = {}
         if require_absent:
             return names, values, "attribute_not_exists(#pk)"
         clauses = ["attribute_exists(#pk)"]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 import boto3
 import botocore.session
@@ -38,6 +38,10 @@ from botocore.credentials import (
 
 from kcl_daemon.config.providers import ProviderKind, ProviderSpec, describe
 from kcl_daemon.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mypy_boto3_sts import STSClient
+    from mypy_boto3_sts.type_defs import AssumeRoleRequestTypeDef
 
 logger = logging.getLogger(__name__)
 
@@ -72,13 +76,13 @@ class AssumeRoleProvider(CredentialProvider):
         assert spec.session_name is not None
         self.spec = spec
         self.region = spec.sts_region or region
-        self._sts: Any = None
+        self._sts: STSClient | None = None
         self._lock = threading.Lock()
 
     def load(self) -> Credentials:
         return DeferredRefreshableCredentials(refresh_using=self.fetch, method=self.METHOD)
 
-    def _client(self) -> Any:  # an STS client (no STS stubs are installed)
+    def _client(self) -> STSClient:
         with self._lock:
             if self._sts is None:
                 self._sts = boto3.session.Session().client(
@@ -90,11 +94,11 @@ class AssumeRoleProvider(CredentialProvider):
         spec = self.spec
         assert spec.role_arn is not None
         assert spec.session_name is not None
-        extra = {"ExternalId": spec.external_id} if spec.external_id else {}
+        request: AssumeRoleRequestTypeDef = {"RoleArn": spec.role_arn, "RoleSessionName": spec.session_name}
+        if spec.external_id:
+            request["ExternalId"] = spec.external_id
         logger.info("assuming role %s as session %s", spec.role_arn, spec.session_name)
-        response = self._client().assume_role(
-            RoleArn=spec.role_arn, RoleSessionName=spec.session_name, **extra
-        )
+        response = self._client().assume_role(**request)
         creds = response["Credentials"]
         return {
             "access_key": creds["AccessKeyId"],

@@ -9,17 +9,43 @@ daemon's ``kinesisEndpoint``, and the daemon's region and credentials.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Literal, overload
 
 from kcl_daemon.aws.clients import ClientSettings, botocore_config
 from kcl_daemon.aws.credentials import is_anonymous, session_for
 from kcl_daemon.aws.errors import map_aws_errors
 
+if TYPE_CHECKING:
+    from mypy_boto3_kinesis import KinesisClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.type_defs import MessageTypeDef
+
 #: SQS's message size limit (the whole body).
 SQS_MAX_BODY_BYTES = 256 * 1024
 
 
-def dead_letter_client(settings: ClientSettings, service: str, endpoint: str | None = None) -> Any:
+@overload
+def dead_letter_client(
+    settings: ClientSettings, service: Literal["sqs"], endpoint: str | None = None
+) -> SQSClient: ...
+
+
+@overload
+def dead_letter_client(
+    settings: ClientSettings, service: Literal["s3"], endpoint: str | None = None
+) -> S3Client: ...
+
+
+@overload
+def dead_letter_client(
+    settings: ClientSettings, service: Literal["kinesis"], endpoint: str | None = None
+) -> KinesisClient: ...
+
+
+def dead_letter_client(
+    settings: ClientSettings, service: Literal["sqs", "s3", "kinesis"], endpoint: str | None = None
+) -> SQSClient | S3Client | KinesisClient:
     """A client for ``sqs``, ``s3`` or ``kinesis`` with the daemon's region, credentials and timeouts
     (``endpoint``: instead of boto3's, or for Kinesis the daemon's)."""
     chain = settings.credentials
@@ -27,13 +53,13 @@ def dead_letter_client(settings: ClientSettings, service: str, endpoint: str | N
         endpoint = settings.kinesis_endpoint
     session = session_for(chain, settings.region)
     config = botocore_config(settings, anonymous=is_anonymous(chain))
-    return session.client(service, endpoint_url=endpoint, config=config)  # type: ignore[call-overload]
+    return session.client(service, endpoint_url=endpoint, config=config)
 
 
 class SqsPuts:
     """Messages to one queue, named by URL or by name (its URL is looked up once)."""
 
-    def __init__(self, client: Any, queue: str) -> None:
+    def __init__(self, client: SQSClient, queue: str) -> None:
         self._client = client
         self._queue = queue
         self._url: str | None = queue if queue.startswith(("http://", "https://")) else None
@@ -57,7 +83,7 @@ class SqsPuts:
                 },
             )
 
-    def receive(self, max_messages: int = 10, wait_s: int = 0) -> list[dict[str, Any]]:
+    def receive(self, max_messages: int = 10, wait_s: int = 0) -> list[MessageTypeDef]:
         url = self._queue_url()
         with map_aws_errors(f"ReceiveMessage {self._queue}"):
             reply = self._client.receive_message(
@@ -71,7 +97,7 @@ class SqsPuts:
 
 
 class S3Puts:
-    def __init__(self, client: Any, bucket: str) -> None:
+    def __init__(self, client: S3Client, bucket: str) -> None:
         self._client = client
         self.bucket = bucket
 
@@ -94,7 +120,7 @@ class S3Puts:
 
 
 class KinesisPuts:
-    def __init__(self, client: Any, stream: str) -> None:
+    def __init__(self, client: KinesisClient, stream: str) -> None:
         self._client = client
         self.stream = stream
 

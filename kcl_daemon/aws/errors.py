@@ -18,7 +18,7 @@ import json
 import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 import urllib3.exceptions
 from botocore.eventstream import ParserError as EventStreamError
@@ -34,6 +34,11 @@ from kcl_daemon.errors import (
     Throttled,
     TransientNetwork,
 )
+
+if TYPE_CHECKING:
+    from botocore.awsrequest import AWSResponse
+    from botocore.client import BaseClient
+    from botocore.model import OperationModel
 
 CONDITIONAL_CHECK_FAILED: Final = "ConditionalCheckFailedException"
 
@@ -58,7 +63,13 @@ class IncompleteResponse(HTTPClientError):
     """A 2xx reply that is shorter than its Content-Length, fails its CRC32, or is not JSON."""
 
 
-def _check_reply(*, http_response: Any = None, parsed: Any = None, model: Any = None, **_: Any) -> None:
+def _check_reply(
+    *,
+    http_response: AWSResponse | None = None,
+    parsed: object = None,
+    model: OperationModel | None = None,
+    **_: object,
+) -> None:
     """``after-call`` handler: refuse a successful-looking reply that is not whole.
 
     With one attempt per call, botocore hands such a reply over as it parsed it: a body cut short or
@@ -83,7 +94,7 @@ def _check_reply(*, http_response: Any = None, parsed: Any = None, model: Any = 
 _METADATA_ONLY: Final = frozenset({"ResponseMetadata"})
 
 
-def _well_formed(headers: Any, body: bytes) -> bool:
+def _well_formed(headers: Mapping[str, str], body: bytes) -> bool:
     """Whether a body that botocore parsed to nothing is really an empty result (JSON or XML)."""
     if not body.strip():
         return True
@@ -95,7 +106,7 @@ def _well_formed(headers: Any, body: bytes) -> bool:
     return body.lstrip().startswith(b"<")
 
 
-def guard_responses(client: Any) -> None:
+def guard_responses(client: BaseClient) -> None:
     """Make ``client`` raise on a truncated or corrupt 2xx reply instead of returning it as a success."""
     client.meta.events.register("after-call", _check_reply, unique_id="kcl-guard-responses")
 

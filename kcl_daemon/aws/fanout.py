@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final, cast
 
 import urllib3.exceptions
 
@@ -36,7 +36,17 @@ from kcl_daemon.core.shards.iterator import IteratorPosition
 from kcl_daemon.errors import AwsError, DependencyUnavailable, ShardNotFound, TransientNetwork
 
 if TYPE_CHECKING:
+    from botocore.eventstream import EventStream
     from mypy_boto3_kinesis import KinesisClient
+    from mypy_boto3_kinesis.literals import ShardIteratorTypeType
+    from mypy_boto3_kinesis.type_defs import (
+        ConsumerDescriptionTypeDef,
+        DeregisterStreamConsumerInputTypeDef,
+        DescribeStreamConsumerInputTypeDef,
+        StartingPositionTypeDef,
+        SubscribeToShardEventStreamTypeDef,
+        SubscribeToShardEventTypeDef,
+    )
 
 _NOT_FOUND: Final = "ResourceNotFoundException"
 _IN_USE: Final = "ResourceInUseException"
@@ -47,7 +57,7 @@ _BEFORE_PARSE: Final = "before-parse.kinesis.SubscribeToShard"
 _unparsed = threading.local()
 
 
-def _note_body(*, response_dict: Mapping[str, Any] | None = None, **_: Any) -> None:
+def _note_body(*, response_dict: Mapping[str, object] | None = None, **_: object) -> None:
     """``before-parse`` handler: remember this thread's reply body (a urllib3 response, or bytes)."""
     _unparsed.body = None if response_dict is None else response_dict.get("body")
 
@@ -75,9 +85,9 @@ class FanoutEvent:
     child_shards: tuple[ChildShard, ...]
 
 
-def starting_position(position: IteratorPosition) -> dict[str, Any]:
+def starting_position(position: IteratorPosition) -> StartingPositionTypeDef:
     """SubscribeToShard's StartingPosition for an iterator position."""
-    request: dict[str, Any] = {"Type": str(position.type)}
+    request: StartingPositionTypeDef = {"Type": cast("ShardIteratorTypeType", str(position.type))}
     if position.sequence_number is not None:
         request["SequenceNumber"] = position.sequence_number
     if position.timestamp is not None:
@@ -85,7 +95,7 @@ def starting_position(position: IteratorPosition) -> dict[str, Any]:
     return request
 
 
-def event_from_response(event: Mapping[str, Any]) -> FanoutEvent:
+def event_from_response(event: SubscribeToShardEventTypeDef) -> FanoutEvent:
     behind = event.get("MillisBehindLatest")
     return FanoutEvent(
         records=tuple(record_from_response(r) for r in event.get("Records", ())),
@@ -109,12 +119,12 @@ class Fanout:
 
     def _describe(
         self, stream_arn: str | None, name: str | None, arn: str | None
-    ) -> Mapping[str, Any] | None:
-        request: dict[str, Any] = {}
-        if arn:
-            request["ConsumerARN"] = arn
-        else:
-            request.update(StreamARN=stream_arn, ConsumerName=name)
+    ) -> ConsumerDescriptionTypeDef | None:
+        request: DescribeStreamConsumerInputTypeDef = (
+            {"ConsumerARN": arn}
+            if arn
+            else {"StreamARN": cast("str", stream_arn), "ConsumerName": cast("str", name)}  # both given
+        )
         try:
             with map_aws_errors(f"describe stream consumer {arn or name}", {_NOT_FOUND: ShardNotFound}):
                 return self._client.describe_stream_consumer(**request)["ConsumerDescription"]
@@ -153,8 +163,10 @@ class Fanout:
 
     def deregister_consumer(self, stream_arn: str | None, name: str | None, arn: str | None = None) -> bool:
         """Deregister the consumer (by ARN, or stream ARN + name); False if there was none."""
-        request: dict[str, Any] = (
-            {"ConsumerARN": arn} if arn else {"StreamARN": stream_arn, "ConsumerName": name}
+        request: DeregisterStreamConsumerInputTypeDef = (
+            {"ConsumerARN": arn}
+            if arn
+            else {"StreamARN": cast("str", stream_arn), "ConsumerName": cast("str", name)}  # both given
         )
         try:
             with map_aws_errors(f"deregister stream consumer {arn or name}", {_NOT_FOUND: ShardNotFound}):
@@ -173,7 +185,7 @@ class Fanout:
                 response = self._client.subscribe_to_shard(
                     ConsumerARN=consumer_arn,
                     ShardId=shard_id,
-                    StartingPosition=starting_position(position),  # type: ignore[arg-type]
+                    StartingPosition=starting_position(position),
                 )
         except BaseException:
             _close_unparsed()
@@ -190,32 +202,28 @@ _SUBSCRIBE_ERRORS: Final[dict[str, type[AwsError]]] = {
 }
 
 
-_IDLE: Final[Mapping[str, Any]] = {}
-
-
 class Subscription:
     """One open SubscribeToShard stream. Iterating yields its events until Kinesis ends it (about 5
     minutes), nothing arrives for the client's read timeout (it ends too), or it fails with a mapped
     :class:`AwsError`; :meth:`close` (from any thread) ends it."""
 
-    def __init__(self, what: str, stream: Any) -> None:
+    def __init__(self, what: str, stream: EventStream[SubscribeToShardEventStreamTypeDef]) -> None:
         self._what = what
         self._stream = stream
 
     def __iter__(self) -> Iterator[FanoutEvent]:
-        events: Iterator[Mapping[str, Any]] = iter(self._stream)
+        events: Iterator[SubscribeToShardEventStreamTypeDef] = iter(self._stream)
         try:
             while True:
                 with map_aws_errors(self._what, _SUBSCRIBE_ERRORS):  # a broken stream: TransientNetwork
                     try:
                         event = next(events, None)
                     except urllib3.exceptions.ReadTimeoutError:
-                        event = _IDLE
-                if event is _IDLE:
-                    return  # nothing for a whole read timeout (an idle shard): end; the caller resubscribes
+                        return  # nothing for a read timeout (an idle shard): end; the caller resubscribes
                 if event is None:
                     return
-                body = event.get("SubscribeToShardEvent")
+                # an event of another kind carries none (the stubs know only this kind)
+                body = cast("SubscribeToShardEventTypeDef | None", event.get("SubscribeToShardEvent"))
                 if body is None:
                     continue
                 try:

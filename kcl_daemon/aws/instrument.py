@@ -11,7 +11,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
+
+if TYPE_CHECKING:
+    from botocore.awsrequest import AWSResponse
+    from botocore.client import BaseClient
+    from botocore.model import OperationModel
+
 
 THROTTLE_CODES: Final = frozenset(
     {
@@ -31,10 +37,10 @@ class CallCounters(Protocol):
     def call(self, service: str, operation: str, *, error: bool, throttled: bool) -> None: ...
 
 
-def instrument(client: Any, service: str, counters: CallCounters) -> None:
+def instrument(client: BaseClient, service: str, counters: CallCounters) -> None:
     """Count every call ``client`` makes under ``service`` (``dynamodb``, ``kinesis``)."""
 
-    def after_call(*, model: Any, parsed: Any = None, **_: Any) -> None:
+    def after_call(*, model: OperationModel, parsed: object = None, **_: object) -> None:
         code = ""
         if isinstance(parsed, dict):
             error = parsed.get("Error")
@@ -42,7 +48,7 @@ def instrument(client: Any, service: str, counters: CallCounters) -> None:
                 code = str(error.get("Code") or "")
         counters.call(service, model.name, error=bool(code), throttled=code in THROTTLE_CODES)
 
-    def after_call_error(*, model: Any = None, **_: Any) -> None:
+    def after_call_error(*, model: OperationModel | None = None, **_: object) -> None:
         name = getattr(model, "name", "unknown")
         counters.call(service, name, error=True, throttled=False)
 
@@ -101,16 +107,22 @@ class TableContact:
         return None if since is None else max(now - since, 0.0)
 
 
-def watch_table(client: Any, contact: TableContact) -> None:
+def watch_table(client: BaseClient, contact: TableContact) -> None:
     """Report every call ``client`` (a DynamoDB client) makes on ``contact``'s table to ``contact``."""
     prefix = client.meta.service_model.service_id.hyphenize()
     table = contact.table_name
 
-    def before(*, params: Any = None, context: Any = None, **_: Any) -> None:
+    def before(*, params: object = None, context: object = None, **_: object) -> None:
         if isinstance(params, dict) and isinstance(context, dict) and params.get("TableName") == table:
             context[_CONTEXT_KEY] = table
 
-    def after_call(*, parsed: Any = None, context: Any = None, http_response: Any = None, **_: Any) -> None:
+    def after_call(
+        *,
+        parsed: object = None,
+        context: object = None,
+        http_response: AWSResponse | None = None,
+        **_: object,
+    ) -> None:
         if not isinstance(context, dict) or context.get(_CONTEXT_KEY) != table:
             return
         error = parsed.get("Error") if isinstance(parsed, dict) else None
@@ -125,7 +137,7 @@ def watch_table(client: Any, contact: TableContact) -> None:
         else:
             contact.answered()  # answered, with an error that is about the request, not the table
 
-    def after_call_error(*, exception: Any = None, context: Any = None, **_: Any) -> None:
+    def after_call_error(*, exception: object = None, context: object = None, **_: object) -> None:
         if isinstance(context, dict) and context.get(_CONTEXT_KEY) == table:
             contact.failed(f"no answer: {type(exception).__name__}: {exception}")
 

@@ -12,10 +12,10 @@ keeps within 1..10000), so the Java KCL's answer - get a new iterator - is the r
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final, NotRequired, TypedDict, cast
 
 from kcl_daemon.aws import records_page
 from kcl_daemon.aws.errors import map_aws_errors
@@ -27,6 +27,15 @@ from kcl_daemon.errors import AwsError, InconsistentResponse, IteratorExpired, S
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
+    from mypy_boto3_kinesis.literals import ShardFilterTypeType, ShardIteratorTypeType
+    from mypy_boto3_kinesis.type_defs import (
+        ChildShardTypeDef,
+        ListShardsInputTypeDef,
+        PutRecordsRequestEntryTypeDef,
+        RecordTypeDef,
+        ShardFilterTypeDef,
+        ShardTypeDef,
+    )
 
 
 class ShardFilterType(enum.StrEnum):
@@ -46,8 +55,8 @@ class ShardFilter:
     timestamp: datetime | None = None
     shard_id: str | None = None
 
-    def to_request(self) -> dict[str, Any]:
-        request: dict[str, Any] = {"Type": str(self.type)}
+    def to_request(self) -> ShardFilterTypeDef:
+        request: ShardFilterTypeDef = {"Type": cast("ShardFilterTypeType", str(self.type))}
         if self.timestamp is not None:
             request["Timestamp"] = self.timestamp
         if self.shard_id is not None:
@@ -55,7 +64,7 @@ class ShardFilter:
         return request
 
 
-def shard_from_response(shard: Mapping[str, Any]) -> Shard:
+def shard_from_response(shard: ShardTypeDef) -> Shard:
     hash_range = shard["HashKeyRange"]
     sequence_range = shard["SequenceNumberRange"]
     ending = sequence_range.get("EndingSequenceNumber")
@@ -112,7 +121,7 @@ def epoch_millis(value: datetime | float | None) -> int:
     return (value - _EPOCH) // _ONE_MS
 
 
-def record_from_response(record: Mapping[str, Any]) -> RawRecord:
+def record_from_response(record: RecordTypeDef) -> RawRecord:
     return RawRecord(
         data=bytes(record["Data"]),
         partition_key=record["PartitionKey"],
@@ -121,7 +130,7 @@ def record_from_response(record: Mapping[str, Any]) -> RawRecord:
     )
 
 
-def child_shard_from_response(child: Mapping[str, Any]) -> ChildShard:
+def child_shard_from_response(child: ChildShardTypeDef) -> ChildShard:
     hash_range = child["HashKeyRange"]
     return ChildShard(
         shard_id=child["ShardId"],
@@ -131,9 +140,17 @@ def child_shard_from_response(child: Mapping[str, Any]) -> ChildShard:
     )
 
 
-def iterator_request(position: IteratorPosition) -> dict[str, Any]:
+class IteratorArguments(TypedDict):
+    """GetShardIterator's arguments but the stream and the shard."""
+
+    ShardIteratorType: ShardIteratorTypeType
+    StartingSequenceNumber: NotRequired[str]
+    Timestamp: NotRequired[datetime]
+
+
+def iterator_request(position: IteratorPosition) -> IteratorArguments:
     """The GetShardIterator arguments for ``position`` (without stream and shard)."""
-    request: dict[str, Any] = {"ShardIteratorType": str(position.type)}
+    request: IteratorArguments = {"ShardIteratorType": cast("ShardIteratorTypeType", str(position.type))}
     if position.sequence_number is not None:
         request["StartingSequenceNumber"] = position.sequence_number
     if position.timestamp is not None:
@@ -161,7 +178,7 @@ class Kinesis:
         A missing stream raises :class:`DependencyUnavailable`.
         """
         what = f"list shards of stream {stream_name}"
-        request: dict[str, Any] = {"StreamName": stream_name}
+        request: ListShardsInputTypeDef = {"StreamName": stream_name}
         if shard_filter is not None:
             request["ShardFilter"] = shard_filter.to_request()
         shards: list[Shard] = []
@@ -232,14 +249,14 @@ class Kinesis:
         successful call). A failure of the whole call raises the mapped :class:`AwsError`."""
         if len(entries) > MAX_ENTRIES_PER_CALL:
             raise ValueError(f"at most {MAX_ENTRIES_PER_CALL} entries per PutRecords, got {len(entries)}")
-        request: list[dict[str, Any]] = []
+        request: list[PutRecordsRequestEntryTypeDef] = []
         for data, partition_key, explicit_hash_key in entries:
-            entry: dict[str, Any] = {"Data": data, "PartitionKey": partition_key}
+            entry: PutRecordsRequestEntryTypeDef = {"Data": data, "PartitionKey": partition_key}
             if explicit_hash_key is not None:
                 entry["ExplicitHashKey"] = explicit_hash_key
             request.append(entry)
         with map_aws_errors(f"put records into stream {stream_name}"):
-            response = self._client.put_records(StreamName=stream_name, Records=request)  # type: ignore[arg-type]
+            response = self._client.put_records(StreamName=stream_name, Records=request)
         results = response.get("Records", [])
         if len(results) != len(entries):
             raise AwsError(

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final, TypedDict
 
 from botocore.exceptions import ClientError
 
@@ -67,6 +67,13 @@ from kcl_daemon.retry import LEASE_IO, STARTUP, RetryPolicy
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import (
+        KeysAndAttributesUnionTypeDef,
+        ScanInputTypeDef,
+        TableDescriptionTypeDef,
+    )
+
+    from kcl_daemon.aws.item_types import AttributeValue, Item
 
 logger = logging.getLogger(__name__)
 
@@ -87,12 +94,25 @@ class ScanResult:
     skipped: tuple[str, ...]
 
 
-def _s(value: str) -> dict[str, Any]:
+def _s(value: str) -> AttributeValue:
     return {"S": str(value)}
 
 
-def _n(value: int) -> dict[str, Any]:
+def _n(value: int) -> AttributeValue:
     return {"N": str(value)}
+
+
+#: a typed value to write: the core's codec builds them with ``object`` inside (a ``{"S": ...}`` mapping)
+_Value = Mapping[str, object]
+
+
+class _ExpressionArguments(TypedDict, total=False):
+    """One UpdateItem's expressions (the rest of its arguments are the call's own)."""
+
+    UpdateExpression: str
+    ConditionExpression: str
+    ExpressionAttributeNames: dict[str, str]
+    ExpressionAttributeValues: dict[str, _Value]
 
 
 class _Expression:
@@ -100,7 +120,7 @@ class _Expression:
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
-        self.values: dict[str, dict[str, Any]] = {}
+        self.values: dict[str, _Value] = {}
         self.conditions: list[str] = []
         self.sets: list[str] = []
         self.removes: list[str] = []
@@ -111,12 +131,12 @@ class _Expression:
         self.names[placeholder] = attribute
         return placeholder
 
-    def value(self, value: dict[str, Any]) -> str:
+    def value(self, value: _Value) -> str:
         placeholder = f":v{len(self.values)}"
         self.values[placeholder] = value
         return placeholder
 
-    def require_equal(self, attribute: str, value: dict[str, Any]) -> None:
+    def require_equal(self, attribute: str, value: _Value) -> None:
         self.conditions.append(f"{self.name(attribute)} = {self.value(value)}")
 
     def require_exists(self, attribute: str) -> None:
@@ -125,22 +145,22 @@ class _Expression:
     def require_absent(self, attribute: str) -> None:
         self.conditions.append(f"attribute_not_exists({self.name(attribute)})")
 
-    def set(self, attribute: str, value: dict[str, Any]) -> None:
+    def set(self, attribute: str, value: _Value) -> None:
         self.sets.append(f"{self.name(attribute)} = {self.value(value)}")
 
     def remove(self, attribute: str) -> None:
         self.removes.append(self.name(attribute))
 
-    def add(self, attribute: str, value: dict[str, Any]) -> None:
+    def add(self, attribute: str, value: _Value) -> None:
         self.adds.append(f"{self.name(attribute)} {self.value(value)}")
 
-    def arguments(self) -> dict[str, Any]:
+    def arguments(self) -> _ExpressionArguments:
         clauses = [
             f"{verb} {', '.join(parts)}"
             for verb, parts in (("SET", self.sets), ("REMOVE", self.removes), ("ADD", self.adds))
             if parts
         ]
-        args: dict[str, Any] = {
+        args: _ExpressionArguments = {
             "UpdateExpression": " ".join(clauses),
             "ConditionExpression": " AND ".join(self.conditions),
             "ExpressionAttributeNames": self.names,
@@ -198,12 +218,12 @@ class DynamoLeaseTable:
                 raise DependencyUnavailable(f"lease table {self.table_name} not ACTIVE after {wait_s}s")
             time.sleep(poll_s)
 
-    def _describe_table(self) -> Mapping[str, Any]:
+    def _describe_table(self) -> TableDescriptionTypeDef:
         with map_aws_errors(f"describe lease table {self.table_name}"):
             return self._client.describe_table(TableName=self.table_name)["Table"]
 
     @staticmethod
-    def _is_active(table: Mapping[str, Any]) -> bool:
+    def _is_active(table: TableDescriptionTypeDef) -> bool:
         indexes = table.get("GlobalSecondaryIndexes", [])
         return table.get("TableStatus") == "ACTIVE" and all(
             index.get("IndexStatus", "ACTIVE") == "ACTIVE" for index in indexes
@@ -282,7 +302,7 @@ class DynamoLeaseTable:
     ) -> ScanResult:
         leases: list[Lease] = []
         skipped: list[str] = []
-        args: dict[str, Any] = {"TableName": self.table_name, "ConsistentRead": consistent}
+        args: ScanInputTypeDef = {"TableName": self.table_name, "ConsistentRead": consistent}
         if page_size is not None:
             args["Limit"] = page_size
         if segment is not None:
@@ -340,15 +360,15 @@ class DynamoLeaseTable:
                     found[key] = exc
         return found
 
-    def _batch_get(self, lease_keys: list[str], consistent: bool) -> list[Mapping[str, Any]]:
+    def _batch_get(self, lease_keys: list[str], consistent: bool) -> list[Item]:
         """The items of ``lease_keys`` (at most 100), asking again for what DynamoDB left unprocessed."""
-        request: Any = {
+        request: Mapping[str, KeysAndAttributesUnionTypeDef] = {
             self.table_name: {
                 "Keys": [{LEASE_KEY: _s(key)} for key in lease_keys],
                 "ConsistentRead": consistent,
             }
         }
-        items: list[Mapping[str, Any]] = []
+        items: list[Item] = []
         for attempt in range(BATCH_GET_ROUNDS):
             with map_aws_errors(f"batch get {len(lease_keys)} lease(s)"):
                 response = self._client.batch_get_item(RequestItems=request)

@@ -17,7 +17,7 @@ In 2.x mode the class behaves exactly as :class:`DynamoLeaseTable` (no throughpu
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kcl_daemon.aws.errors import map_aws_errors
 from kcl_daemon.aws.lease_table import (
@@ -40,6 +40,7 @@ from kcl_daemon.retry import SINGLE_ATTEMPT
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import QueryInputTypeDef
 
 #: lease key -> the throughput to write with its renewal (None: nothing known yet)
 ThroughputSource = Callable[[str], float | None]
@@ -68,7 +69,7 @@ class LeaseTable3x(DynamoLeaseTable):
 
     def _query_owner(self, worker_id: str) -> list[str]:
         keys: list[str] = []
-        args: dict[str, Any] = {
+        args: QueryInputTypeDef = {
             "TableName": self.table_name,
             "IndexName": LEASE_OWNER_INDEX,
             "KeyConditionExpression": "#o = :o",

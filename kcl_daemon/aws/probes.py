@@ -10,9 +10,9 @@ PutMetricData) are reported as not tried. Results are plain values; no botocore 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final, TypedDict
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -22,7 +22,9 @@ from kcl_daemon.aws.errors import error_code
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TableDescriptionTypeDef
     from mypy_boto3_kinesis import KinesisClient
+    from mypy_boto3_kinesis.type_defs import StreamDescriptionSummaryTypeDef
 
 PROBE_KEY: Final = "__kcl-daemon-doctor__"
 DENIED_CODES: Final = frozenset(
@@ -105,7 +107,7 @@ def identity(settings: ClientSettings) -> Identity:
     return Identity(region, method, anonymous, arn=arn, checked=True)
 
 
-def describe_table(client: DynamoDBClient, name: str) -> Mapping[str, Any] | Tried | None:
+def describe_table(client: DynamoDBClient, name: str) -> TableDescriptionTypeDef | Tried | None:
     """The table's description; None when it does not exist; a :class:`Tried` when the call failed."""
     try:
         return client.describe_table(TableName=name)["Table"]
@@ -117,7 +119,7 @@ def describe_table(client: DynamoDBClient, name: str) -> Mapping[str, Any] | Tri
         return Tried("error", str(exc))
 
 
-def describe_stream(client: KinesisClient, name: str) -> Mapping[str, Any] | Tried | None:
+def describe_stream(client: KinesisClient, name: str) -> StreamDescriptionSummaryTypeDef | Tried | None:
     """DescribeStreamSummary's answer; None when the stream does not exist; :class:`Tried` on failure."""
     try:
         return client.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
@@ -129,7 +131,12 @@ def describe_stream(client: KinesisClient, name: str) -> Mapping[str, Any] | Tri
         return Tried("error", str(exc))
 
 
-def _never(key_name: str) -> dict[str, Any]:
+class _Never(TypedDict):
+    ConditionExpression: str
+    ExpressionAttributeNames: dict[str, str]
+
+
+def _never(key_name: str) -> _Never:
     """A condition no item has: the probe key exists."""
     return {"ConditionExpression": "attribute_exists(#k)", "ExpressionAttributeNames": {"#k": key_name}}
 

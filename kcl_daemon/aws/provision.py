@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import boto3
 from botocore.exceptions import ClientError
@@ -23,7 +23,7 @@ from kcl_daemon.errors import DependencyUnavailable
 
 if TYPE_CHECKING:
     from mypy_boto3_kinesis import KinesisClient
-    from mypy_boto3_kinesis.type_defs import PutRecordsRequestEntryTypeDef
+    from mypy_boto3_kinesis.type_defs import PutRecordsRequestEntryTypeDef, StreamDescriptionSummaryTypeDef
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def close_clients(clients: AwsClients) -> None:
         clients.lease_keeper.close()
 
 
-def _describe_stream_summary(client: KinesisClient, stream_name: str) -> Mapping[str, Any]:
+def _describe_stream_summary(client: KinesisClient, stream_name: str) -> StreamDescriptionSummaryTypeDef:
     with map_aws_errors(f"describe stream {stream_name}"):
         return client.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
 
@@ -109,7 +109,7 @@ def ensure_stream(
         raise ValueError(f"shard_count must be at least 1, got {shard_count}")
     created = False
     try:
-        summary: Mapping[str, Any] | None = _describe_stream_summary(client, stream_name)
+        summary: StreamDescriptionSummaryTypeDef | None = _describe_stream_summary(client, stream_name)
     except DependencyUnavailable:
         summary = None
         created = _create_stream(client, stream_name, shard_count)

@@ -129,11 +129,11 @@ def lease_item_ends_for(
     table_name: str, region: str | None, endpoint: str | None, credentials: Credentials
 ) -> LeaseItemEnds:
     """Batch ends published on the lease items of ``table_name``."""
-    return LeaseItemEnds(_client(_Key("dynamodb", region, endpoint, credentials)), table_name)
+    return LeaseItemEnds(_client(_Key("dynamodb", region, endpoint, credentials)), table_name)  # type: ignore[arg-type]
 
 
 def metadata_ends_for(
     table_name: str, region: str | None, endpoint: str | None, credentials: Credentials
 ) -> MetadataTableEnds:
     """Batch ends published in the source's own metadata table ``table_name``."""
-    return MetadataTableEnds(_client(_Key("dynamodb", region, endpoint, credentials)), table_name)
+    return MetadataTableEnds(_client(_Key("dynamodb", region, endpoint, credentials)), table_name)  # type: ignore[arg-type]

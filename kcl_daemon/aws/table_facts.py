@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kcl_daemon.aws.coordinator_state import COORDINATOR_KEY, ENTITY_TYPE, LEASE_TABLE_KEY, CoordinatorStore
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.core.leader.layout import COORDINATOR_KEYS, TableFacts
-from kcl_daemon.core.leader.table_migration import MetricsRow
+from kcl_daemon.core.leader.table_migration import MetricsRow, Place
 from kcl_daemon.core.leader.worker_metrics import ENTITY_TYPE as WORKER_METRICS_KIND
 from kcl_daemon.core.leader.worker_metrics import WorkerMetricsItemError, WorkerMetricStats, from_item
 from kcl_daemon.core.leases.lease_codec import LEASE_COUNTER
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 
-def _row(stats: WorkerMetricStats, place: Any) -> MetricsRow:
+def _row(stats: WorkerMetricStats, place: Place) -> MetricsRow:
     return MetricsRow(
         stats.worker_id, place, stats.last_update_s, stats.support_code, stats.support_updated_s
     )
@@ -40,7 +40,7 @@ def read_table_facts(
 ) -> TableFacts:
     """One scan of the lease table, and the legacy tables if they exist."""
     kinds: Counter[str] = Counter()
-    coordinator: dict[str, dict[str, Any]] = {}
+    coordinator: dict[str, dict[str, object]] = {}
     unmarked: list[str] = []
     rows: list[MetricsRow] = []
     single_metrics = WorkerMetricsTable(client, lease_table, in_lease_table=True)
@@ -62,7 +62,7 @@ def read_table_facts(
             with contextlib.suppress(WorkerMetricsItemError):  # an unreadable row is no fleet member
                 rows.append(_row(from_item(item, LEASE_TABLE_KEY), single_metrics.place))
     legacy_store = CoordinatorStore(client, coordinator_table, COORDINATOR_KEY)
-    legacy_items: dict[str, dict[str, Any]] | None = None
+    legacy_items: dict[str, dict[str, object]] | None = None
     if LEASE_IO.call(legacy_store.exists):
         legacy_items = {str(item.get(COORDINATOR_KEY)): item for item in legacy_store.scan()}
     legacy_metrics = WorkerMetricsTable(client, metrics_table)

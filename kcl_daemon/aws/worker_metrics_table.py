@@ -10,7 +10,7 @@ graceful stop, and stale ones (conditional on the ``lut`` the leader read).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kcl_daemon.aws.coordinator_state import LEASE_TABLE_KEY, CoordinatorStore
 from kcl_daemon.core.leader.table_migration import Place
@@ -64,5 +64,4 @@ class WorkerMetricsTable:
 
     def delete_stale(self, worker_id: str, observed_lut: float) -> None:
         """Delete an entry only if it still has the ``lut`` the leader saw (Java's condition)."""
-        lut: Any = int(observed_lut)
-        self._store.delete(worker_id, require_equal={LAST_UPDATE: lut}, entity_type=self._kind)
+        self._store.delete(worker_id, require_equal={LAST_UPDATE: int(observed_lut)}, entity_type=self._kind)

@@ -8,7 +8,6 @@ import asyncio
 import base64
 import dataclasses
 from collections.abc import Iterable
-from typing import Any
 
 from kcl_daemon.aws.clients import client_settings_from
 from kcl_daemon.aws.dead_letter_puts import KinesisPuts, dead_letter_client
@@ -19,6 +18,7 @@ from kcl_daemon.dead_letter_tool.readers import Found, read_letters
 from kcl_daemon.dead_letters.letter import DeadLetter
 from kcl_daemon.errors import ConfigError, DeadLetterWriteFailed
 from kcl_daemon.replay.command import ShardReport, run_replay
+from kcl_protocol import Record
 
 
 def destination_of(settings: Settings, override: str | None) -> str:
@@ -67,7 +67,7 @@ def listing(found: Found) -> str:
     return "\n".join(lines)
 
 
-def listing_json(found: Found) -> dict[str, Any]:
+def listing_json(found: Found) -> dict[str, object]:
     summary = [
         {k: v for k, v in x.to_json().items() if k not in ("data", "failure")}
         | {"failureKind": x.failure.kind}
@@ -103,7 +103,7 @@ def replay_to_processor(
 ) -> list[ShardReport]:
     """Feed the records, per shard, to the configured processor locally (as ``kcl-daemon replay``); the
     policy is RETRY here, so nothing is dead-lettered again."""
-    shards: dict[str, list[Any]] = {}
+    shards: dict[str, list[Record]] = {}
     for letter in letters:
         shards.setdefault(letter.shard_id, []).append(letter.record())
     local = dataclasses.replace(settings, poison_record_policy="RETRY")

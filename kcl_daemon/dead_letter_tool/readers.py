@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kcl_daemon.aws.clients import ClientSettings
 from kcl_daemon.aws.dead_letter_puts import S3Puts, SqsPuts, dead_letter_client
@@ -20,6 +20,9 @@ from kcl_daemon.aws.errors import map_aws_errors
 from kcl_daemon.core.lifecycle.dead_letter_address import DeadLetterAddress, Scheme
 from kcl_daemon.dead_letters.letter import BadDeadLetter, DeadLetter
 from kcl_daemon.dead_letters.sinks import read_file_letters
+
+if TYPE_CHECKING:
+    from mypy_boto3_kinesis import KinesisClient
 
 #: at most this many SQS receives (10 messages each) per listing
 SQS_MAX_RECEIVES = 100
@@ -71,12 +74,12 @@ def read_letters(address: DeadLetterAddress, clients: ClientSettings) -> Found:
     return Found(letters, unreadable)
 
 
-def _stream_records(kinesis: Any, stream: str) -> list[tuple[str, bytes]]:
+def _stream_records(kinesis: KinesisClient, stream: str) -> list[tuple[str, bytes]]:
     found: list[tuple[str, bytes]] = []
     with map_aws_errors(f"reading {stream}"):
         shards = kinesis.list_shards(StreamName=stream)["Shards"]
         for shard in shards:
-            iterator = kinesis.get_shard_iterator(
+            iterator: str | None = kinesis.get_shard_iterator(
                 StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
             )["ShardIterator"]
             while iterator:

@@ -16,13 +16,13 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from kcl_daemon.aws import iam, probes
 from kcl_daemon.aws.clients import AwsClients, build_clients, client_settings_from
 from kcl_daemon.aws.coordinator_state import COORDINATOR_KEY, LEASE_TABLE_KEY, CoordinatorStore
 from kcl_daemon.aws.kinesis import Kinesis
-from kcl_daemon.aws.lease_table import LEASE_OWNER_INDEX, DynamoLeaseTable
+from kcl_daemon.aws.lease_table import LEASE_OWNER_INDEX, DynamoLeaseTable, ScanResult
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.core.leader.client_version import ClientVersion, ClientVersionConfig, parse_client_version
@@ -108,7 +108,7 @@ async def _doctor(settings: Settings, wait_s: float, clock: Clock) -> DoctorRepo
     clients = build_clients(client_settings)
     streams = [await asyncio.to_thread(_stream_facts, clients, name) for name in names.streams]
     table = await asyncio.to_thread(_table_description, clients, names.lease_table)
-    no_items: list[dict[str, Any]] = []
+    no_items: list[dict[str, object]] = []
     raw, raw_error = await _read(
         lambda: _raw_scan(clients, names.lease_table) if table.exists else no_items, no_items
     )
@@ -282,7 +282,7 @@ def _table_description(clients: AwsClients, name: str) -> TableDescription:
     )
 
 
-def _raw_scan(clients: AwsClients, table: str) -> list[dict[str, Any]]:
+def _raw_scan(clients: AwsClients, table: str) -> list[dict[str, object]]:
     return CoordinatorStore(clients.dynamodb, table, LEASE_TABLE_KEY).scan()
 
 
@@ -308,7 +308,7 @@ def _client_version(
         return None
 
 
-def _metrics_row(item: Mapping[str, Any], place: str, key_name: str) -> MetricsRow:
+def _metrics_row(item: Mapping[str, object], place: str, key_name: str) -> MetricsRow:
     worker = str(item.get(key_name, "?"))
     lut = item.get(LAST_UPDATE)
     sup = item.get("sup")
@@ -413,7 +413,7 @@ async def _lease_facts(
 
     scans: list[tuple[Lease, ...]] = []
 
-    def scan() -> Any:
+    def scan() -> ScanResult:
         found = table.list_leases(consistent=True)
         scans.append(tuple(found.leases))
         return found

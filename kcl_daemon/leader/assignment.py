@@ -43,7 +43,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from kcl_daemon.clock import Clock, sleep_unless_set
 from kcl_daemon.core.leader.decider import (
@@ -77,6 +77,7 @@ from kcl_daemon.core.leases.restart_grace import graced_leases, restarting_owner
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.leader.election import LeaderElection
 from kcl_daemon.leader.fallback import FallbackTaker
+from kcl_daemon.leader.ports import AssignmentTable, FleetMetricsSource
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 
 logger = logging.getLogger(__name__)
@@ -122,8 +123,8 @@ class RunReport:
 class AssignmentLoop:
     def __init__(
         self,
-        table: Any,  # LeaseTable3x: list_leases, assign, initiate_handoff
-        metrics: Any,  # WorkerMetricsTable: scan, delete_stale
+        table: AssignmentTable,
+        metrics: FleetMetricsSource,
         election: LeaderElection,
         decider: Decider,
         config: AssignmentConfig,

@@ -13,11 +13,11 @@ import asyncio
 import functools
 import logging
 from concurrent.futures import Executor
-from typing import Any
 
 from kcl_daemon.clock import Clock, sleep_unless_set
 from kcl_daemon.core.leases.lease_codec import CorruptLeaseItem
 from kcl_daemon.errors import KclError
+from kcl_daemon.leader.ports import DiscoveryTable
 from kcl_daemon.leases.coordinator import LeaseCoordinator
 
 logger = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 class LeaseDiscovery:
     def __init__(
         self,
-        table: Any,  # LeaseTable3x: lease_keys_owned_by, get_leases
+        table: DiscoveryTable,
         coordinator: LeaseCoordinator,
         clock: Clock,
         pool: Executor,

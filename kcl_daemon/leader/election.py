@@ -33,11 +33,14 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.leader import leader_lock as rules
 from kcl_daemon.errors import KclError, LeaseConflict
+
+if TYPE_CHECKING:
+    from kcl_daemon.leader.ports import LockStore
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -46,7 +49,7 @@ T = TypeVar("T")
 class LeaderElection:
     def __init__(
         self,
-        store: Any,  # CoordinatorStore (get/put/update/delete) or a fake with the same methods
+        store: LockStore,  # a CoordinatorStore, or a fake with the same methods
         worker_id: str,
         clock: Clock,
         pool: Executor,
@@ -55,8 +58,8 @@ class LeaderElection:
         heartbeat_s: float | None = None,
         check_s: float | None = None,
         new_version: Callable[[], str] = lambda: str(uuid.uuid4()),
-        locate: Callable[[], Any] | None = None,
-        confirm: Callable[[], Awaitable[Any]] | None = None,
+        locate: Callable[[], LockStore] | None = None,
+        confirm: Callable[[], Awaitable[LockStore]] | None = None,
     ) -> None:
         self.worker_id = worker_id
         self.duration_s = duration_s
@@ -72,11 +75,11 @@ class LeaderElection:
         #: heartbeats of the held lock whose outcome is unknown (they may have applied)
         self._unconfirmed: list[rules.Held] = []
         #: the store and the lock of our last acquisition, if its outcome is unknown
-        self._acquiring: tuple[Any, rules.Held] | None = None
+        self._acquiring: tuple[LockStore, rules.Held] | None = None
         #: the store the held lock is in
-        self._held_in: Any = None
+        self._held_in: LockStore | None = None
         self._seen: rules.Observation | None = None
-        self._seen_in: Any = None
+        self._seen_in: LockStore | None = None
         self._seen_lock: rules.LockItem | None = None
         self._was_leader = False
         #: called with True when this worker becomes leader, False when it stops
@@ -89,7 +92,7 @@ class LeaderElection:
         self.suspended = False
 
     @property
-    def store(self) -> Any:
+    def store(self) -> LockStore:
         """Where the lock lives now."""
         return self._locate() if self._locate is not None else self._store
 
@@ -167,8 +170,8 @@ class LeaderElection:
             if plan.action is rules.Action.ACQUIRE_ABSENT:
                 await self._call(lambda: self._put(store, attributes, require_absent=True))
             elif plan.action is rules.Action.ACQUIRE_RELEASED:
-                condition: dict[str, Any] = {"require_equal": {rules.IS_RELEASED: "1"}}
-                await self._call(lambda: self._put(store, attributes, **condition))
+                released = {rules.IS_RELEASED: "1"}
+                await self._call(lambda: self._put(store, attributes, require_equal=released))
             elif plan.expected_version is None:  # a malformed lock without a record version
                 await self._call(
                     lambda: self._put(store, attributes, require_missing=(rules.RECORD_VERSION,))
@@ -186,7 +189,7 @@ class LeaderElection:
             return False
         return await self._took(store, rules.Held(rvn, sent_at, self.duration_s), plan.reason)
 
-    async def _took(self, store: Any, taken: rules.Held, reason: str) -> bool:
+    async def _took(self, store: LockStore, taken: rules.Held, reason: str) -> bool:
         """The lock was written by us: lead once confirmed where it belongs (else give it back)."""
         if self._confirm is not None:  # not leader until confirmed: is_leader() stays False meanwhile
             try:
@@ -202,12 +205,27 @@ class LeaderElection:
         self.leader_seen = self.worker_id
         return self.is_leader()
 
-    def _put(self, store: Any, attributes: dict[str, str], **condition: Any) -> None:
-        store.put(rules.LEADER_KEY, attributes, entity_type=rules.LEADER_ENTITY_TYPE, **condition)
+    def _put(
+        self,
+        store: LockStore,
+        attributes: dict[str, str],
+        *,
+        require_absent: bool = False,
+        require_equal: dict[str, str] | None = None,
+        require_missing: tuple[str, ...] = (),
+    ) -> None:
+        store.put(
+            rules.LEADER_KEY,
+            attributes,
+            require_absent=require_absent,
+            require_equal=require_equal,
+            require_missing=require_missing,
+            entity_type=rules.LEADER_ENTITY_TYPE,
+        )
 
     async def _heartbeat(self, *, again: bool = True) -> None:
         held, store = self._held, self._held_in
-        if held is None:
+        if held is None or store is None:
             return
         rvn = self._new_version()
         sets = {rules.LEASE_DURATION: str(round(self.duration_s * 1000)), rules.RECORD_VERSION: rvn}
@@ -236,7 +254,7 @@ class LeaderElection:
         if self._held is held:
             self._held, self._unconfirmed = rules.Held(rvn, sent_at, self.duration_s), []
 
-    async def _landed(self, store: Any) -> rules.Held | None:
+    async def _landed(self, store: LockStore) -> rules.Held | None:
         """After a heartbeat's condition failed: the unconfirmed heartbeat the lock shows, if any."""
         if not self._unconfirmed:
             return None
@@ -252,11 +270,11 @@ class LeaderElection:
         held, self._held = self._held, None
         store, self._held_in = self._held_in, None
         self._notify(False)
-        if held is not None:
+        if held is not None and store is not None:
             await self._delete(store, held, why)
         self._unconfirmed = []
 
-    async def _delete(self, store: Any, held: rules.Held, why: str, *, again: bool = True) -> None:
+    async def _delete(self, store: LockStore, held: rules.Held, why: str, *, again: bool = True) -> None:
         expected = {rules.RECORD_VERSION: held.record_version, rules.OWNER_NAME: self.worker_id}
         try:
             await self._call(lambda: store.delete(rules.LEADER_KEY, require_equal=expected))

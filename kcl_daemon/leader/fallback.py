@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.leader.decider import WorkerView
@@ -36,6 +36,7 @@ from kcl_daemon.core.leases.expiry import LeaseObservations
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.restart_grace import restarting_owners
 from kcl_daemon.core.leases.taker import PlannedTake, TakeKind
+from kcl_daemon.leader.ports import MetricsScan
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -46,7 +47,7 @@ class FallbackTaker:
         self,
         worker_id: str,
         config: FallbackConfig,
-        metrics: Any,  # FleetMetrics / WorkerMetricsTable: scan() -> (entries, problems)
+        metrics: MetricsScan,  # FleetMetrics, or one WorkerMetricsTable
         views: Callable[[Sequence[WorkerMetricStats], float], list[WorkerView]],
         take: Callable[[Sequence[PlannedTake]], Awaitable[list[Lease]]],
         held: Callable[[], int],

@@ -23,10 +23,10 @@ import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any
 
 from kcl_daemon.clock import Clock, sleep_unless_set
 from kcl_daemon.errors import KclError, LeaseConflict
+from kcl_daemon.leader.ports import HandoffTable
 from kcl_daemon.leases.coordinator import LeaseCoordinator
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ StopShard = Callable[[str], "asyncio.Task[None] | None"]
 class HandoffWatcher:
     def __init__(
         self,
-        table: Any,  # LeaseTable3x: assign
+        table: HandoffTable,
         coordinator: LeaseCoordinator,
         stop_shard: StopShard,
         clock: Clock,

@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.leader.layout_watch import (
@@ -36,6 +35,7 @@ from kcl_daemon.core.leader.table_migration import (
     TableMigrationStatus,
 )
 from kcl_daemon.errors import DependencyUnavailable, KclError
+from kcl_daemon.leader.ports import LockStore
 from kcl_daemon.leader.tables import FleetMetrics, Tables
 
 logger = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class LayoutWatch:
         self._count(len(found))
         return found
 
-    def _lock(self, place: Place, store: Any) -> LockSeen | None:
+    def _lock(self, place: Place, store: LockStore) -> LockSeen | None:
         try:
             item = store.get(LEADER_KEY)
         except DependencyUnavailable:

@@ -36,10 +36,10 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.leader.assignor import CooperativeAssignor
@@ -71,6 +71,7 @@ from kcl_daemon.leader.fallback import FallbackTaker
 from kcl_daemon.leader.handoff import HandoffWatcher
 from kcl_daemon.leader.hooks import WorkerHooks
 from kcl_daemon.leader.layout_watch import LayoutWatch, LayoutWatchConfig
+from kcl_daemon.leader.ports import LeaderTable
 from kcl_daemon.leader.table_migration import MigrationConfig, TableMigrationDriver
 from kcl_daemon.leader.tables import FleetMetrics, MetricsWriter, Tables
 from kcl_daemon.leader.throughput import ThroughputTracker
@@ -125,7 +126,7 @@ class LeaderMode:
     def __init__(
         self,
         config: LeaderModeConfig,
-        table: Any,  # LeaseTable3x
+        table: LeaderTable,
         tables: Tables,  # the coordinator-state and worker-metrics places, following the table migration
         clock: Clock,
         *,
@@ -167,14 +168,15 @@ class LeaderMode:
         self._algorithm_loops: list[asyncio.Task[None]] = []
         self._metrics_loop: asyncio.Task[None] | None = None
 
-    async def _call(self, fn: Callable[[], Any]) -> Any:
+    async def _call(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
 
     # -- client version ------------------------------------------------------------------------
 
-    async def _read_version(self) -> tuple[ClientVersion | None, dict[str, Any] | None]:
+    async def _read_version(self) -> tuple[ClientVersion | None, dict[str, object] | None]:
         item = await self._call(functools.partial(self.tables.read, MIGRATION_KEY))
-        return parse_client_version(None if item is None else item.get("cv")), item
+        stored = None if item is None else item.get("cv")  # a str; anything else is refused as unknown
+        return parse_client_version(cast("str | None", stored)), item
 
     async def _startup(self, fn: Callable[[], Awaitable[T]]) -> T:
         """``fn()`` under the ``STARTUP_ITEM`` policy: a throttle or a timeout at start-up is waited out."""
@@ -209,15 +211,14 @@ class LeaderMode:
             if resolution.write is None:
                 logger.info("client version %s: %s", resolution.version.value, resolution.reason)
                 return resolution.version
+            earlier = (item or {}).get("h", [])
             history = [
-                HistoryEntry(str(h.get("cv")), str(h.get("mb")), int(h.get("mts", 0)))
-                for h in (item or {}).get("h", [])
+                _history_entry(h)
+                for h in (earlier if isinstance(earlier, list) else [])
                 if isinstance(h, dict)
             ]
             if item is not None:
-                history.insert(
-                    0, HistoryEntry(str(item.get("cv")), str(item.get("mb")), int(item.get("mts", 0)))
-                )
+                history.insert(0, _history_entry(item))
             attrs = migration_attributes(
                 resolution.write, self.config.worker_id, int(self._wall() * 1000), history
             )
@@ -443,7 +444,7 @@ class LeaderMode:
     async def _flip_to_3x(self, why: str) -> None:
         stored, item = await self._read_version()
         if stored is ClientVersion.UPGRADE_FROM_2X and item is not None:
-            previous = HistoryEntry(str(item.get("cv")), str(item.get("mb")), int(item.get("mts", 0)))
+            previous = _history_entry(item)
             attrs = migration_attributes(
                 ClientVersion.V3X_WITH_ROLLBACK, self.config.worker_id, int(self._wall() * 1000), [previous]
             )
@@ -495,3 +496,11 @@ class LeaderMode:
                 await self.publisher.withdraw()
         if self.election is not None:
             await self.election.release("worker shutting down")
+
+
+def _history_entry(item: Mapping[str, object]) -> HistoryEntry:
+    """One client-version history entry from the ``Migration3.0`` item (or an entry of its history)."""
+    mts = item.get("mts", 0)
+    return HistoryEntry(
+        str(item.get("cv")), str(item.get("mb")), int(mts) if isinstance(mts, int | float | str) else 0
+    )

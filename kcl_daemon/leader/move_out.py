@@ -16,7 +16,7 @@ Blocking (boto3): run on the ``lease-3x`` pool, at start-up (``STARTUP`` retries
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kcl_daemon.aws.coordinator_state import ENTITY_TYPE
 from kcl_daemon.core.leader.keep_out import LayoutChoice
@@ -24,12 +24,21 @@ from kcl_daemon.core.leader.table_migration import MIGRATION_KEY
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.retry import STARTUP
 
+if TYPE_CHECKING:
+    from kcl_daemon.aws.coordinator_state import CoordinatorStore
+    from kcl_daemon.leader.ports import FleetMetricsSource
+
 logger = logging.getLogger(__name__)
 
 ATTEMPTS = 5
 
 
-def move_out(choice: LayoutChoice, legacy: Any, lease_table: Any, lease_table_metrics: Any) -> None:
+def move_out(
+    choice: LayoutChoice,
+    legacy: CoordinatorStore,
+    lease_table: CoordinatorStore,
+    lease_table_metrics: FleetMetricsSource,
+) -> None:
     """Create the side tables and move the items ``choice`` names out of the lease table."""
     legacy.create_table_if_missing()
     if choice.move_migration:
@@ -47,7 +56,7 @@ def move_out(choice: LayoutChoice, legacy: Any, lease_table: Any, lease_table_me
         logger.info("deleted %d worker-metrics item(s) from the lease table", len(choice.delete_metrics))
 
 
-def _move_migration(legacy: Any, lease_table: Any) -> None:
+def _move_migration(legacy: CoordinatorStore, lease_table: CoordinatorStore) -> None:
     for _ in range(ATTEMPTS):
         here = STARTUP.call(lease_table.get, MIGRATION_KEY)
         if here is None:

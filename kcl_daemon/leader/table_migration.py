@@ -19,13 +19,18 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.leader import table_migration as tm
 from kcl_daemon.core.leader.client_version import MIGRATION_KEY
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.leader.tables import FleetMetrics, Tables
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+
+    from kcl_daemon.aws.coordinator_state import CoordinatorStore
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -80,7 +85,7 @@ class TableMigrationDriver:
             except (KclError, ValueError) as exc:
                 logger.warning("reading the table-migration status failed: %s", exc)
 
-    async def confirm(self) -> Any:
+    async def confirm(self) -> CoordinatorStore:
         """Re-read the status; where the ``Leader`` lock belongs now."""
         await self._call(self.tables.refresh)
         return self.tables.lock_store()
@@ -158,11 +163,8 @@ class TableMigrationDriver:
             self.tables.refresh()
         logger.info("table migration: %s done", step.value)
 
-    def _fence(self) -> dict[str, Any]:
-        check: dict[str, Any] = self.tables.legacy.condition_check(
-            tm.LEADER_KEY, {"ownerName": self.config.worker_id}
-        )
-        return check
+    def _fence(self) -> TransactWriteItemTypeDef:
+        return self.tables.legacy.condition_check(tm.LEADER_KEY, {"ownerName": self.config.worker_id})
 
     def _move(self, legacy_keys: frozenset[str]) -> None:
         """Every legacy item but the lock and the migration item into the lease table, 25 per

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kcl_daemon.core.leader.client_version import ClientVersionConfig
 from kcl_daemon.core.leader.keep_out import LayoutChoice, LeaseTableItems, choose_layout, two_x_about
@@ -48,6 +48,10 @@ from kcl_daemon.errors import DependencyUnavailable, KclError
 from kcl_daemon.leader.move_out import move_out
 from kcl_daemon.retry import STARTUP
 
+if TYPE_CHECKING:
+    from kcl_daemon.aws.coordinator_state import CoordinatorStore
+    from kcl_daemon.leader.ports import MetricsPlace
+
 logger = logging.getLogger(__name__)
 
 
@@ -66,10 +70,10 @@ class TablesConfig:
 class Tables:
     def __init__(
         self,
-        legacy: Any,  # CoordinatorStore on <app>-CoordinatorState (key ``key``)
-        lease_table: Any,  # CoordinatorStore on the lease table (key ``leaseKey``)
-        legacy_metrics: Any,  # WorkerMetricsTable on <app>-WorkerMetricStats
-        lease_table_metrics: Any,  # WorkerMetricsTable in the lease table
+        legacy: CoordinatorStore,  # on <app>-CoordinatorState (key ``key``)
+        lease_table: CoordinatorStore,  # on the lease table (key ``leaseKey``)
+        legacy_metrics: MetricsPlace,  # on <app>-WorkerMetricStats
+        lease_table_metrics: MetricsPlace,  # in the lease table
         config: TablesConfig,
     ) -> None:
         self.legacy = legacy
@@ -79,7 +83,7 @@ class Tables:
         self.config = config
         self.status: TableMigrationStatus = TableMigrationStatus.COMPLETE
         self.stored: TableMigrationStatus | None = None
-        self.stored_item: dict[str, Any] | None = None
+        self.stored_item: dict[str, object] | None = None
         self.started: Start | None = None
         #: the layout chosen for an application without a coordinator-state table (None: it has one)
         self.choice: LayoutChoice | None = None
@@ -193,7 +197,7 @@ class Tables:
 
     # -- coordinator state -----------------------------------------------------------------------
 
-    def store(self, place: Place) -> Any:
+    def store(self, place: Place) -> CoordinatorStore:
         return self.legacy if place is Place.LEGACY else self.lease_table
 
     def ensure_legacy_tables(self) -> None:
@@ -204,7 +208,7 @@ class Tables:
         self.legacy_metrics.create_table_if_missing()
         self._legacy_ready = True
 
-    def read(self, key: str) -> dict[str, Any] | None:
+    def read(self, key: str) -> dict[str, object] | None:
         """A coordinator-state item from the first place of the status's reads that has it."""
         for place in self.routing.reads:
             if place is Place.LEGACY and not self._legacy_ready and not self._create_legacy:
@@ -217,27 +221,27 @@ class Tables:
                 return dict(item)
         return None
 
-    def write_store(self) -> Any:
+    def write_store(self) -> CoordinatorStore:
         """Where coordinator-state items are written now (legacy tables created first if needed)."""
         place = self.routing.writes
         if place is Place.LEGACY:
             self.ensure_legacy_tables()
         return self.store(place)
 
-    def lock_store(self) -> Any:
+    def lock_store(self) -> CoordinatorStore:
         """Where the ``Leader`` lock lives now."""
         place = self.routing.lock
         return self.store(place)
 
-    def metrics_write_table(self) -> Any:
+    def metrics_write_table(self) -> MetricsPlace:
         place = self.routing.writes
         if place is Place.LEGACY:
             self.ensure_legacy_tables()
             return self.legacy_metrics
         return self.lease_table_metrics
 
-    def metrics_read_tables(self) -> list[Any]:
-        tables = []
+    def metrics_read_tables(self) -> list[MetricsPlace]:
+        tables: list[MetricsPlace] = []
         for place in self.routing.reads:
             if place is Place.LEGACY:
                 if self._legacy_ready or self._create_legacy:
@@ -254,11 +258,11 @@ class FleetMetrics:
     def __init__(self, tables: Tables) -> None:
         self._tables = tables
         self.rows: tuple[MetricsRow, ...] = ()
-        self._where: dict[str, Any] = {}
+        self._where: dict[str, MetricsPlace] = {}
 
     def scan(self) -> tuple[list[WorkerMetricStats], list[str]]:
         newest: dict[str, WorkerMetricStats] = {}
-        where: dict[str, Any] = {}
+        where: dict[str, MetricsPlace] = {}
         rows: list[MetricsRow] = []
         problems: list[str] = []
         for table in self._tables.metrics_read_tables():
@@ -296,7 +300,7 @@ class MetricsWriter:
 
     def __init__(self, tables: Tables) -> None:
         self._tables = tables
-        self._last: Any = None
+        self._last: MetricsPlace | None = None
 
     def publish(self, stats: WorkerMetricStats) -> None:
         table = self._tables.metrics_write_table()

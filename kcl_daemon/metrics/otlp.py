@@ -11,12 +11,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from kcl_daemon.errors import ConfigError
 from kcl_daemon.metrics.catalog import ATTRIBUTE_OF_LABEL, METRICS, Kind, MetricSpec
 from kcl_daemon.metrics.registry import DaemonMetrics, Sample
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import CallbackOptions, Observation
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +77,10 @@ class OtlpExporter:
                 self._taken_at = now
             return self._snapshot
 
-    def _callback(self, spec: MetricSpec, part: str = "value") -> Any:
-        from opentelemetry.metrics import CallbackOptions, Observation
+    def _callback(
+        self, spec: MetricSpec, part: str = "value"
+    ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        from opentelemetry.metrics import Observation
 
         def observe(_options: CallbackOptions) -> Iterable[Observation]:
             for sample in self._samples():

@@ -25,8 +25,9 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from socketserver import ThreadingMixIn
-from typing import Any, Protocol
+from typing import Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.types import StartResponse, WSGIEnvironment
 
 import orjson
 from prometheus_client import make_wsgi_app
@@ -50,8 +51,7 @@ _PAGE_HEADERS = [
     ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'self'"),
 ]
 
-Environ = dict[str, Any]
-StartResponse = Callable[..., Any]
+Environ = WSGIEnvironment
 
 
 class HealthSource(Protocol):
@@ -81,7 +81,7 @@ class _Server6(_Server):
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: object) -> None:
         """Probes every few seconds would flood the log."""
 
 

@@ -31,9 +31,10 @@ import base64
 import hashlib
 import importlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from types import ModuleType
+from typing import Any, Final, Protocol
 
 import aws_kinesis_agg
 from aws_kinesis_agg import deaggregator
@@ -52,7 +53,7 @@ DIGEST_SIZE: Final[int] = aws_kinesis_agg.DIGEST_SIZE
 MAGIC_B64_PREFIX: Final[str] = base64.b64encode(MAGIC).decode("ascii")[:5]
 # The library's generated module imports its sibling ``config_pb2`` as a top-level module, which works
 # only after ``deaggregator`` has put the package directory on sys.path: take it from there.
-messages_pb2: Final[Any] = deaggregator.messages_pb2
+messages_pb2: Final[ModuleType] = deaggregator.messages_pb2
 # protobuf ships no type stubs here; the library raises (and itself catches) exactly this class.
 _DecodeError: Final[type[Exception]] = importlib.import_module("google.protobuf.message").DecodeError
 
@@ -67,6 +68,26 @@ class DeaggregationStats:
     out_of_range_records: int = 0  # user records dropped with them
 
 
+class _PackedRecord(Protocol):
+    """One sub-record of the KPL's ``AggregatedRecord`` protobuf (what this module reads of it)."""
+
+    partition_key_index: int
+    explicit_hash_key_index: int
+    data: bytes
+
+    def HasField(self, name: str) -> bool: ...
+
+
+class _Aggregate(Protocol):
+    """The KPL's ``AggregatedRecord`` protobuf (the library ships no types)."""
+
+    partition_key_table: Sequence[str]
+    explicit_hash_key_table: Sequence[str]
+    records: Sequence[_PackedRecord]
+
+    def ParseFromString(self, data: bytes) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class _SubRecord:
     data: bytes
@@ -74,7 +95,7 @@ class _SubRecord:
     explicit_hash_key: int | None
 
 
-def _parse_aggregate(data: bytes) -> tuple[Any, str | None]:
+def _parse_aggregate(data: bytes) -> tuple[_Aggregate | None, str | None]:
     """(AggregatedRecord, None) for a well-formed aggregate, else (None, why not). ``data`` has the magic."""
     body = data[len(MAGIC) :]
     if len(body) <= DIGEST_SIZE:
@@ -82,7 +103,7 @@ def _parse_aggregate(data: bytes) -> tuple[Any, str | None]:
     message, digest = body[:-DIGEST_SIZE], body[-DIGEST_SIZE:]
     if hashlib.md5(message, usedforsecurity=False).digest() != digest:  # the KPL format's checksum
         return None, "its MD5 checksum does not match"
-    aggregate = messages_pb2.AggregatedRecord()
+    aggregate: _Aggregate = messages_pb2.AggregatedRecord()
     try:
         aggregate.ParseFromString(message)
     except _DecodeError:
@@ -90,7 +111,7 @@ def _parse_aggregate(data: bytes) -> tuple[Any, str | None]:
     return aggregate, None
 
 
-def _sub_records(aggregate: Any) -> tuple[list[_SubRecord], int | None]:
+def _sub_records(aggregate: _Aggregate) -> tuple[list[_SubRecord], int | None]:
     """Every sub-record up to the first one with a bad table index (returned as the second item)."""
     keys = list(aggregate.partition_key_table)
     hash_keys = list(aggregate.explicit_hash_key_table)

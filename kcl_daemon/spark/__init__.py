@@ -16,12 +16,15 @@ May import: ``retrieval``, ``aws``, ``config``, ``core`` and the root utilities;
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 FORMAT_NAME = "kinesis"
 
 
-def register(spark: Any) -> None:
+def register(spark: SparkSession) -> None:
     """Register ``format("kinesis")`` with ``spark``: the source and the sink."""
     try:
         from kcl_daemon.spark.source import KinesisDataSource

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
@@ -91,7 +91,7 @@ def read_ranges(partition: KinesisPartition) -> Iterator[pa.RecordBatch]:
             yield read.records.to_arrow(options.stream_name, shard_range.shard_id)
 
 
-def _v1(data: dict[str, Any]) -> SourceOffset:
+def _v1(data: dict[str, object]) -> SourceOffset:
     if data.get("v") == 2:
         raise BadOffset(
             "this checkpoint was written by readMode=executor: keep readMode=executor, or start the "
@@ -106,17 +106,17 @@ class DriverStreamReader(StreamReaderBase):
 
     def __init__(self, options: SourceOptions) -> None:
         super().__init__(options)
-        self._initial: dict[str, Any] | None = None
+        self._initial: dict[str, object] | None = None
         self._bridge: LeaseBridge | None = None
         self._joined_at_start = False
         self._checked_restart = False
-        self._report: dict[str, Any] | None = None
+        self._report: dict[str, object] | None = None
         self._probed: dict[tuple[str, ShardPos, ShardPos], bytes] = {}
         self._resume: dict[str, tuple[ShardPos, Resume]] = {}  # shard -> (end it follows, iterator)
 
     # -- shard listing and lease bridge (driver) -------------------------------------------------
 
-    def _join(self) -> dict[str, Any] | None:
+    def _join(self) -> dict[str, ShardPos] | None:
         """Join the fleet once (with leaseTableName); the table's positions by shard, else None."""
         if self.options.lease_table_name is None:
             return None
@@ -128,7 +128,7 @@ class DriverStreamReader(StreamReaderBase):
 
     # -- the streaming reader API ----------------------------------------------------------------
 
-    def initialOffset(self) -> dict[str, Any]:
+    def initialOffset(self) -> dict[str, object]:
         if self._initial is None:  # called twice at start: must be the same offset both times
             lease_positions = self._join()
             self._joined_at_start = True
@@ -156,7 +156,7 @@ class DriverStreamReader(StreamReaderBase):
                 "the query with a new checkpointLocation to continue from the lease table."
             )
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+    def latestOffset(self, start: dict[str, object], limit: ReadLimit) -> dict[str, object]:
         self._join()
         start_offset = _v1(start)
         self._check_restart(start_offset)
@@ -234,10 +234,10 @@ class DriverStreamReader(StreamReaderBase):
         ) as pool:
             return dict(zip(shard_ids, pool.map(probe, shard_ids), strict=True))
 
-    def reportLatestOffset(self) -> dict[str, Any] | None:
+    def reportLatestOffset(self) -> dict[str, object] | None:
         return self._report
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[KinesisPartition]:
+    def partitions(self, start: dict[str, object], end: dict[str, object]) -> Sequence[KinesisPartition]:
         self._join()
         start_offset, end_offset = _v1(start), _v1(end)
         by_id = {s.shard_id: s for s in self._shards()}
@@ -255,7 +255,7 @@ class DriverStreamReader(StreamReaderBase):
             raise TypeError(f"not a partition of this source: {partition!r}")
         return read_ranges(partition)
 
-    def commit(self, end: dict[str, Any]) -> None:
+    def commit(self, end: dict[str, object]) -> None:
         if self._bridge is not None:
             self._bridge.checkpoint(_v1(end), self._shards())
 

@@ -10,9 +10,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any
 
-from pyspark.sql.streaming.listener import StreamingQueryListener
+from pyspark.sql.streaming.listener import (
+    QueryIdleEvent,
+    QueryProgressEvent,
+    QueryStartedEvent,
+    QueryTerminatedEvent,
+    StreamingQueryListener,
+)
 
 from kcl_daemon.core.spark.batches import parse_offset
 from kcl_daemon.spark.handover import write_offset
@@ -33,16 +38,16 @@ class KinesisLeaseSyncListener(StreamingQueryListener):
             raise ValueError("KinesisLeaseSyncListener needs the source's leaseTableName option")
         self.last_report: CheckpointReport | None = None
 
-    def onQueryStarted(self, event: Any) -> None:
+    def onQueryStarted(self, event: QueryStartedEvent) -> None:
         pass
 
-    def onQueryIdle(self, event: Any) -> None:
+    def onQueryIdle(self, event: QueryIdleEvent) -> None:
         pass
 
-    def onQueryTerminated(self, event: Any) -> None:
+    def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
         pass
 
-    def onQueryProgress(self, event: Any) -> None:
+    def onQueryProgress(self, event: QueryProgressEvent) -> None:
         for source in event.progress.sources:
             try:
                 data = json.loads(source.endOffset or "null")

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
@@ -72,7 +72,7 @@ class ExecutorStreamReader(StreamReaderBase):
 
     def __init__(self, options: SourceOptions) -> None:
         super().__init__(options)
-        self._initial: dict[str, Any] | None = None
+        self._initial: dict[str, object] | None = None
         self._run: str | None = None  # drawn when this runner first needs one
         self._ready = False
         self._bridge: LeaseBridge | None = None
@@ -83,7 +83,7 @@ class ExecutorStreamReader(StreamReaderBase):
         self._heads: dict[str, tuple[ShardPos, GetRecordsResult]] = {}
         self._after: dict[tuple[str, int], SourceOffset] = {}  # positions after a batch, for commit
         self._read_by_batch: dict[tuple[str, int], tuple[str, ...]] = {}
-        self._report: dict[str, Any] = {}
+        self._report: dict[str, object] = {}
         self.driver_calls = {"GetShardIterator": 0, "GetRecords": 0, "records": 0}
 
     # -- set-up (driver, once) ---------------------------------------------------------------------
@@ -119,7 +119,7 @@ class ExecutorStreamReader(StreamReaderBase):
 
     # -- the streaming reader API ------------------------------------------------------------------
 
-    def initialOffset(self) -> dict[str, Any]:
+    def initialOffset(self) -> dict[str, object]:
         if self._initial is None:  # called twice at start: must be the same offset both times
             listing: list[Shard] | None = None
             if self._ready or self.options.lease_table_name is not None:
@@ -134,7 +134,7 @@ class ExecutorStreamReader(StreamReaderBase):
             self._initial = first_offset(start, self._new_run()).to_json()
         return self._initial
 
-    def _previous(self, start: Mapping[str, Any]) -> BatchOffset:
+    def _previous(self, start: Mapping[str, object]) -> BatchOffset:
         parsed = parse_offset(start)
         if isinstance(parsed, SourceOffset):  # a readMode=driver checkpoint continues with executor reads
             logger.info("continuing a readMode=driver checkpoint with executor reads")
@@ -146,7 +146,7 @@ class ExecutorStreamReader(StreamReaderBase):
             return {}
         return batch_ends_for(self.options).read_batch(offset.run, offset.batch, offset.read_shards)
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+    def latestOffset(self, start: dict[str, object], limit: ReadLimit) -> dict[str, object]:
         self._setup()
         previous = self._previous(start)
         ends = self._ends(previous)
@@ -240,10 +240,10 @@ class ExecutorStreamReader(StreamReaderBase):
                 self._heads[shard_id] = (positions[shard_id], page)
         return news
 
-    def reportLatestOffset(self) -> dict[str, Any] | None:
+    def reportLatestOffset(self) -> dict[str, object] | None:
         return self._report
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, object], end: dict[str, object]) -> Sequence[InputPartition]:
         if start == end:
             return []
         self._setup()
@@ -302,7 +302,7 @@ class ExecutorStreamReader(StreamReaderBase):
             return read_ranges(partition)
         raise TypeError(f"not a partition of this source: {partition!r}")
 
-    def commit(self, end: dict[str, Any]) -> None:
+    def commit(self, end: dict[str, object]) -> None:
         """Batch ``end`` is done: its ends become the lease checkpoints; old publications go."""
         parsed = parse_offset(end)
         if isinstance(parsed, SourceOffset):

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from kcl_daemon.blocking import BlockingPool
 from kcl_daemon.clock import Clock
@@ -39,6 +39,7 @@ from kcl_daemon.core.supervise import WORKER_LOOP, LoopPolicy
 from kcl_daemon.core.worker.health import Phase
 from kcl_daemon.errors import LeaseTableGone
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
+from kcl_daemon.leases.keeper import KeeperTable
 from kcl_daemon.lifecycle.ports import ChildLauncher
 from kcl_daemon.lifecycle.shard_consumer import ConsumerSettings
 from kcl_daemon.lifecycle.shard_failures import TaskFailures, decide_after_failure, is_retriable
@@ -47,8 +48,9 @@ from kcl_daemon.metrics.observer import no_shard_observer
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.retrieval.source import ShardRecordSource
 from kcl_daemon.shards.cleanup import ChildShardLookup, LeaseCleaner
-from kcl_daemon.shards.sync import ShardSyncConfig, ShardSyncer
+from kcl_daemon.shards.sync import ShardLister, ShardSyncConfig, ShardSyncer
 from kcl_daemon.supervise import DEFAULT_BUSY_BUDGET_S, LoopBoard, LoopFactory, supervise
+from kcl_daemon.worker.ports import SchedulerTable, Syncer
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -122,8 +124,8 @@ class Scheduler:
     def __init__(
         self,
         config: SchedulerConfig,
-        table: Any,  # DynamoLeaseTable or a fake with the same methods
-        shard_lister: Any,  # Kinesis (list_shards)
+        table: SchedulerTable,  # DynamoLeaseTable or a fake with the same methods
+        shard_lister: ShardLister,  # Kinesis
         make_source: Callable[[Shard], ShardRecordSource],
         launch_child: ChildLauncher,
         clock: Clock,
@@ -131,9 +133,9 @@ class Scheduler:
         child_shard_lookup: ChildShardLookup | None = None,
         metrics: DaemonMetrics | None = None,
         lease_mode: LeaseMode | None = None,
-        syncer: Any = None,  # a MultiStreamSyncer (several streams); None: one ShardSyncer
+        syncer: Syncer | None = None,  # a MultiStreamSyncer (several streams); None: one ShardSyncer
         make_stream_source: Callable[[Shard, str], ShardRecordSource] | None = None,
-        keeper_table: Any = None,  # the lease keeper's table (its own client); None: ``table``
+        keeper_table: KeeperTable | None = None,  # the lease keeper's table (its own client); None: ``table``
     ) -> None:
         self.config = config
         #: who assigns leases: None = the 2.x taker; else the KCL 3.x-aware mode (leases.leader_mode)

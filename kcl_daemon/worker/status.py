@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.worker.health import Check, HealthReport
@@ -281,7 +281,7 @@ class WorkerStatus:
         )
 
 
-def _lease_mode(mode: Any, worker_id: str) -> tuple[str, bool | None, str | None]:
+def _lease_mode(mode: object, worker_id: str) -> tuple[str, bool | None, str | None]:
     """(the lease mode as the page names it, leading?, the leader seen) from the scheduler's lease mode."""
     if mode is None:
         return "2.x taker", None, None
