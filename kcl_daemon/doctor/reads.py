@@ -32,7 +32,6 @@ from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
-from kcl_daemon.core.shards.multi_stream import parse_stream_list
 from kcl_daemon.doctor import checks
 from kcl_daemon.doctor.facts import (
     CredentialFacts,
@@ -73,21 +72,15 @@ class Names:
 
 
 def names_of(settings: Settings) -> Names:
-    table = settings.lease_table_name
-    if table is None:
+    tables = settings.tables()
+    if tables is None:
         raise ConfigError(["doctor needs applicationName or tableName"])
-    app = settings.application_name or table
-    if settings.stream_names:
-        streams = tuple(spec.name for spec in parse_stream_list(settings.stream_names))
+    shards = settings.shards()
+    if shards.streams:
+        streams = tuple(spec.name for spec in shards.streams)
     else:
-        stream = settings.effective_stream_name
-        streams = () if stream is None else (stream,)
-    return Names(
-        table,
-        settings.coordinator_state_table_name or f"{app}-CoordinatorState",
-        settings.worker_metrics_table_name or f"{app}-WorkerMetricStats",
-        streams,
-    )
+        streams = () if shards.stream_name is None else (shards.stream_name,)
+    return Names(tables.lease, tables.coordinator_state, tables.worker_metrics, streams)
 
 
 def run_doctor(
@@ -343,7 +336,7 @@ def _needs(
         needs.add(iam.Need.LEGACY_TABLES)
     if settings.effective_retrieval_mode == "FANOUT":
         needs.add(iam.Need.FANOUT)
-    if cloudwatch_decision(settings, local=False)[0]:
+    if cloudwatch_decision(settings.metrics(), local=False)[0]:
         needs.add(iam.Need.CLOUDWATCH)
     return frozenset(needs)
 
@@ -403,7 +396,7 @@ async def _lease_facts(
         return LeaseFacts(names.lease_table, None, failover_s=failover, stall_limit_s=stall)
     table = DynamoLeaseTable(clients.dynamodb, names.lease_table)
     kinesis = Kinesis(clients.kinesis)
-    lister = configured_shard_lister(settings, clients.kinesis, kinesis)
+    lister = configured_shard_lister(settings.shards(), clients.kinesis, kinesis)
     listed: list[Shard] = []
 
     def list_shards() -> Sequence[Shard]:
