@@ -1,5 +1,5 @@
 """Getting records out of a shard: polling GetRecords (contract §7), enhanced fan-out, read-ahead and KPL
 de-aggregation (contract §1.12), all behind :class:`~kcl_daemon.retrieval.source.RecordSource`.
 
-May import: ``aws``, ``core``, ``retry``, ``clock``, ``errors``.
+May import: ``aws``, ``config`` (its slice of the settings), ``core``, ``retry``, ``clock``, ``errors``.
 """
