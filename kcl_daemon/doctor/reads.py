@@ -32,6 +32,7 @@ from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
+from kcl_daemon.core.shards.multi_stream import parse_stream_list
 from kcl_daemon.doctor import checks
 from kcl_daemon.doctor.facts import (
     CredentialFacts,
@@ -72,15 +73,21 @@ class Names:
 
 
 def names_of(settings: Settings) -> Names:
-    tables = settings.tables()
-    if tables is None:
+    table = settings.lease_table_name
+    if table is None:
         raise ConfigError(["doctor needs applicationName or tableName"])
-    shards = settings.shards()
-    if shards.streams:
-        streams = tuple(spec.name for spec in shards.streams)
+    app = settings.application_name or table
+    if settings.stream_names:
+        streams = tuple(spec.name for spec in parse_stream_list(settings.stream_names))
     else:
-        streams = () if shards.stream_name is None else (shards.stream_name,)
-    return Names(tables.lease, tables.coordinator_state, tables.worker_metrics, streams)
+        stream = settings.effective_stream_name
+        streams = () if stream is None else (stream,)
+    return Names(
+        table,
+        settings.coordinator_state_table_name or f"{app}-CoordinatorState",
+        settings.worker_metrics_table_name or f"{app}-WorkerMetricStats",
+        streams,
+    )
 
 
 def run_doctor(
