@@ -219,7 +219,9 @@ def run(
 
         with exit_on_errors():
             code = run_local_fleet(
-                settings,
+                settings.leases(),
+                settings.shards(),
+                settings.lease_table_name,
                 properties,
                 workers,
                 sys.stdout,
