@@ -5,6 +5,7 @@
     KclError
     ├── ConfigError              bad properties/YAML; carries every problem found, not just the first
     ├── RecordsFileError         bad `replay --records` input; names the line
+    ├── CommandFailed            an operator command refused or failed; carries its exit status
     ├── CheckpointRefused        a checkpoint the daemon will not write; carries the Java error name
     ├── ChildFault               a record-processor child misbehaved; its shard restarts it   (retriable)
     │   ├── ChildSpawnFailed         the executable could not be started
@@ -177,3 +178,13 @@ class InconsistentResponse(AwsError):
     """A response breaks the API contract (e.g. GetRecords with a next iterator *and* child shards)."""
 
     retriable = True
+
+
+class CommandFailed(KclError):
+    """An operator command refused its input or failed; ``message`` is the whole story for the shell and
+    ``status`` the :class:`ExitStatus` it ends with (``kcl_daemon.cli.exit_on_errors`` prints and exits)."""
+
+    def __init__(self, message: str, status: ExitStatus = ExitStatus.FAILED) -> None:
+        self.message = message
+        self.status = status
+        super().__init__(message)

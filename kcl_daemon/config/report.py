@@ -8,7 +8,7 @@ in an endpoint URL are masked.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -16,7 +16,7 @@ from kcl_daemon.config.keys import IGNORED_BY_NAME, KEYS, Key, Kind
 from kcl_daemon.config.providers import describe, parse_providers
 from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.settings import Settings, graceful_stop_budget_s
-from kcl_daemon.core.leader.layout import layout_summary
+from kcl_daemon.core.leader.layout import LayoutReport, layout_summary
 from kcl_daemon.core.leader.table_migration import TableLayoutConfig
 from kcl_daemon.core.shards.multi_stream import parse_stream_list
 
@@ -140,3 +140,48 @@ def _credentials(raw: str | None, fallback: str) -> str:
         return describe(parse_providers(raw).chain)
     except ValueError:  # pragma: no cover - load_settings has rejected it already
         return "invalid"
+
+
+def invalid_json(
+    path: str, command: str, problems: Sequence[str], warnings: Sequence[str]
+) -> dict[str, object]:
+    """``check-config --json`` for a file that is not valid for ``command``."""
+    return {"file": path, "for": command, "valid": False, "problems": problems, "warnings": warnings}
+
+
+def valid_json(
+    path: str, command: str, settings: Settings, found: Sequence[Row], layout: LayoutReport | None
+) -> dict[str, object]:
+    """``check-config --json``: every key, the derived values, the warnings (and the table state)."""
+    return {
+        "file": path,
+        "for": command,
+        "valid": True,
+        "keys": [
+            {"key": r.key, "field": r.field, "value": r.value, "source": r.source, "note": r.note or None}
+            for r in found
+        ],
+        "derived": derived(settings),
+        "warnings": settings.warnings,
+        "problems": [],
+        "tableState": None if layout is None else layout.as_json(),
+    }
+
+
+def valid_lines(
+    path: str, command: str, settings: Settings, found: Sequence[Row], layout: LayoutReport | None
+) -> list[str]:
+    """``check-config``'s text: a key a line with its value and source, the derived values, the warnings."""
+    width = max(len(r.key) for r in found)
+    value_width = min(40, max(len(r.text) for r in found))
+    lines = [f"{path}: valid for {command}"]
+    for r in found:
+        note = f"  ({r.note})" if r.note else ""
+        lines.append(f"  {r.key:<{width}}  {r.text:<{value_width}}  [{r.source}]{note}")
+    lines.append("derived:")
+    lines.extend(f"  {name}: {value}" for name, value in derived(settings).items())
+    if layout is not None:
+        lines.append(f"table state of {settings.lease_table_name}:")
+        lines.extend(f"  {line}" for line in layout.lines())
+    lines.extend(f"warning: {warning}" for warning in settings.warnings)
+    return lines

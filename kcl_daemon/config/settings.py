@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from kcl_daemon.config import slices
 from kcl_daemon.config.keys import IGNORED_BY_NAME, KEYS, Key, Kind, lookup_key
 from kcl_daemon.config.properties import PropertiesSyntaxError, parse_properties
 from kcl_daemon.config.providers import parse_providers
@@ -215,6 +216,33 @@ class Settings:
             return self.retrieval_mode
         set_keys = {name for name, where in self.sources.items() if where != "default"} | set(self.ignored)
         return "POLLING" if set_keys.intersection(POLLING_KEYS) else "FANOUT"
+
+    # Each concern's slice (kcl_daemon.config.slices): a package takes its slice, not the whole Settings.
+
+    def tables(self) -> slices.TableNames | None:
+        """The lease table and the side tables' names; None without applicationName or tableName."""
+        return slices.table_names(self)
+
+    def leases(self) -> slices.LeaseSlice:
+        return slices.lease_slice(self)
+
+    def shards(self) -> slices.ShardSlice:
+        return slices.shard_slice(self)
+
+    def retrieval(self) -> slices.RetrievalSlice:
+        return slices.retrieval_slice(self)
+
+    def consumer(self) -> slices.ConsumerSlice:
+        return slices.consumer_slice(self)
+
+    def leader(self) -> slices.LeaderSlice:
+        return slices.leader_slice(self)
+
+    def metrics(self) -> slices.MetricsSlice:
+        return slices.metrics_slice(self)
+
+    def worker(self) -> slices.WorkerSlice:
+        return slices.worker_slice(self)
 
 
 def parse_value(key: Key, raw: str, warnings: list[str] | None = None) -> object:

@@ -343,7 +343,7 @@ def _needs(
         needs.add(iam.Need.LEGACY_TABLES)
     if settings.effective_retrieval_mode == "FANOUT":
         needs.add(iam.Need.FANOUT)
-    if cloudwatch_decision(settings, local=False)[0]:
+    if cloudwatch_decision(settings.metrics(), local=False)[0]:
         needs.add(iam.Need.CLOUDWATCH)
     return frozenset(needs)
 
@@ -403,7 +403,7 @@ async def _lease_facts(
         return LeaseFacts(names.lease_table, None, failover_s=failover, stall_limit_s=stall)
     table = DynamoLeaseTable(clients.dynamodb, names.lease_table)
     kinesis = Kinesis(clients.kinesis)
-    lister = configured_shard_lister(settings, clients.kinesis, kinesis)
+    lister = configured_shard_lister(settings.shards(), clients.kinesis, kinesis)
     listed: list[Shard] = []
 
     def list_shards() -> Sequence[Shard]:

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING
 
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.streams import describe_stream_identity
-from kcl_daemon.config.settings import Settings
+from kcl_daemon.config.slices import ShardSlice
 from kcl_daemon.core.shards.graph import Shard
-from kcl_daemon.core.shards.multi_stream import parse_stream_list
 from kcl_daemon.retry import KINESIS
 from kcl_daemon.shards.multi_stream import shards_by_lease_key
 
@@ -24,13 +23,12 @@ if TYPE_CHECKING:
 
 
 def configured_shard_lister(
-    settings: Settings, client: KinesisClient, kinesis: Kinesis
+    shards: ShardSlice, client: KinesisClient, kinesis: Kinesis
 ) -> Callable[[], Sequence[Shard]] | None:
-    if settings.stream_names:
+    if shards.streams:
         identity_of = functools.partial(describe_stream_identity, client)
-        streams = parse_stream_list(settings.stream_names)
-        return functools.partial(shards_by_lease_key, kinesis, identity_of, streams)
-    stream = settings.effective_stream_name
+        return functools.partial(shards_by_lease_key, kinesis, identity_of, shards.streams)
+    stream = shards.stream_name
     if stream is None:
         return None
     return functools.partial(KINESIS.call, kinesis.list_shards, stream)

@@ -230,7 +230,7 @@ def watch_leases(
         sample = TableSampler(
             table_name,
             lambda: table.list_leases(consistent=True),
-            configured_shard_lister(settings, clients.kinesis, kinesis),
+            configured_shard_lister(settings.shards(), clients.kinesis, kinesis),
             clock,
             failover_s=settings.failover_s,
             cluster_separator=settings.lease_cluster_separator,

@@ -1,9 +1,9 @@
-"""Turn the parsed :class:`Settings` into the shard consumer's :class:`ConsumerSettings` (seconds inside)."""
+"""The consumer's slice of the settings as the shard consumer's :class:`ConsumerSettings` (seconds inside)."""
 
 from __future__ import annotations
 
-from kcl_daemon.aws.clients import client_settings_from
-from kcl_daemon.config.settings import Settings
+from kcl_daemon.aws.clients import ClientSettings
+from kcl_daemon.config.slices import ConsumerSlice
 from kcl_daemon.core.lifecycle.dead_letter_address import parse_dead_letter_address
 from kcl_daemon.core.lifecycle.poison import PoisonPolicy
 from kcl_daemon.core.lifecycle.restart_policy import RestartPolicy
@@ -13,7 +13,10 @@ from kcl_daemon.process.child import StopTimeouts
 from kcl_daemon.process.session import ActionTimeouts
 
 
-def consumer_settings(settings: Settings, *, return_when_parked: bool) -> ConsumerSettings:
+def consumer_settings(
+    settings: ConsumerSlice, clients: ClientSettings, *, return_when_parked: bool
+) -> ConsumerSettings:
+    """``clients``: for the dead-letter destination's client (``poisonRecordPolicy`` DEAD_LETTER)."""
     shutdown = settings.shutdown_timeout_s
     per_action = {
         "initialize": settings.initialize_timeout_s,
@@ -40,14 +43,14 @@ def consumer_settings(settings: Settings, *, return_when_parked: bool) -> Consum
         return_when_parked=return_when_parked,
         poison_policy=PoisonPolicy(settings.poison_record_policy),
         max_delivery_attempts=settings.max_delivery_attempts,
-        dead_letters=dead_letter_sink(settings),
-        application=settings.application_name or "",
+        dead_letters=dead_letter_sink(settings, clients),
+        application=settings.application_name,
     )
 
 
-def dead_letter_sink(settings: Settings) -> DeadLetterSink | None:
+def dead_letter_sink(settings: ConsumerSlice, clients: ClientSettings) -> DeadLetterSink | None:
     """The sink of ``deadLetterDestination`` when ``poisonRecordPolicy`` is DEAD_LETTER (else None)."""
     if settings.poison_record_policy != PoisonPolicy.DEAD_LETTER or settings.dead_letter_destination is None:
         return None
     address = parse_dead_letter_address(settings.dead_letter_destination)
-    return open_sink(address, client_settings_from(settings))
+    return open_sink(address, clients)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TextIO
 
 from kcl_daemon.clock import SystemClock
-from kcl_daemon.config.settings import Settings
+from kcl_daemon.config.slices import LeaseSlice, ShardSlice
 from kcl_daemon.errors import ConfigError, DependencyUnavailable
 from kcl_daemon.inspection.plot import Frame, render_html
 from kcl_daemon.inspection.watch import CLEAR, Snapshot, TableSampler, render_screen
@@ -155,7 +155,9 @@ async def _show(
 
 
 def run_local_fleet(
-    settings: Settings,
+    leases: LeaseSlice,
+    shards: ShardSlice,
+    table_name: str | None,
     properties: Path,
     workers: int,
     out: TextIO,
@@ -167,7 +169,8 @@ def run_local_fleet(
     clear: bool = True,
     logs_dir: Path | None = None,
 ) -> int:
-    """Run the fleet until Ctrl-C (or ``refreshes`` redraws); returns the exit code."""
+    """Run the fleet until Ctrl-C (or ``refreshes`` redraws); returns the exit code. ``table_name``: the
+    lease table the fleet's workers share (the file's tableName or applicationName)."""
     if properties.suffix.lower() in (".yaml", ".yml"):
         raise ConfigError(["run --local --workers needs a .properties file"])
     from kcl_daemon.aws.kinesis import Kinesis
@@ -175,8 +178,7 @@ def run_local_fleet(
     from kcl_daemon.local import local_stack
     from kcl_daemon.retry import KINESIS
 
-    stream = settings.effective_stream_name or "kcl-daemon-local"
-    table_name = settings.lease_table_name
+    stream = shards.stream_name or "kcl-daemon-local"
     assert table_name is not None  # validate_for_run
     logs = logs_dir or Path(tempfile.mkdtemp(prefix="kcl-daemon-fleet-"))
     with local_stack(stream) as stack:
@@ -208,8 +210,8 @@ def run_local_fleet(
             lambda: table.list_leases(consistent=True),
             lambda: KINESIS.call(kinesis.list_shards, stack.stream_name),
             SystemClock(),
-            failover_s=settings.failover_s,
-            cluster_separator=settings.lease_cluster_separator,
+            failover_s=leases.failover_s,
+            cluster_separator=leases.cluster_separator,
         )
         try:
             asyncio.run(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from kcl_daemon.aws.clients import AwsClients, ClientSettings
 from kcl_daemon.aws.instrument import instrument
 from kcl_daemon.clock import Clock
-from kcl_daemon.config.settings import Settings
+from kcl_daemon.config.slices import MetricsSlice
 from kcl_daemon.metrics.cloudwatch import CloudWatchExporter
 from kcl_daemon.metrics.cloudwatch_data import CloudWatchPlan
 from kcl_daemon.metrics.otlp import OtlpExporter
@@ -34,15 +34,15 @@ class MetricsOptions:
     otlp_endpoint: str | None = None
 
 
-def cloudwatch_decision(settings: Settings, *, local: bool) -> tuple[bool, str]:
+def cloudwatch_decision(settings: MetricsSlice, *, local: bool) -> tuple[bool, str]:
     """Whether to publish to CloudWatch, and why (for the start-up log line)."""
-    if settings.metrics_level == "NONE":
+    if settings.level == "NONE":
         return False, "metricsLevel is NONE"
     if settings.cloudwatch_endpoint is not None:
         return True, f"cloudWatchEndpoint {settings.cloudwatch_endpoint}"
     if local:
         return False, "--local without cloudWatchEndpoint"
-    if settings.kinesis_endpoint or settings.dynamodb_endpoint:
+    if settings.custom_endpoints:
         return False, "custom kinesisEndpoint/dynamoDBEndpoint without cloudWatchEndpoint"
     return True, "the region's endpoint"
 
@@ -84,7 +84,7 @@ def _metrics_stopped(name: str, why: str) -> None:
 
 
 def build_metrics(
-    settings: Settings,
+    settings: MetricsSlice,
     options: MetricsOptions,
     clients: AwsClients,
     client_settings: ClientSettings | None,
@@ -98,7 +98,7 @@ def build_metrics(
     port, ConfigError for a missing extra)."""
     from kcl_daemon.core.inspection.distribution import cluster_of
 
-    separator = settings.lease_cluster_separator
+    separator = settings.cluster_separator
     metrics = DaemonMetrics(zone_of=lambda worker: cluster_of(worker, separator))
     instrument(clients.dynamodb, "dynamodb", metrics)
     instrument(clients.kinesis, "kinesis", metrics)
@@ -113,8 +113,8 @@ def build_metrics(
         instrument(client, "cloudwatch", metrics)
         plan = CloudWatchPlan.from_settings(
             settings.application_name or stream,
-            settings.metrics_level,
-            settings.metrics_enabled_dimensions,
+            settings.level,
+            settings.enabled_dimensions,
             worker_id,
             stream,
         )
@@ -123,14 +123,14 @@ def build_metrics(
             plan,
             CloudWatchPublisher(client).put,
             clock,
-            buffer_s=settings.metrics_buffer_time_s,
-            max_queue=settings.metrics_max_queue_size,
+            buffer_s=settings.buffer_s,
+            max_queue=settings.max_queue,
         )
         logger.info(
             "metrics: CloudWatch namespace %s, level %s, every %.0fs (%s)",
             plan.namespace,
-            settings.metrics_level,
-            settings.metrics_buffer_time_s,
+            settings.level,
+            settings.buffer_s,
             why,
         )
     else:
@@ -139,7 +139,7 @@ def build_metrics(
         runtime.otlp = OtlpExporter(
             metrics,
             options.otlp_endpoint,
-            interval_s=settings.metrics_buffer_time_s,
+            interval_s=settings.buffer_s,
             attributes={"aws.kinesis.stream.name": stream, "aws.kinesis.worker.id": worker_id},
         )
     return runtime

@@ -2,5 +2,5 @@
 plus what it cannot: show the table-migration state and remove the legacy tables once it is complete.
 
 Owns the command's I/O; the decisions are in :mod:`kcl_daemon.core.migrate.plan`. May import:
-``aws``, ``config``, ``core`` and ``errors`` (never ``inspection``, beside it in one layer).
+``command_line``, ``aws``, ``config``, ``core`` and ``errors`` (never ``inspection``, beside it in one layer).
 """

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kcl_daemon.aws.clients import AwsClients
+from kcl_daemon.aws.clients import AwsClients, build_clients, client_settings_from
 from kcl_daemon.aws.coordinator_state import COORDINATOR_KEY, LEASE_TABLE_KEY, CoordinatorStore
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
 from kcl_daemon.aws.table_facts import read_table_facts
+from kcl_daemon.config.settings import Settings
 from kcl_daemon.core.leader.client_version import MIGRATION_KEY
 from kcl_daemon.core.leader.layout import LayoutReport, describe_layout
 from kcl_daemon.core.leader.table_migration import Place
@@ -140,3 +141,20 @@ def run_migrate(
     elif dry_run and the_plan.writes:
         out(f"dry run: {len(the_plan.writes)} step(s) not performed")
     return ExitStatus.OK
+
+
+def migrate_from_settings(
+    settings: Settings, mode: str, *, dry_run: bool, wait_s: float, out: Callable[[str], None]
+) -> int:
+    """`kcl-daemon migrate MODE` on the configured application's tables; returns the exit status."""
+    tables = settings.tables()
+    if tables is None:
+        raise ValueError("migrate needs applicationName or tableName (validate_for_leases)")
+    target = MigrateTarget(
+        tables.lease,
+        tables.coordinator_state,
+        tables.worker_metrics,
+        settings.leader().worker_metrics_report_s,
+    )
+    clients = build_clients(client_settings_from(settings))
+    return run_migrate(mp.Mode(mode), clients, target, dry_run=dry_run, wait_s=wait_s, out=out)

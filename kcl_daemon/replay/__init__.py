@@ -1,5 +1,5 @@
 """``kcl-daemon replay``: run the configured record processor over records from a file, without AWS.
 
-May import: ``lifecycle``, ``retrieval.source``, ``stopping``, ``config``, ``core``, ``kcl_protocol`` and
-the root utilities.
+May import: ``lifecycle``, ``retrieval.source``, ``command_line``, ``stopping``, ``aws`` (the clients'
+settings), ``config``, ``core``, ``kcl_protocol`` and the root utilities.
 """

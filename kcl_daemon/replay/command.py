@@ -15,6 +15,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from kcl_daemon.aws.clients import client_settings_from
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.core.lifecycle.states import ShardState, ShutdownReason
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
@@ -114,7 +115,7 @@ async def run_replay(
 ) -> list[ShardReport]:
     assert settings.executable is not None
     launch = make_child_launcher(settings.executable, line_limit_bytes=settings.child_max_line_bytes, cwd=cwd)
-    common = consumer_settings(settings, return_when_parked=True)
+    common = consumer_settings(settings.consumer(), client_settings_from(settings), return_when_parked=True)
     stores = {shard: InMemoryCheckpointStore(initial_checkpoint, list(failures)) for shard in shards}
     consumers = [
         ShardConsumer(shard, ListRecordSource(records, batch_size), stores[shard], launch, common)

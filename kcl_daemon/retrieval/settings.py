@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from kcl_daemon.config.slices import RetrievalSlice
 from kcl_daemon.core.shards.read_pacing import effective_idle_s
 from kcl_daemon.retry import GET_RECORDS, RetryPolicy
 
@@ -53,3 +54,16 @@ def resolve_mode(retrieval_mode: str, java_rule: str, *, from_file: bool) -> str
     if retrieval_mode in ("POLLING", "FANOUT"):
         return retrieval_mode
     return java_rule if from_file else "POLLING"
+
+
+def retrieval_settings(settings: RetrievalSlice) -> RetrievalSettings:
+    """The worker's reader settings from the retrieval slice (``retrievalMode`` resolved)."""
+    return RetrievalSettings(
+        max_records=settings.max_records,
+        idle_between_reads_s=settings.idle_between_reads_s,
+        reduced_tps_threshold_s=settings.reduced_tps_threshold_s,
+        at_timestamp=settings.at_timestamp,
+        mode=resolve_mode(settings.mode_setting, settings.mode_by_java_rule, from_file=settings.from_file),
+        consumer_name=settings.consumer_name,
+        consumer_arn=settings.consumer_arn,
+    )

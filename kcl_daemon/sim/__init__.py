@@ -4,5 +4,6 @@
 variance-based decider, this project's assignor), :mod:`.scenarios` the fleets and their events,
 :mod:`.engine` the time loop and meters, :mod:`.report` the comparison table, JSON and timeline picture.
 
-May import: ``core`` only (it drives the real pure deciders).
+May import: ``core`` only (it drives the real pure deciders); its command (cli.py) also
+``command_line`` and ``config``.
 """

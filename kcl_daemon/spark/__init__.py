@@ -10,7 +10,8 @@ extra).
 
 Importing this package never imports pyspark; :func:`register` does, with a clear error if it is missing.
 
-May import: ``retrieval``, ``aws``, ``config``, ``core`` and the root utilities; pyspark only inside
+May import: ``retrieval``, ``aws``, ``config``, ``command_line`` (for its command), ``core`` and the root
+utilities; pyspark only inside
 :func:`register` and the modules it loads.
 """
 

@@ -105,7 +105,7 @@ def test_cooperative_is_a_strategy() -> None:
 
 def test_a_restart_grace_needs_a_fixed_worker_id() -> None:
     from kcl_daemon.config.settings import Settings
-    from kcl_daemon.run import restart_grace_s
+    from kcl_daemon.leader.configure import restart_grace_s
 
-    assert restart_grace_s(Settings(worker_id="w1", restart_grace_s=30.0)) == 30.0
-    assert restart_grace_s(Settings(restart_grace_s=30.0)) == 0.0
+    assert restart_grace_s(Settings(worker_id="w1", restart_grace_s=30.0).leader()) == 30.0
+    assert restart_grace_s(Settings(restart_grace_s=30.0).leader()) == 0.0

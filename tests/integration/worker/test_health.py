@@ -20,7 +20,8 @@ from kcl_daemon.config.settings import Settings
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.metrics.prometheus import serve
 from kcl_daemon.metrics.registry import DaemonMetrics
-from kcl_daemon.run import attach_health, build_scheduler, plan_worker
+from kcl_daemon.run import build_scheduler, plan_worker
+from kcl_daemon.worker.endpoints import attach_health
 from tests.support.health import ask, failing_checks
 from tests.support.paths import RECORDER
 

@@ -106,3 +106,52 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_key_table_matches_settings_fields() -> None:
     fields = set(Settings.__dataclass_fields__) - {"sources", "warnings", "ignored"}
     assert {key.field for key in KEYS} == fields
+
+
+#: Settings fields no concern's slice carries: the AWS clients' (``aws.clients.client_settings_from``),
+#: the loader's bookkeeping, keys accepted and not acted on, and the raw values behind ``effective_*``.
+NOT_IN_A_SLICE = {
+    "aws_credentials_provider",
+    "aws_credentials_provider_cloudwatch",
+    "aws_credentials_provider_dynamodb",
+    "region_name",
+    "ignored",
+    "warnings",
+    "list_shards_backoff_s",
+    "max_list_shards_retry_attempts",
+    "processing_language",
+    "skip_shard_sync_at_worker_initialization_if_leases_exist",
+    "validate_sequence_number_before_checkpointing",
+    "leader_lock_duration_s",
+    "leader_lock_heartbeat_s",
+    "lease_assignment_interval_s",
+    "lease_expiry_check_interval_s",
+    "stream_name",
+    "table_name",
+}
+
+
+def test_each_setting_reaches_its_concern_through_a_slice() -> None:
+    """A new key lands in a concern's slice (config/slices.py), or on purpose in NOT_IN_A_SLICE."""
+    import ast
+    import dataclasses
+
+    from kcl_daemon.config import slices
+
+    tree = ast.parse(Path(slices.__file__).read_text(encoding="utf-8"))
+    read = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "settings"
+    }
+    fields = {field.name for field in dataclasses.fields(Settings)}
+    assert fields - read == NOT_IN_A_SLICE
+    settings = Settings(application_name="app", failover_s=4.0, leader_lock_duration_s=8.0, stream_name="s")
+    assert settings.leases().expiry_check_s == settings.effective_lease_expiry_check_s == 0.4
+    assert settings.leases().assignment_interval_s == 8.0
+    assert (settings.leader().lock_duration_s, settings.leader().lock_heartbeat_s) == (8.0, 2.0)
+    assert settings.tables() == slices.TableNames("app", "app-CoordinatorState", "app-WorkerMetricStats")
+    assert Settings().tables() is None
+    assert settings.shards().stream_name == settings.retrieval().stream_name == "s"

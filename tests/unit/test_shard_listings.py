@@ -1,4 +1,4 @@
-"""One ListShards serves every shard source made within a few seconds (kcl_daemon.run.RecentListings)."""
+"""One ListShards serves every shard source made within a few seconds (shards.listings.RecentListings)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import DependencyUnavailable
-from kcl_daemon.run import RecentListings
+from kcl_daemon.shards.listings import RecentListings
 from tests.support.clocks import FakeClock
 
 
