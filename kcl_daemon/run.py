@@ -45,6 +45,7 @@ from kcl_daemon.core.leader.layout import LayoutReport, describe_layout
 from kcl_daemon.core.leader.table_migration import TableLayoutConfig, effective_complete_bake_s
 from kcl_daemon.core.leader.zones import resolve_zone
 from kcl_daemon.core.leases.keeping import attempt_timeout_for
+from kcl_daemon.core.leases.timings import LeaseTimings
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import StreamSpec, parse_stream_list, recreated_stream
 from kcl_daemon.core.stream_identity import parse_stream_identity, split_lease_key
@@ -234,7 +235,11 @@ def leader_mode_config(settings: Settings, worker_id: str) -> LeaderModeConfig:
         ),
         # Java queries at half the assignment interval (10 s at the defaults); a KEYS_ONLY query of one key
         # every min(1 s, failover / 10) lets a worker start a lease moved to it within about a second
-        discovery_s=min(max(interval / 2 - 0.025, 0.1), settings.effective_lease_expiry_check_s),
+        discovery_s=LeaseTimings.from_failover(
+            settings.failover_s,
+            expiry_check_s=settings.effective_lease_expiry_check_s,
+            assignment_interval_s=interval,
+        ).discovery_s,
         lock_duration_s=settings.effective_leader_lock_duration_s,
         lock_heartbeat_s=settings.effective_leader_lock_heartbeat_s,
         handoff_timeout_s=settings.graceful_lease_handoff_timeout_s,

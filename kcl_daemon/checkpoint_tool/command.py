@@ -47,6 +47,7 @@ from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.core.leader.client_version import ClientVersion, parse_client_version
 from kcl_daemon.core.leases.lease import Lease, LeaseKey
+from kcl_daemon.core.leases.timings import LeaseTimings
 from kcl_daemon.core.sequence import LATEST, TRIM_HORIZON, ExtendedSequenceNumber, Sentinel
 from kcl_daemon.core.shards.multi_stream import parse_stream_list
 from kcl_daemon.errors import ConfigError, DependencyUnavailable, KclError, LeaseConflict
@@ -416,7 +417,7 @@ class CheckpointTool:
             self.settings.failover_s,
         )
         until = self._clock.monotonic() + self.settings.failover_s
-        every = self.settings.failover_s / 3
+        every = LeaseTimings.from_failover(self.settings.failover_s).renew_every_s
         while self._clock.monotonic() < until:
             await self._clock.sleep(min(every, max(until - self._clock.monotonic(), 0.0)))
             held = await self._call(functools.partial(self.table.renew, held))

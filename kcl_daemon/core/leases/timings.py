@@ -40,6 +40,9 @@ class LeaseTimings:
     take_every_s: float
     expiry_check_s: float
     assignment_interval_s: float
+    #: a Java 3.x worker's lease discovery period, ``interval/2 - ε``
+    java_discovery_s: float
+    #: this daemon's: Java's, at least 100 ms, no slower than the expiry passes
     discovery_s: float
     local_expiry_margin_s: float
     steal_quiet_s: float
@@ -64,6 +67,7 @@ class LeaseTimings:
             take_every_s=(failover_s + EPSILON_S) * 2,
             expiry_check_s=expiry,
             assignment_interval_s=interval,
+            java_discovery_s=interval / 2 - EPSILON_S,
             discovery_s=discovery_period_s(interval, expiry),
             local_expiry_margin_s=local_expiry_margin_s(failover_s),
             steal_quiet_s=renew + 2 * EPSILON_S,

@@ -82,7 +82,8 @@ def test_timing_invariants(failover_s: float, expiry_check_s: float | None, inte
     # passes, never slower than Java's
     assert t.discovery_s <= t.expiry_check_s
     assert t.discovery_s >= min(MIN_DISCOVERY_S, t.expiry_check_s)
-    assert t.discovery_s <= max(t.assignment_interval_s / 2 - EPSILON_S, MIN_DISCOVERY_S)
+    assert t.java_discovery_s == t.assignment_interval_s / 2 - EPSILON_S
+    assert t.discovery_s <= max(t.java_discovery_s, MIN_DISCOVERY_S)
     if expiry_check_s is None:
         assert 0.05 <= t.expiry_check_s <= 1.0
     if interval_s is None:
