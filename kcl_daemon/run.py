@@ -39,6 +39,7 @@ from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.blocking import BlockingPool
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
+from kcl_daemon.core.leader import table_names
 from kcl_daemon.core.leader.client_version import ClientVersionConfig
 from kcl_daemon.core.leader.decider import DeciderConfig
 from kcl_daemon.core.leader.layout import LayoutReport, describe_layout
@@ -178,7 +179,12 @@ def plan_worker(
         consumer_name=settings.fanout_consumer_name or settings.application_name,
         consumer_arn=settings.fanout_consumer_arn,
     )
-    app = settings.application_name or table
+    side = table_names.legacy_table_names(
+        settings.application_name,
+        table,
+        coordinator_state=settings.coordinator_state_table_name,
+        worker_metrics=settings.worker_metrics_table_name,
+    )
     return WorkerPlan(
         worker,
         stream,
@@ -188,8 +194,8 @@ def plan_worker(
         settings.executable,
         settings.child_max_line_bytes,
         lease_mode=leader_mode_config(settings, worker),
-        coordinator_table=settings.coordinator_state_table_name or f"{app}-CoordinatorState",
-        worker_metrics_table=settings.worker_metrics_table_name or f"{app}-WorkerMetricStats",
+        coordinator_table=side.coordinator_state,
+        worker_metrics_table=side.worker_metrics,
         streams=streams,
         former_streams_wait_s=settings.former_streams_leases_deletion_wait_s,
         table_layout=None
@@ -378,8 +384,12 @@ def build_scheduler(
     launch = make_child_launcher(plan.executable, line_limit_bytes=plan.child_max_line_bytes, cwd=cwd)
     lease_mode = None
     if plan.lease_mode is not None:
-        coordinator_table = plan.coordinator_table or f"{plan.table_name}-CoordinatorState"
-        metrics_table = plan.worker_metrics_table or f"{plan.table_name}-WorkerMetricStats"
+        coordinator_table, metrics_table = table_names.legacy_table_names(
+            None,
+            plan.table_name,
+            coordinator_state=plan.coordinator_table,
+            worker_metrics=plan.worker_metrics_table,
+        )
         tables = Tables(
             CoordinatorStore(clients.dynamodb, coordinator_table),
             CoordinatorStore(clients.dynamodb, plan.table_name, LEASE_TABLE_KEY),
@@ -673,10 +683,14 @@ def inspect_leases(settings: Settings, *, check_expiry: bool = False) -> LeaseTa
 
 def legacy_table_names(settings: Settings) -> tuple[str, str]:
     """The coordinator-state and worker-metrics tables of the 3.0-3.4 layout."""
-    app = settings.application_name or settings.lease_table_name
-    return (
-        settings.coordinator_state_table_name or f"{app}-CoordinatorState",
-        settings.worker_metrics_table_name or f"{app}-WorkerMetricStats",
+    table = settings.lease_table_name
+    if table is None:
+        raise ValueError("needs applicationName or tableName (validate_for_leases)")
+    return table_names.legacy_table_names(
+        settings.application_name,
+        table,
+        coordinator_state=settings.coordinator_state_table_name,
+        worker_metrics=settings.worker_metrics_table_name,
     )
 
 
