@@ -11,8 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from kcl_daemon.aws.clients import ClientSettings, botocore_config
-from kcl_daemon.aws.credentials import is_anonymous, session_for
+from kcl_daemon.aws.clients import ClientSettings, make_client
 from kcl_daemon.aws.errors import map_aws_errors
 
 #: SQS's message size limit (the whole body).
@@ -22,12 +21,7 @@ SQS_MAX_BODY_BYTES = 256 * 1024
 def dead_letter_client(settings: ClientSettings, service: str, endpoint: str | None = None) -> Any:
     """A client for ``sqs``, ``s3`` or ``kinesis`` with the daemon's region, credentials and timeouts
     (``endpoint``: instead of boto3's, or for Kinesis the daemon's)."""
-    chain = settings.credentials
-    if endpoint is None and service == "kinesis":
-        endpoint = settings.kinesis_endpoint
-    session = session_for(chain, settings.region)
-    config = botocore_config(settings, anonymous=is_anonymous(chain))
-    return session.client(service, endpoint_url=endpoint, config=config)  # type: ignore[call-overload]
+    return make_client(settings, service, endpoint=endpoint, guard=False)
 
 
 class SqsPuts:
