@@ -179,12 +179,7 @@ def plan_worker(
         consumer_name=settings.fanout_consumer_name or settings.application_name,
         consumer_arn=settings.fanout_consumer_arn,
     )
-    side = table_names.legacy_table_names(
-        settings.application_name,
-        table,
-        coordinator_state=settings.coordinator_state_table_name,
-        worker_metrics=settings.worker_metrics_table_name,
-    )
+    coordinator_table, worker_metrics_table = legacy_table_names(settings)
     return WorkerPlan(
         worker,
         stream,
@@ -194,8 +189,8 @@ def plan_worker(
         settings.executable,
         settings.child_max_line_bytes,
         lease_mode=leader_mode_config(settings, worker),
-        coordinator_table=side.coordinator_state,
-        worker_metrics_table=side.worker_metrics,
+        coordinator_table=coordinator_table,
+        worker_metrics_table=worker_metrics_table,
         streams=streams,
         former_streams_wait_s=settings.former_streams_leases_deletion_wait_s,
         table_layout=None
