@@ -64,7 +64,8 @@ def _wrap(owner: Any, attr: str, label: str) -> None:
     setattr(owner, attr, call)
 
 
-from kcl_daemon.aws import batch_ends, kinesis, source_clients  # noqa: E402
+from kcl_daemon.aws import batch_ends, kinesis  # noqa: E402
+from kcl_daemon.spark import source_clients  # noqa: E402
 
 _wrap(source_clients, "_client", "client")
 _wrap(batch_ends.MetadataTableEnds, "create_if_missing", "DescribeTable")

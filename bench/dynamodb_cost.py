@@ -62,6 +62,7 @@ from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.aws.provision import MAX_PUT_RECORDS_ENTRIES, ensure_stream
+from kcl_daemon.core.leader.table_names import legacy_table_names
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.local.producer import open_hash_ranges, partition_keys_for
@@ -140,7 +141,9 @@ def owners(clients: AwsClients, app: str) -> dict[str, tuple[str | None, int]]:
 def leader(clients: AwsClients, app: str) -> str | None:
     with contextlib.suppress(Exception):
         item = clients.dynamodb.get_item(
-            TableName=f"{app}-CoordinatorState", Key={"key": {"S": "Leader"}}, ConsistentRead=True
+            TableName=legacy_table_names(app, app).coordinator_state,
+            Key={"key": {"S": "Leader"}},
+            ConsistentRead=True,
         ).get("Item")
         return None if item is None else str(item["ownerName"]["S"])
     return None

@@ -66,10 +66,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
 
-from kcl_daemon.aws import source_clients
 from kcl_daemon.aws.kinesis import AnyRawRecord, Kinesis
 from kcl_daemon.aws.records_page import EncodedRawRecord
 from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
+from kcl_daemon.spark import source_clients
 from tests.support.attributing_proxy import AttributingProxy
 from tests.support.emulators import REGION, running_emulators, use_dummy_credentials
 from tests.support.replay_kinesis import ReplayKinesis, ReplayRecord

@@ -29,10 +29,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests.support
 
-from kcl_daemon.aws import source_clients
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
 from kcl_daemon.core.spark.offsets import AT_TRIM_HORIZON
+from kcl_daemon.spark import source_clients
 from kcl_daemon.spark.shard_reader import ReadLimits, read_shard
 from tests.support.emulators import REGION, running_emulators, use_dummy_credentials
 from tests.support.streams import kinesis_client, wait_active

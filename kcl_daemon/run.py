@@ -31,6 +31,7 @@ from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.blocking import BlockingPool
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
+from kcl_daemon.core.leader import table_names
 from kcl_daemon.core.leases.keeping import attempt_timeout_for
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import recreated_stream
@@ -162,8 +163,12 @@ def build_scheduler(
     launch = make_child_launcher(plan.executable, line_limit_bytes=plan.child_max_line_bytes, cwd=cwd)
     lease_mode = None
     if plan.lease_mode is not None:
-        coordinator_table = plan.coordinator_table or f"{plan.table_name}-CoordinatorState"
-        metrics_table = plan.worker_metrics_table or f"{plan.table_name}-WorkerMetricStats"
+        coordinator_table, metrics_table = table_names.legacy_table_names(
+            None,
+            plan.table_name,
+            coordinator_state=plan.coordinator_table,
+            worker_metrics=plan.worker_metrics_table,
+        )
         tables = Tables(
             CoordinatorStore(clients.dynamodb, coordinator_table),
             CoordinatorStore(clients.dynamodb, plan.table_name, LEASE_TABLE_KEY),

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.kinesis import Kinesis
@@ -33,6 +34,12 @@ from tests.support.figures import FIGURES
 from tests.support.layout import misplaced
 from tests.support.requirements import missing
 from tests.support.streams import wait_for_stream
+
+# Hypothesis judges each example's duration against a 200 ms deadline by default: on 2 cores shared with
+# emulators and JVMs an example can wait that long for the CPU, and the test fails on the machine's load,
+# not on the property. The properties are checked without a deadline; pytest-timeout still ends a hang.
+hypothesis_settings.register_profile("kcl-daemon", deadline=None)
+hypothesis_settings.load_profile("kcl-daemon")
 
 TESTS = Path(__file__).resolve().parent
 

@@ -1,4 +1,5 @@
-"""boto3 clients, built once at startup (boto3 sessions are not thread-safe; clients are).
+"""boto3 clients: the project's one client factory, :func:`make_client` (boto3 sessions are not
+thread-safe; clients are, so each is built once and shared).
 
 Credentials come from the configured provider chain (:mod:`kcl_daemon.aws.credentials`), or boto3's
 default chain when none is configured. Region and endpoints left unset (None) are boto3's to choose,
@@ -6,6 +7,13 @@ so ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``, ``AWS_ENDPOINT_URL_KINESIS`` an
 ``AWS_ENDPOINT_URL_DYNAMODB`` work as they do for any boto3 program.
 botocore's own retries are off by default: retrying is the job of the named policies in
 :mod:`kcl_daemon.retry`, and a single bounded attempt keeps a hung renewal from outliving its lease.
+
+Every client of the daemon is made by :func:`make_client` from :class:`ClientSettings`: the worker's
+(:func:`build_clients`), the operator commands', the local backend's (with its own static credentials),
+CloudWatch's, the dead-letter destinations', STS for doctor, and the Spark source's (per-process cache
+in :mod:`kcl_daemon.spark.source_clients`). The one exception is the STS client inside the
+``ASSUME_ROLE`` credential provider (:mod:`kcl_daemon.aws.credentials`), which keeps botocore's own
+retries as part of resolving credentials.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final, Literal, overload
 
 import boto3
 import botocore.session
@@ -28,6 +36,7 @@ from kcl_daemon.config.providers import ProviderSpec, parse_providers
 from kcl_daemon.errors import ConfigError
 
 if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch import CloudWatchClient
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_kinesis import KinesisClient
 
@@ -41,6 +50,7 @@ class ClientSettings:
     region: str | None = None  # None: boto3's (AWS_DEFAULT_REGION, ~/.aws/config)
     kinesis_endpoint: str | None = None  # None: boto3's (AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL)
     dynamodb_endpoint: str | None = None  # None: boto3's (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL)
+    cloudwatch_endpoint: str | None = None  # None: boto3's (AWS_ENDPOINT_URL_CLOUDWATCH, AWS_ENDPOINT_URL)
     connect_timeout_s: float = 2.0
     read_timeout_s: float = 5.0
     max_pool_connections: int = 32  # at least the total number of threads calling AWS
@@ -79,48 +89,157 @@ def botocore_config(settings: ClientSettings, *, anonymous: bool = False) -> Con
     return config.merge(Config(signature_version=UNSIGNED)) if anonymous else config
 
 
-def build_clients(settings: ClientSettings) -> AwsClients:
-    """One DynamoDB and one Kinesis client; share them across threads.
+#: what a missing region's error tells the user to set (the daemon's keys)
+REGION_HINT: Final = "set regionName, or AWS_DEFAULT_REGION, or region in ~/.aws/config"
+
+
+def endpoint_for(settings: ClientSettings, service: str) -> str | None:
+    """The configured endpoint of ``service`` (None: boto3's)."""
+    endpoints = {
+        "kinesis": settings.kinesis_endpoint,
+        "dynamodb": settings.dynamodb_endpoint,
+        "cloudwatch": settings.cloudwatch_endpoint,
+    }
+    return endpoints.get(service)
+
+
+def chain_for(settings: ClientSettings, service: str) -> Chain | None:
+    """The credential provider chain of ``service`` (None: boto3's default chain)."""
+    if service == "dynamodb":
+        return settings.dynamodb_credentials or settings.credentials
+    if service == "cloudwatch":
+        return settings.cloudwatch_credentials or settings.credentials
+    return settings.credentials
+
+
+@overload
+def make_client(
+    settings: ClientSettings,
+    service: Literal["dynamodb"],
+    *,
+    endpoint: str | None = ...,
+    session: boto3.session.Session | None = ...,
+    anonymous: bool | None = ...,
+    guard: bool = ...,
+    raw_timestamps: bool = ...,
+    region_hint: str = ...,
+) -> DynamoDBClient: ...
+@overload
+def make_client(
+    settings: ClientSettings,
+    service: Literal["kinesis"],
+    *,
+    endpoint: str | None = ...,
+    session: boto3.session.Session | None = ...,
+    anonymous: bool | None = ...,
+    guard: bool = ...,
+    raw_timestamps: bool = ...,
+    region_hint: str = ...,
+) -> KinesisClient: ...
+@overload
+def make_client(
+    settings: ClientSettings,
+    service: Literal["cloudwatch"],
+    *,
+    endpoint: str | None = ...,
+    session: boto3.session.Session | None = ...,
+    anonymous: bool | None = ...,
+    guard: bool = ...,
+    raw_timestamps: bool = ...,
+    region_hint: str = ...,
+) -> CloudWatchClient: ...
+@overload
+def make_client(
+    settings: ClientSettings,
+    service: str,
+    *,
+    endpoint: str | None = ...,
+    session: boto3.session.Session | None = ...,
+    anonymous: bool | None = ...,
+    guard: bool = ...,
+    raw_timestamps: bool = ...,
+    region_hint: str = ...,
+) -> Any: ...
+def make_client(
+    settings: ClientSettings,
+    service: str,
+    *,
+    endpoint: str | None = None,
+    session: boto3.session.Session | None = None,
+    anonymous: bool | None = None,
+    guard: bool = True,
+    raw_timestamps: bool = False,
+    region_hint: str = REGION_HINT,
+) -> Any:
+    """A boto3 client of ``service`` with the settings' region, timeouts, pool size and attempts (one:
+    botocore's retries off), at ``endpoint`` (None: the settings' endpoint of that service, else boto3's).
+
+    ``session`` (None: one for the service's credential chain) and ``anonymous`` (None: whether that
+    chain is ANONYMOUS) let a caller share a session or bring its own credentials. ``guard`` makes the
+    client refuse a truncated or corrupt 2xx reply (:func:`~kcl_daemon.aws.errors.guard_responses`);
+    ``raw_timestamps`` leaves timestamps as the epoch seconds the service sent (the session's parser
+    is changed: give such clients a session of their own).
+
+    Raises :class:`ConfigError` when no region is configured anywhere (saying ``region_hint``).
+    """
+    try:
+        if session is None:
+            chain = chain_for(settings, service)
+            session = session_for(chain, settings.region)
+            if anonymous is None:
+                anonymous = is_anonymous(chain)
+        if raw_timestamps:
+            _raw_timestamps(session)
+        config = botocore_config(settings, anonymous=bool(anonymous))
+        client = session.client(
+            service,  # type: ignore[call-overload]
+            endpoint_url=endpoint if endpoint is not None else endpoint_for(settings, service),
+            config=config,
+        )
+    except NoRegionError:
+        raise ConfigError([f"no AWS region: {region_hint}"]) from None
+    if guard:
+        guard_responses(client)
+    return client
+
+
+def _raw_timestamps(session: boto3.session.Session) -> None:
+    """Leave timestamps as the epoch seconds the service sent: botocore's default parser builds a
+    ``tzlocal`` datetime per record, which costs more than the rest of a GetRecords page together.
+    :func:`kcl_daemon.aws.kinesis.epoch_millis` takes either form."""
+    factory = session._session.get_component("response_parser_factory")
+    factory.set_parser_defaults(timestamp_parser=lambda value: value)
+
+
+def build_clients(settings: ClientSettings, *, session: boto3.session.Session | None = None) -> AwsClients:
+    """One DynamoDB and one Kinesis client (and the lease keeper's, when asked for); share them across
+    threads. ``session``: credentials of the caller's (the local backend's static keys) instead of the
+    settings' chains.
 
     Raises :class:`ConfigError` when no region is configured anywhere or a named profile is missing.
     """
-    dynamodb_chain = settings.dynamodb_credentials or settings.credentials
     sessions: dict[Chain | None, boto3.session.Session] = {}
 
-    def session(chain: Chain | None) -> boto3.session.Session:
+    def made(service: str) -> tuple[boto3.session.Session, bool]:
+        if session is not None:
+            return session, False
+        chain = chain_for(settings, service)
         if chain not in sessions:
             sessions[chain] = session_for(chain, settings.region)
-        return sessions[chain]
+        return sessions[chain], is_anonymous(chain)
 
-    try:
-        keeper = None
-        if settings.lease_keeper_timeout_s is not None:
-            keeper = session(dynamodb_chain).client(
-                "dynamodb",
-                endpoint_url=settings.dynamodb_endpoint,
-                config=botocore_config(keeper_settings(settings), anonymous=is_anonymous(dynamodb_chain)),
-            )
-            guard_responses(keeper)
-        clients = AwsClients(
-            dynamodb=session(dynamodb_chain).client(
-                "dynamodb",
-                endpoint_url=settings.dynamodb_endpoint,
-                config=botocore_config(settings, anonymous=is_anonymous(dynamodb_chain)),
-            ),
-            kinesis=session(settings.credentials).client(
-                "kinesis",
-                endpoint_url=settings.kinesis_endpoint,
-                config=botocore_config(settings, anonymous=is_anonymous(settings.credentials)),
-            ),
-            lease_keeper=keeper,
+    dynamodb_session, dynamodb_anonymous = made("dynamodb")
+    kinesis_session, kinesis_anonymous = made("kinesis")
+    keeper = None
+    if settings.lease_keeper_timeout_s is not None:
+        keeper = make_client(
+            keeper_settings(settings), "dynamodb", session=dynamodb_session, anonymous=dynamodb_anonymous
         )
-    except NoRegionError:
-        raise ConfigError(
-            ["no AWS region: set regionName, or AWS_DEFAULT_REGION, or region in ~/.aws/config"]
-        ) from None
-    guard_responses(clients.dynamodb)
-    guard_responses(clients.kinesis)
-    return clients
+    return AwsClients(
+        dynamodb=make_client(settings, "dynamodb", session=dynamodb_session, anonymous=dynamodb_anonymous),
+        kinesis=make_client(settings, "kinesis", session=kinesis_session, anonymous=kinesis_anonymous),
+        lease_keeper=keeper,
+    )
 
 
 def _chain(settings: Settings, field: str) -> Chain | None:
@@ -141,6 +260,7 @@ def client_settings_from(settings: Settings) -> ClientSettings:
         region=settings.region_name,
         kinesis_endpoint=settings.kinesis_endpoint,
         dynamodb_endpoint=settings.dynamodb_endpoint,
+        cloudwatch_endpoint=settings.cloudwatch_endpoint,
         credentials=_chain(settings, "aws_credentials_provider"),
         dynamodb_credentials=_chain(settings, "aws_credentials_provider_dynamodb"),
         cloudwatch_credentials=_chain(settings, "aws_credentials_provider_cloudwatch"),

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Final, cast
 
-from kcl_daemon.aws.clients import ClientSettings, botocore_config
-from kcl_daemon.aws.credentials import is_anonymous, session_for
-from kcl_daemon.aws.errors import guard_responses, map_aws_errors
+from kcl_daemon.aws.clients import ClientSettings, make_client
+from kcl_daemon.aws.errors import map_aws_errors
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
@@ -37,12 +36,7 @@ BATCH: Final = 500
 
 
 def build_cloudwatch_client(settings: ClientSettings, endpoint: str | None) -> CloudWatchClient:
-    chain = settings.cloudwatch_credentials or settings.credentials
-    session = session_for(chain, settings.region)
-    config = botocore_config(settings, anonymous=is_anonymous(chain))
-    client: CloudWatchClient = session.client("cloudwatch", endpoint_url=endpoint, config=config)
-    guard_responses(client)
-    return client
+    return make_client(settings, "cloudwatch", endpoint=endpoint)
 
 
 def _datum_dict(datum: Datum) -> MetricDatumTypeDef:

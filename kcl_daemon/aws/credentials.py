@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 import boto3
 import botocore.session
@@ -35,6 +35,7 @@ from botocore.credentials import (
     DeferredRefreshableCredentials,
     create_credential_resolver,
 )
+from botocore.exceptions import ProfileNotFound
 
 from kcl_daemon.config.providers import ProviderKind, ProviderSpec, describe
 from kcl_daemon.errors import ConfigError
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
     from mypy_boto3_sts.type_defs import AssumeRoleRequestTypeDef
 
 logger = logging.getLogger(__name__)
+
+#: a boto3 session, for the layers above that may not import boto3
+Session: TypeAlias = boto3.session.Session
 
 #: botocore provider names (``METHOD``) that read one profile of the shared files
 PROFILE_METHODS: Final = frozenset(
@@ -143,6 +147,28 @@ def credential_providers(
                 found = [p for p in default.providers if p.METHOD in KIND_METHODS[spec.kind]]
         providers.extend(p for p in found if all(p is not q for q in providers))
     return providers
+
+
+def static_session(
+    access_key_id: str, secret_access_key: str, session_token: str | None, region: str | None
+) -> boto3.session.Session:
+    """A boto3 session with these keys: no environment variable, shared file or instance metadata is
+    consulted for credentials."""
+    return boto3.session.Session(
+        aws_access_key_id=access_key_id,
+        aws_secret_access_key=secret_access_key,
+        aws_session_token=session_token,
+        region_name=region,
+    )
+
+
+def profile_session(profile: str, region: str | None) -> boto3.session.Session:
+    """A boto3 session for one named profile of the shared files; raises :class:`ConfigError` naming
+    the profile when it does not exist."""
+    try:
+        return boto3.session.Session(profile_name=profile, region_name=region)
+    except ProfileNotFound as exc:
+        raise ConfigError([f"profile: {exc}"]) from None
 
 
 def session_for(chain: tuple[ProviderSpec, ...] | None, region: str | None) -> boto3.session.Session:

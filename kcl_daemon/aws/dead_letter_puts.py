@@ -11,8 +11,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Literal, overload
 
-from kcl_daemon.aws.clients import ClientSettings, botocore_config
-from kcl_daemon.aws.credentials import is_anonymous, session_for
+from kcl_daemon.aws.clients import ClientSettings, make_client
 from kcl_daemon.aws.errors import map_aws_errors
 
 if TYPE_CHECKING:
@@ -48,12 +47,7 @@ def dead_letter_client(
 ) -> SQSClient | S3Client | KinesisClient:
     """A client for ``sqs``, ``s3`` or ``kinesis`` with the daemon's region, credentials and timeouts
     (``endpoint``: instead of boto3's, or for Kinesis the daemon's)."""
-    chain = settings.credentials
-    if endpoint is None and service == "kinesis":
-        endpoint = settings.kinesis_endpoint
-    session = session_for(chain, settings.region)
-    config = botocore_config(settings, anonymous=is_anonymous(chain))
-    return session.client(service, endpoint_url=endpoint, config=config)
+    return make_client(settings, service, endpoint=endpoint, guard=False)
 
 
 class SqsPuts:

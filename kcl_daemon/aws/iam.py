@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from kcl_daemon.core.leader.table_names import legacy_table_names
+
 
 class Need(enum.StrEnum):
     """A condition under which an action is called; a row is needed when all of its conditions hold."""
@@ -189,16 +191,16 @@ def action_names(rows: Iterable[IamAction]) -> frozenset[str]:
     return frozenset(row.action for row in rows)
 
 
+#: The side tables' names as the policies spell them.
+_SIDE_TABLES: Final = legacy_table_names("APPLICATION_NAME", "LEASE_TABLE")
 #: How the policies under deploy/iam/ spell each resource (the placeholders are replaced on deployment).
 RESOURCE_ARNS: Final[dict[Resource, str]] = {
     Resource.LEASE_TABLE: "arn:aws:dynamodb:REGION:ACCOUNT_ID:table/LEASE_TABLE",
     Resource.LEASE_TABLE_INDEX: (
         "arn:aws:dynamodb:REGION:ACCOUNT_ID:table/LEASE_TABLE/index/LeaseOwnerToLeaseKeyIndex"
     ),
-    Resource.COORDINATOR_TABLE: "arn:aws:dynamodb:REGION:ACCOUNT_ID:table/APPLICATION_NAME-CoordinatorState",
-    Resource.WORKER_METRICS_TABLE: (
-        "arn:aws:dynamodb:REGION:ACCOUNT_ID:table/APPLICATION_NAME-WorkerMetricStats"
-    ),
+    Resource.COORDINATOR_TABLE: f"arn:aws:dynamodb:REGION:ACCOUNT_ID:table/{_SIDE_TABLES.coordinator_state}",
+    Resource.WORKER_METRICS_TABLE: f"arn:aws:dynamodb:REGION:ACCOUNT_ID:table/{_SIDE_TABLES.worker_metrics}",
     Resource.STREAM: "arn:aws:kinesis:REGION:ACCOUNT_ID:stream/STREAM_NAME",
     Resource.STREAM_CONSUMER: "arn:aws:kinesis:REGION:ACCOUNT_ID:stream/STREAM_NAME/consumer/CONSUMER_NAME:*",
     Resource.DEAD_LETTER_QUEUE: "arn:aws:sqs:REGION:ACCOUNT_ID:DEAD_LETTER_QUEUE",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final, TypedDict
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from kcl_daemon.aws.clients import ClientSettings, botocore_config
+from kcl_daemon.aws.clients import ClientSettings, make_client
 from kcl_daemon.aws.credentials import is_anonymous, session_for
 from kcl_daemon.aws.errors import error_code
 
@@ -97,7 +97,7 @@ def identity(settings: ClientSettings) -> Identity:
     method = None if credentials is None else str(getattr(credentials, "method", "unknown"))
     if anonymous or credentials is None or settings.dynamodb_endpoint or settings.kinesis_endpoint:
         return Identity(region, method, anonymous)
-    sts = session.client("sts", region_name=region, config=botocore_config(settings))
+    sts = make_client(settings, "sts", session=session, anonymous=False, guard=False)
     try:
         arn = str(sts.get_caller_identity()["Arn"])
     except ClientError as exc:

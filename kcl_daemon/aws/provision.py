@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-import boto3
 from botocore.exceptions import ClientError
 
-from kcl_daemon.aws.clients import AwsClients, ClientSettings, botocore_config, keeper_settings
-from kcl_daemon.aws.errors import error_code, guard_responses, map_aws_errors
+from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients
+from kcl_daemon.aws.credentials import static_session
+from kcl_daemon.aws.errors import error_code, map_aws_errors
 from kcl_daemon.errors import DependencyUnavailable
 
 if TYPE_CHECKING:
@@ -46,25 +46,8 @@ class StaticCredentials:
 def build_clients_with_credentials(settings: ClientSettings, credentials: StaticCredentials) -> AwsClients:
     """Like :func:`kcl_daemon.aws.clients.build_clients`, but with ``credentials`` instead of boto3's
     default chain: no environment variables, shared files or instance metadata are consulted."""
-    session = boto3.session.Session(
-        aws_access_key_id=credentials.access_key_id,
-        aws_secret_access_key=credentials.secret_access_key,
-        region_name=settings.region,
-    )
-    config = botocore_config(settings)
-    keeper = None
-    if settings.lease_keeper_timeout_s is not None:
-        keeper_config = botocore_config(keeper_settings(settings))
-        keeper = session.client("dynamodb", endpoint_url=settings.dynamodb_endpoint, config=keeper_config)
-        guard_responses(keeper)
-    clients = AwsClients(
-        dynamodb=session.client("dynamodb", endpoint_url=settings.dynamodb_endpoint, config=config),
-        kinesis=session.client("kinesis", endpoint_url=settings.kinesis_endpoint, config=config),
-        lease_keeper=keeper,
-    )
-    guard_responses(clients.dynamodb)
-    guard_responses(clients.kinesis)
-    return clients
+    session = static_session(credentials.access_key_id, credentials.secret_access_key, None, settings.region)
+    return build_clients(settings, session=session)
 
 
 def close_clients(clients: AwsClients) -> None:

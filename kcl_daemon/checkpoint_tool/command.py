@@ -46,7 +46,9 @@ from kcl_daemon.checkpoint_tool.resolve import resolve_at_timestamp
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.core.leader.client_version import ClientVersion, parse_client_version
+from kcl_daemon.core.leader.table_names import legacy_table_names
 from kcl_daemon.core.leases.lease import Lease, LeaseKey
+from kcl_daemon.core.leases.timings import LeaseTimings
 from kcl_daemon.core.sequence import LATEST, TRIM_HORIZON, ExtendedSequenceNumber, Sentinel
 from kcl_daemon.core.shards.multi_stream import parse_stream_list
 from kcl_daemon.errors import ConfigError, DependencyUnavailable, KclError, LeaseConflict
@@ -313,12 +315,12 @@ class CheckpointTool:
         """Whether the fleet runs KCL 3.x leader-based assignment (Migration3.0 says 3.x)."""
 
         def read() -> object:
-            app = self.settings.application_name or self.table.table_name
-            legacy = CoordinatorStore(
-                self._clients.dynamodb,
-                self.settings.coordinator_state_table_name or f"{app}-CoordinatorState",
-                COORDINATOR_KEY,
+            side = legacy_table_names(
+                self.settings.application_name,
+                self.table.table_name,
+                coordinator_state=self.settings.coordinator_state_table_name,
             )
+            legacy = CoordinatorStore(self._clients.dynamodb, side.coordinator_state, COORDINATOR_KEY)
             for store in (
                 legacy,
                 CoordinatorStore(self._clients.dynamodb, self.table.table_name, LEASE_TABLE_KEY),
@@ -416,7 +418,7 @@ class CheckpointTool:
             self.settings.failover_s,
         )
         until = self._clock.monotonic() + self.settings.failover_s
-        every = self.settings.failover_s / 3
+        every = LeaseTimings.from_failover(self.settings.failover_s).renew_every_s
         while self._clock.monotonic() < until:
             await self._clock.sleep(min(every, max(until - self._clock.monotonic(), 0.0)))
             held = await self._call(functools.partial(self.table.renew, held))

@@ -293,8 +293,9 @@ KEYS: Final[tuple[Key, ...]] = (
         "failover_s",
         Kind.MILLIS,
         10000,
-        "Lease duration: a lease whose counter has not moved for this long may be taken.",
-        minimum=1,
+        "Lease duration: a lease whose counter has not moved for this long may be taken (at least 100: "
+        "the renewal period is a third of it less 25 ms).",
+        minimum=100,
     ),
     Key(
         "shardSyncIntervalMillis",

@@ -36,7 +36,9 @@ from kcl_daemon.config.properties import PropertiesSyntaxError, parse_properties
 from kcl_daemon.config.providers import parse_providers
 from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.validate import check_values
+from kcl_daemon.core.leader.leader_lock import check_period_s
 from kcl_daemon.core.leases.expiry import expiry_interval_for
+from kcl_daemon.core.leases.timings import assignment_interval_for
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.errors import ConfigError
 from kcl_daemon.retry import LEASE_IO
@@ -197,7 +199,7 @@ class Settings:
     def effective_lease_assignment_interval_s(self) -> float:
         if self.lease_assignment_interval_s is not None:
             return self.lease_assignment_interval_s
-        return 2 * self.failover_s
+        return assignment_interval_for(self.failover_s)
 
     @property
     def effective_leader_lock_duration_s(self) -> float:
@@ -207,7 +209,7 @@ class Settings:
     def effective_leader_lock_heartbeat_s(self) -> float:
         if self.leader_lock_heartbeat_s is not None:
             return self.leader_lock_heartbeat_s
-        return self.effective_leader_lock_duration_s / 4
+        return check_period_s(self.effective_leader_lock_duration_s)
 
     @property
     def effective_retrieval_mode(self) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from kcl_daemon.core.leader.table_names import legacy_table_names
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.core.shards.multi_stream import StreamSpec, parse_stream_list
 
@@ -170,12 +171,13 @@ def table_names(settings: Settings) -> TableNames | None:
     lease = settings.lease_table_name
     if lease is None:
         return None
-    app = settings.application_name or lease
-    return TableNames(
+    coordinator, metrics = legacy_table_names(
+        settings.application_name,
         lease,
-        settings.coordinator_state_table_name or f"{app}-CoordinatorState",
-        settings.worker_metrics_table_name or f"{app}-WorkerMetricStats",
+        coordinator_state=settings.coordinator_state_table_name,
+        worker_metrics=settings.worker_metrics_table_name,
     )
+    return TableNames(lease, coordinator, metrics)
 
 
 def lease_slice(settings: Settings) -> LeaseSlice:

@@ -21,6 +21,7 @@ from kcl_daemon.core.leader.layout import TableFacts, describe_layout
 from kcl_daemon.core.leader.leader_lock import parse_lock
 from kcl_daemon.core.leader.table_migration import MetricsRow as LayoutMetricsRow
 from kcl_daemon.core.leader.table_migration import Place
+from kcl_daemon.core.leader.table_names import worker_metrics_beside
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.doctor.facts import (
@@ -230,9 +231,7 @@ _LAYOUT_FIX = "see docs/migrating.md: run KCL 3.5 or later (or kcl-daemon) on ev
 
 def _table_facts(facts: LayoutFacts) -> TableFacts:
     """What doctor read, as the layout description takes it (contract §9.2)."""
-    metrics_table = facts.metrics_table or facts.coordinator_table.replace(
-        "-CoordinatorState", "-WorkerMetricStats"
-    )
+    metrics_table = facts.metrics_table or worker_metrics_beside(facts.coordinator_table)
 
     def row(found: MetricsRow, place: Place) -> LayoutMetricsRow:
         # kcl-daemon supports the single-table layout whatever its item says

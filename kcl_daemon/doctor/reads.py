@@ -26,6 +26,7 @@ from kcl_daemon.aws.lease_table import LEASE_OWNER_INDEX, DynamoLeaseTable, Scan
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.core.leader.client_version import ClientVersion, ClientVersionConfig, parse_client_version
+from kcl_daemon.core.leader.table_names import legacy_table_names
 from kcl_daemon.core.leader.worker_metrics import LAST_UPDATE, WORKER_ID
 from kcl_daemon.core.leader.zones import EXTRA_ATTRIBUTE
 from kcl_daemon.core.leases.lease import Lease
@@ -76,18 +77,18 @@ def names_of(settings: Settings) -> Names:
     table = settings.lease_table_name
     if table is None:
         raise ConfigError(["doctor needs applicationName or tableName"])
-    app = settings.application_name or table
     if settings.stream_names:
         streams = tuple(spec.name for spec in parse_stream_list(settings.stream_names))
     else:
         stream = settings.effective_stream_name
         streams = () if stream is None else (stream,)
-    return Names(
+    side = legacy_table_names(
+        settings.application_name,
         table,
-        settings.coordinator_state_table_name or f"{app}-CoordinatorState",
-        settings.worker_metrics_table_name or f"{app}-WorkerMetricStats",
-        streams,
+        coordinator_state=settings.coordinator_state_table_name,
+        worker_metrics=settings.worker_metrics_table_name,
     )
+    return Names(table, side.coordinator_state, side.worker_metrics, streams)
 
 
 def run_doctor(

@@ -11,6 +11,7 @@ from kcl_daemon.core.leader.client_version import ClientVersionConfig
 from kcl_daemon.core.leader.decider import DeciderConfig
 from kcl_daemon.core.leader.table_migration import effective_complete_bake_s
 from kcl_daemon.core.leader.zones import resolve_zone
+from kcl_daemon.core.leases.timings import discovery_period_s
 from kcl_daemon.leader.assignment import AssignmentConfig
 from kcl_daemon.leader.mode import LeaderModeConfig
 from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig
@@ -53,7 +54,7 @@ def leader_mode_config(leader: LeaderSlice, leases: LeaseSlice, worker_id: str) 
         ),
         # Java queries at half the assignment interval (10 s at the defaults); a KEYS_ONLY query of one key
         # every min(1 s, failover / 10) lets a worker start a lease moved to it within about a second
-        discovery_s=min(max(interval / 2 - 0.025, 0.1), leases.expiry_check_s),
+        discovery_s=discovery_period_s(interval, leases.expiry_check_s),
         lock_duration_s=leader.lock_duration_s,
         lock_heartbeat_s=leader.lock_heartbeat_s,
         handoff_timeout_s=leader.handoff_timeout_s,

@@ -63,8 +63,8 @@ class LeaderElection:
     ) -> None:
         self.worker_id = worker_id
         self.duration_s = duration_s
-        self.heartbeat_s = heartbeat_s if heartbeat_s is not None else duration_s / 4
-        self.check_s = check_s if check_s is not None else duration_s / 4
+        self.heartbeat_s = heartbeat_s if heartbeat_s is not None else rules.check_period_s(duration_s)
+        self.check_s = check_s if check_s is not None else rules.check_period_s(duration_s)
         self._store = store
         self._locate = locate
         self._confirm = confirm

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from kcl_daemon.aws.clients import build_clients, client_settings_from
+from kcl_daemon.aws.clients import client_settings_from, make_client
 from kcl_daemon.aws.fanout import Fanout
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.errors import ConfigError
@@ -52,8 +52,7 @@ def deregister_consumer(settings: Settings) -> tuple[str, bool]:
     """``kcl-daemon deregister-consumer``: deregister the configured consumer (``fanoutConfig.consumerArn``,
     else ``fanoutConfig.consumerName`` or the application name on the stream). Returns (what, whether one
     existed). Raises :class:`ConfigError` when the configuration does not name one."""
-    clients = build_clients(client_settings_from(settings))
-    fanout = Fanout(clients.kinesis)
+    fanout = Fanout(make_client(client_settings_from(settings), "kinesis"))
     if settings.fanout_consumer_arn:
         arn = settings.fanout_consumer_arn
         return arn, KINESIS.call(fanout.deregister_consumer, None, None, arn)

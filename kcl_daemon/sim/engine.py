@@ -6,8 +6,9 @@ phase; a lease whose owner changed is dropped at that renewal, so a taken lease 
 then); then either every 2.x worker's taker (on its own ``(failover + 25 ms) x 2`` phase, through
 :func:`~kcl_daemon.core.leases.taker.plan_takes`, each take conditional on the counter it read), or the 3.x
 leader's round (every assignment interval, leader-local expiry like Java's LAM, the decider's moves
-applied as hand-offs or assigns) and each worker's lease discovery (every ``interval/2 - 25 ms``);
-finally the meters.
+applied as hand-offs or assigns) and each worker's lease discovery (Java's every ``interval/2 - 25 ms``;
+this daemon's no slower than its expiry passes, ``min(1 s, failover/10)``); finally the meters.
+Every period comes from :class:`~kcl_daemon.core.leases.timings.LeaseTimings`, as in the worker.
 
 Simplifications, each the same for every policy: 2.x takers share one observation of counter changes
 (true change times, first-seen-unowned = never changed) instead of one per worker; a graceful stop
@@ -33,6 +34,7 @@ from kcl_daemon.core.leader.decider import (
     WorkerState,
     WorkerView,
 )
+from kcl_daemon.core.leader.leader_lock import replaced_within_s
 from kcl_daemon.core.leases.expiry import NEVER_CHANGED, CounterObservation, LeaseObservations
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.taker import TakerConfig, plan_takes
@@ -308,7 +310,7 @@ class Simulation:
             return
         wait = self.fleet.leader_failover_s
         if self.policy.lock_follows_failover:
-            wait = self.fleet.failover_s + self.fleet.failover_s / 3
+            wait = replaced_within_s(self.fleet.failover_s)  # the lock lasts the failover time
         if self.leader_down_since is not None and now - self.leader_down_since < wait and now > 0:
             return
         up = sorted(w.id for w in self.workers.values() if w.up)
@@ -408,7 +410,11 @@ class Simulation:
         self._set_owner(lease, move.to_worker, now, graceful, move.reason)
 
     def _discover(self, now: float) -> None:
-        period = self.fleet.discovery_period_s
+        period = (
+            self.fleet.discovery_period_s
+            if self.policy.daemon_discovery
+            else self.fleet.java_discovery_period_s
+        )
         due = [w for w in self.workers.values() if w.up and (now - w.phase) % period < self.dt]
         if not due:
             return

@@ -6,6 +6,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kcl_daemon.core.leases.timings import LeaseTimings
+
 
 @dataclass(frozen=True, slots=True)
 class FleetConfig:
@@ -35,20 +37,31 @@ class FleetConfig:
     metrics_period_s: float = 30.0
 
     @property
+    def timings(self) -> LeaseTimings:
+        """The fleet's lease periods, as the worker derives them (contract §4.3)."""
+        return LeaseTimings.from_failover(self.failover_s, assignment_interval_s=self.assignment_interval_s)
+
+    @property
     def interval_s(self) -> float:
-        return self.assignment_interval_s or 2 * self.failover_s
+        return self.timings.assignment_interval_s
 
     @property
     def renew_period_s(self) -> float:
-        return self.failover_s / 3 - 0.025
+        return self.timings.renew_every_s
 
     @property
     def taker_period_s(self) -> float:
-        return (self.failover_s + 0.025) * 2
+        return self.timings.take_every_s
 
     @property
     def discovery_period_s(self) -> float:
-        return self.interval_s / 2 - 0.025
+        """A kcl-daemon worker's discovery: Java's ``interval/2 - 25 ms``, at most its expiry passes."""
+        return self.timings.discovery_s
+
+    @property
+    def java_discovery_period_s(self) -> float:
+        """A Java worker's discovery: ``interval/2 - 25 ms``."""
+        return self.timings.java_discovery_s
 
 
 class EventKind(enum.Enum):

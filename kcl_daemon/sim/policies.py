@@ -38,6 +38,8 @@ class Policy:
     declares_grace: bool = False
     #: the leader's lock follows the failover time plus this check period (this project's daemon)
     lock_follows_failover: bool = False
+    #: workers discover their leases on this daemon's period (at most the expiry passes), not Java's
+    daemon_discovery: bool = False
 
 
 def taker_2x() -> Policy:
@@ -79,6 +81,7 @@ def cooperative() -> Policy:
         decider=CooperativeAssignor(),
         declares_grace=True,
         lock_follows_failover=True,
+        daemon_discovery=True,
     )
 
 

@@ -1,17 +1,17 @@
 """The Spark source's and sink's AWS adapters, from their options (clients are cached per process in
-``aws.source_clients``, never pickled)."""
+``spark.source_clients``, never pickled)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kcl_daemon.aws import source_clients
 from kcl_daemon.aws.batch_ends import BatchEnds, MetadataTableEnds
 from kcl_daemon.aws.fanout import Fanout
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.errors import AwsError, ConfigError, LeaseConflict, Throttled
+from kcl_daemon.spark import source_clients
 from kcl_daemon.spark.options import Credentials, SinkOptions, SourceOptions
 
 

@@ -8,8 +8,9 @@
 * **holds a lease for every shard it reads**: a shard without one (a table the query started, a new
   shard) gets it created (KCL's shape, the checkpoint the query starts the shard from) and taken before
   a batch reads it, so executors can publish their ends on it;
-* **renews** them every failover time / 3 on a supervised thread (an error is logged and the loop goes
-  on; a lease another worker took is dropped with an ERROR line), so no daemon or Java worker takes them;
+* **renews** them every renewal period (Java's ``failover / 3 - 25 ms``, contract §4.3) on a supervised
+  thread (an error is logged and the loop goes on; a lease another worker took is dropped with an ERROR
+  line), so no daemon or Java worker takes them;
 * **checkpoints** committed offsets (sub-sequence exact), creating child leases at a shard's end as KCL
   does (:func:`child_leases_at_shard_end`, the daemon's own rule), and never moves a checkpoint back;
 * **removes old publications** it finds on the leases it holds (other runs', batches no one needs);
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.timings import LeaseTimings
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import Shard, ShardEndAction, child_leases_at_shard_end
 from kcl_daemon.core.spark.leases import (
@@ -190,6 +192,7 @@ class LeaseBridge:
         self.table = table
         self.owner = owner
         self.failover_s = failover_s
+        self.renew_every_s = LeaseTimings.from_failover(failover_s).renew_every_s
         self.wait_timeout_s = wait_timeout_s
         self._sleep = sleep
         self._monotonic = monotonic
@@ -271,7 +274,7 @@ class LeaseBridge:
     # -- renewing --------------------------------------------------------------------------------
 
     def _renew_loop(self) -> None:
-        while not self._stop.wait(self.failover_s / 3):
+        while not self._stop.wait(self.renew_every_s):
             try:
                 self._renew_all()
             except Exception:  # the loop must outlive any one failure (supervised, logged)

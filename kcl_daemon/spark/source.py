@@ -3,7 +3,7 @@
 Processes (see the module docs of pyspark's Python data sources): the *driver's source runner* keeps
 one stream reader per query and calls initialOffset / latestOffset / partitions / commit / stop on it;
 executor workers call ``read`` on *another* instance, so every fact a read needs travels in the pickled
-partition. Clients are looked up per process (:mod:`kcl_daemon.aws.source_clients`), never pickled.
+partition. Clients are looked up per process (:mod:`kcl_daemon.spark.source_clients`), never pickled.
 
 Reading: :mod:`kcl_daemon.spark.planner` (``readMode=executor``, the default: executors fetch, the
 driver plans) or :mod:`kcl_daemon.spark.driver_read` (``readMode=driver``). Writing:

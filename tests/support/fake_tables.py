@@ -11,6 +11,7 @@ from typing import Any
 
 from kcl_daemon.core.leader.client_version import ClientVersionConfig
 from kcl_daemon.core.leader.table_migration import Place, TableLayoutConfig
+from kcl_daemon.core.leader.table_names import legacy_table_names
 from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
 from kcl_daemon.errors import DependencyUnavailable, LeaseConflict, TransientNetwork
 from kcl_daemon.leader.tables import Tables, TablesConfig
@@ -191,7 +192,9 @@ class FakeMetricsTable:
 
     def __init__(self, place: Place, *, exists: bool = True, table_name: str | None = None) -> None:
         self.place = place
-        self.table_name = table_name or ("app-WorkerMetricStats" if place is Place.LEGACY else "app")
+        self.table_name = table_name or (
+            legacy_table_names(None, "app").worker_metrics if place is Place.LEGACY else "app"
+        )
         self.rows: dict[str, WorkerMetricStats] = {}
         self.present = exists
         self.failing = False
@@ -242,7 +245,7 @@ def fake_tables(
         places = (shared.legacy, shared.lease_table, shared.legacy_metrics, shared.lease_table_metrics)
     else:
         places = (
-            FakeCoordinatorStore("app-CoordinatorState", exists=legacy),
+            FakeCoordinatorStore(legacy_table_names(None, "app").coordinator_state, exists=legacy),
             FakeCoordinatorStore("app", "leaseKey"),
             FakeMetricsTable(Place.LEGACY, exists=legacy),
             FakeMetricsTable(Place.LEASE_TABLE),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from kcl_daemon.core.leases.timings import LeaseTimings
 from tests.support.daemon import Daemon
 from tests.support.emulators import Backend
 from tests.support.paths import RECORDER
@@ -24,7 +25,7 @@ from tests.support.recorder import read_records
 
 FAILOVER_S: Final = 2.0
 #: the 2.x taker's interval at FAILOVER_S: 2 x (failover + epsilon)
-TAKE_EVERY_S: Final = 2 * (FAILOVER_S + 0.025)
+TAKE_EVERY_S: Final = LeaseTimings.from_failover(FAILOVER_S).take_every_s
 
 
 class Fleet:

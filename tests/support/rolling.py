@@ -24,6 +24,7 @@ from botocore.exceptions import ClientError  # noqa: TID251 - the table may not 
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from kcl_daemon.core.leader.table_names import legacy_table_names
 from tests.support.chaos.classify import log_time
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
@@ -80,9 +81,9 @@ def make_fleet(
     yield make
     for fleet in made:
         fleet.close()
-    for suffix in ("-CoordinatorState", "-WorkerMetricStats"):
+    for side_table in legacy_table_names(None, lease_table.table_name):
         with contextlib.suppress(ClientError):
-            aws_clients.dynamodb.delete_table(TableName=lease_table.table_name + suffix)
+            aws_clients.dynamodb.delete_table(TableName=side_table)
 
 
 @dataclass(frozen=True, slots=True)

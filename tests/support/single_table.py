@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kcl_daemon.core.leader import table_names
 from tests.support.emulators import Backend
 from tests.support.fleet import Fleet
 
@@ -21,7 +22,7 @@ class LayoutFleet(Fleet):
 
 
 def legacy_table_names(lease_table: str) -> tuple[str, str]:
-    return f"{lease_table}-CoordinatorState", f"{lease_table}-WorkerMetricStats"
+    return table_names.legacy_table_names(None, lease_table)
 
 
 @contextlib.contextmanager

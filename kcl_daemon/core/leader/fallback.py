@@ -58,8 +58,9 @@ from typing import Final
 
 from kcl_daemon.core.leader.assignor import frozen_workers
 from kcl_daemon.core.leader.decider import WorkerState, WorkerView
-from kcl_daemon.core.leases.expiry import DUE_EPSILON_S, LeaseObservations, expiry_interval_for
+from kcl_daemon.core.leases.expiry import DUE_EPSILON_S, LeaseObservations
 from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.timings import LeaseTimings
 
 JAVA_INT_MAX: Final = 2**31 - 1
 
@@ -114,12 +115,15 @@ class FallbackConfig:
         it comes due on its clock, which is never later than a follower's by more than one interval; the
         second covers its scan and write. So a live kcl-daemon leader always places first, and only a dead
         or slow leader (Java's assigns every assignment interval) is overtaken. ``adopt`` is Java's lease
-        discovery period (half the assignment interval) plus a renewal period (``failover / 3``)."""
-        expiry_s = expiry_interval_s if expiry_interval_s is not None else expiry_interval_for(failover_s)
+        discovery period (``interval/2 - 25 ms``) plus a renewal period (``failover/3 - 25 ms``),
+        contract §4.3."""
+        timings = LeaseTimings.from_failover(
+            failover_s, expiry_check_s=expiry_interval_s, assignment_interval_s=assignment_interval_s
+        )
         return cls(
             failover_s=failover_s,
-            grace_s=2 * expiry_s,
-            adopt_s=assignment_interval_s / 2 + failover_s / 3,
+            grace_s=2 * timings.expiry_check_s,
+            adopt_s=timings.java_discovery_s + timings.renew_every_s,
             max_leases_for_worker=max_leases_for_worker,
         )
 

@@ -157,6 +157,18 @@ def heartbeat_landed(lock: LockItem | None, me: str, unconfirmed: Sequence[Held]
     return next((held for held in unconfirmed if held.record_version == lock.record_version), None)
 
 
+def check_period_s(duration_s: float) -> float:
+    """Our default heartbeat, and a follower's read period, for a lock of ``duration_s``: a quarter of it
+    (each follower's reads are a cost per worker-hour that a shorter check would multiply)."""
+    return duration_s / 4
+
+
+def replaced_within_s(duration_s: float) -> float:
+    """How long a dead kcl-daemon leader holding a lock of ``duration_s`` may go unreplaced: the duration,
+    plus a follower's check period."""
+    return duration_s + check_period_s(duration_s)
+
+
 def step_down_margin_s(duration_s: float) -> float:
     """How long before others may steal it a holder stops leading (10 %, at most 1 s)."""
     return min(duration_s * 0.1, 1.0)

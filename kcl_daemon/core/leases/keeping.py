@@ -42,6 +42,7 @@ from typing import Final
 from kcl_daemon.core.leases.expiry import held_lease_deadline, local_expiry_margin_s
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.reconcile import describe
+from kcl_daemon.core.leases.timings import LeaseTimings, renew_period_s
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 
 NEVER: Final = float("-inf")
@@ -81,11 +82,12 @@ class KeepTimings:
 
     @classmethod
     def for_failover(cls, failover_s: float, *, attempt_timeout_s: float | None = None) -> KeepTimings:
-        """Java's renewal period (failover / 3 - 25 ms); hedging at half an attempt's timeout."""
+        """Java's renewal period (:attr:`LeaseTimings.renew_every_s`); hedging at half an attempt's
+        timeout."""
         timeout = attempt_timeout_s if attempt_timeout_s is not None else attempt_timeout_for(failover_s)
         return cls(
             failover_s=failover_s,
-            renew_every_s=failover_s / 3 - 0.025,
+            renew_every_s=LeaseTimings.from_failover(failover_s).renew_every_s,
             hedge_after_s=timeout / 2,
             give_up_after_s=failover_s,
         )
@@ -284,7 +286,7 @@ def may_deliver(until: float, now: float, expected_batch_s: float, failover_s: f
     """Whether a batch expected to take ``expected_batch_s`` may be sent to the child at ``now``, the
     lease being deliverable ``until``: the batch should end before the lease could be anyone else's
     (the guard is the batch's expected duration, at least 0.2 s and at most a renewal period)."""
-    guard = min(max(expected_batch_s, MIN_DELIVERY_GUARD_S), failover_s / 3)
+    guard = min(max(expected_batch_s, MIN_DELIVERY_GUARD_S), renew_period_s(failover_s))
     return now + guard < until
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from moto import mock_aws
 
-from kcl_daemon.aws.clients import ClientSettings, build_clients, client_settings_from
+from kcl_daemon.aws.clients import ClientSettings, build_clients, client_settings_from, make_client
 from kcl_daemon.aws.credentials import AssumeRoleProvider, credential_providers, is_anonymous, session_for
 from kcl_daemon.config.providers import ProviderKind, ProviderSpec, describe, parse_providers
 from kcl_daemon.config.settings import Settings
@@ -295,6 +295,38 @@ def test_client_settings_from_settings() -> None:
     assert client.cloudwatch_credentials is None
     unset = client_settings_from(Settings())
     assert (unset.region, unset.credentials, unset.kinesis_endpoint) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("service", "endpoint", "expected_endpoint"),
+    [
+        ("kinesis", None, "http://k:1"),  # each service its own configured endpoint
+        ("dynamodb", None, "http://d:2"),
+        ("cloudwatch", None, "http://c:3"),
+        ("sqs", None, "https://sqs.eu-west-1.amazonaws.com"),  # none configured: boto3's
+        ("kinesis", "http://other:4", "http://other:4"),  # an explicit endpoint wins
+    ],
+)
+def test_the_client_factory(service: str, endpoint: str | None, expected_endpoint: str) -> None:
+    settings = ClientSettings(
+        region="eu-west-1",
+        kinesis_endpoint="http://k:1",
+        dynamodb_endpoint="http://d:2",
+        cloudwatch_endpoint="http://c:3",
+        connect_timeout_s=0.7,
+        read_timeout_s=3.0,
+    )
+    client = make_client(settings, service, endpoint=endpoint)
+    assert client.meta.endpoint_url == expected_endpoint
+    config = client.meta.config
+    assert (config.connect_timeout, config.read_timeout) == (0.7, 3.0)
+    assert config.retries["total_max_attempts"] == 1  # botocore's retries off: the named policies retry
+    assert client.meta.region_name == "eu-west-1"
+
+
+def test_the_client_factory_names_a_missing_region() -> None:
+    with pytest.raises(ConfigError, match="no AWS region: set option region"):
+        make_client(ClientSettings(), "kinesis", region_hint="set option region")
 
 
 def test_client_settings_from_reports_a_bad_provider_with_its_source() -> None:

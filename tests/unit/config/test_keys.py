@@ -92,7 +92,8 @@ def test_values(key: str, raw: str, expected: object) -> None:
         ("maxRecords", "10001", "above the maximum 10000"),
         ("maxLeasesForWorker", "2147483648", "above the maximum 2147483647"),
         ("failoverTimeMillis", "10s", "is not a whole number of milliseconds"),
-        ("failoverTimeMillis", "0", "below the minimum 1"),
+        ("failoverTimeMillis", "0", "below the minimum 100"),
+        ("failoverTimeMillis", "75", "below the minimum 100"),  # no renewal period (L/3 - 25 ms) left
         ("childMaxLineBytes", "12", "below the minimum 1024"),
         ("timeoutInSeconds", "nan", "is not a number of seconds"),
         ("timeoutInSeconds", "inf", "is not a number of seconds"),

@@ -4,6 +4,7 @@ tested in tests/component/cli/test_simulate.py."""
 from __future__ import annotations
 
 from kcl_daemon.sim.model import FleetConfig, Result
+from kcl_daemon.sim.policies import by_name
 from kcl_daemon.sim.report import compare, html_page, table, to_json
 from kcl_daemon.sim.scenarios import Size
 
@@ -62,3 +63,15 @@ def test_table_and_html() -> None:
     assert table(results, markdown=True).startswith("| scenario |")
     page = html_page(results)
     assert page.count("<svg") == 3 and "polyline" in page
+
+
+def test_the_fleet_runs_on_the_workers_lease_timings() -> None:
+    """The simulator's periods are the worker's (core.leases.timings): kcl-daemon discovers its leases
+    no slower than its expiry passes (1 s at the defaults), Java every interval/2 - 25 ms."""
+    fleet = FleetConfig()
+    assert fleet.renew_period_s == fleet.timings.renew_every_s == 10.0 / 3 - 0.025
+    assert fleet.taker_period_s == 20.05
+    assert fleet.discovery_period_s == 1.0
+    assert fleet.java_discovery_period_s == 9.975
+    assert by_name("cooperative").daemon_discovery
+    assert not by_name("variance").daemon_discovery

@@ -64,7 +64,8 @@ def found(
 
 def test_the_settings_derive_the_grace_and_the_watch() -> None:
     assert CONFIG.grace_s == 2.0  # two expiry intervals of min(1 s, failover / 10)
-    assert CONFIG.adopt_s == pytest.approx(10 + L / 3)  # Java's discovery (half the interval) + a renewal
+    # Java's discovery (half the interval - 25 ms) + a renewal period (L/3 - 25 ms), contract §4.3
+    assert CONFIG.adopt_s == pytest.approx(10 - 0.025 + L / 3 - 0.025)
     assert watch_interval_s(L) == 5.0
     assert FallbackConfig.derive(1.0, 2.0).grace_s == pytest.approx(0.2)
     assert FallbackConfig.derive(10.0, 20.0, expiry_interval_s=0.5).grace_s == 1.0

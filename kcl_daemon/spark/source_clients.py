@@ -1,24 +1,22 @@
-"""boto3 clients for the Spark source, cached per process and looked up by plain settings.
+"""AWS clients for the Spark source, cached per process and looked up by plain settings.
 
 The Spark source runs in several processes (the driver's source runner, planners, executor workers),
 and its reader objects are pickled between them: clients are never attributes, they are looked up
 here by their settings. Static keys, a named profile or the daemon's provider-chain syntax
 (``awsCredentialsProvider``) select the credentials; nothing set means boto3's default chain.
-botocore's own retries stay off, as everywhere in the project: the named policies retry.
+Each client is made by the project's factory (:func:`kcl_daemon.aws.clients.make_client`): botocore's
+own retries stay off, as everywhere in the project (the named policies retry), and timestamps are left
+as the epoch seconds the service sent.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
-
-import boto3
-from botocore.exceptions import NoRegionError, ProfileNotFound
+from dataclasses import dataclass, field, replace
 
 from kcl_daemon.aws.batch_ends import LeaseItemEnds, MetadataTableEnds
-from kcl_daemon.aws.clients import ClientSettings, botocore_config
-from kcl_daemon.aws.credentials import is_anonymous, session_for
-from kcl_daemon.aws.errors import guard_responses
+from kcl_daemon.aws.clients import ClientSettings, make_client
+from kcl_daemon.aws.credentials import Session, is_anonymous, profile_session, session_for, static_session
 from kcl_daemon.aws.fanout import Fanout
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
@@ -49,20 +47,24 @@ _lock = threading.Lock()
 _clients: dict[_Key, object] = {}
 #: One session per credentials and region: the Kinesis and DynamoDB clients of a process share its
 #: loaded endpoint and partition data (the second client then costs about 10 ms instead of 60).
-_sessions: dict[tuple[Credentials, str | None], tuple[boto3.session.Session, bool]] = {}
+_sessions: dict[tuple[Credentials, str | None], tuple[Session, bool]] = {}
+#: the source's clients: a longer read timeout than the worker's, more connections (executor threads)
+_SETTINGS = ClientSettings(read_timeout_s=10.0, max_pool_connections=64)
+_REGION_HINT = "set option region, or AWS_DEFAULT_REGION"
 
 
-def _session(credentials: Credentials, region: str | None) -> tuple[boto3.session.Session, bool]:
+def _session(credentials: Credentials, region: str | None) -> tuple[Session, bool]:
     if credentials.access_key_id is not None:
-        session = boto3.session.Session(
-            aws_access_key_id=credentials.access_key_id,
-            aws_secret_access_key=credentials.secret_key,
-            aws_session_token=credentials.session_token,
-            region_name=region,
+        assert credentials.secret_key is not None
+        session = static_session(
+            credentials.access_key_id, credentials.secret_key, credentials.session_token, region
         )
         return session, False
     if credentials.profile is not None:
-        return boto3.session.Session(profile_name=credentials.profile, region_name=region), False
+        try:
+            return profile_session(credentials.profile, region), False
+        except ConfigError as exc:
+            raise ConfigError([f"kinesis source: option {problem}" for problem in exc.problems]) from None
     if credentials.provider_chain is not None:
         try:
             chain = parse_providers(credentials.provider_chain).chain
@@ -72,38 +74,25 @@ def _session(credentials: Credentials, region: str | None) -> tuple[boto3.sessio
     return session_for(None, region), False
 
 
-def _raw_timestamps(session: boto3.session.Session) -> boto3.session.Session:
-    """Leave timestamps as the epoch seconds the service sent: botocore's default parser builds a
-    ``tzlocal`` datetime per record, which costs more than the rest of a GetRecords page together.
-    :func:`kcl_daemon.aws.kinesis.epoch_millis` takes either form."""
-    core = session._session
-    factory = core.get_component("response_parser_factory")
-    factory.set_parser_defaults(timestamp_parser=lambda value: value)
-    return session
-
-
 def _client(key: _Key) -> object:
     with _lock:
         if key not in _clients:
-            settings = ClientSettings(region=key.region, read_timeout_s=10.0, max_pool_connections=64)
+            made = _sessions.get((key.credentials, key.region))
+            if made is None:
+                made = _sessions[(key.credentials, key.region)] = _session(key.credentials, key.region)
+            session, anonymous = made
             try:
-                made = _sessions.get((key.credentials, key.region))
-                if made is None:
-                    made = _sessions[(key.credentials, key.region)] = _session(key.credentials, key.region)
-                session, anonymous = made
-                client = _raw_timestamps(session).client(
-                    key.service,  # type: ignore[call-overload]
-                    endpoint_url=key.endpoint,
-                    config=botocore_config(settings, anonymous=anonymous),
+                _clients[key] = make_client(
+                    replace(_SETTINGS, region=key.region),
+                    key.service,
+                    endpoint=key.endpoint,
+                    session=session,
+                    anonymous=anonymous,
+                    raw_timestamps=True,
+                    region_hint=_REGION_HINT,
                 )
-                guard_responses(client)
-                _clients[key] = client
-            except NoRegionError:
-                raise ConfigError(
-                    ["kinesis source: no AWS region: set option region, or AWS_DEFAULT_REGION"]
-                ) from None
-            except ProfileNotFound as exc:
-                raise ConfigError([f"kinesis source: option profile: {exc}"]) from None
+            except ConfigError as exc:
+                raise ConfigError([f"kinesis source: {problem}" for problem in exc.problems]) from None
         return _clients[key]
 
 

@@ -1,0 +1,97 @@
+"""The lease timings, each derived once from the failover time (contract §4.3, "Timing formulas").
+
+Pure. ``L`` is ``failoverTimeMillis`` in seconds and ``ε`` Java's ``epsilonMillis`` (25 ms). Every
+place that keeps, takes, discovers or judges a lease (the keeper, the coordinator, the 3.x worker's
+discovery, the simulator, the checkpoint tool, the Spark lease bridge) reads its periods from one
+:class:`LeaseTimings`, so none of them can drift from the others:
+
+* renewal period ``L/3 - ε`` (Java's renewer, fixed rate);
+* the 2.x taker's full run every ``(L + ε) x 2``;
+* kcl-daemon's expiry passes between full runs: ``leaseExpiryCheckIntervalMillis``, else
+  ``min(1 s, L/10)`` but at least 50 ms (:func:`~kcl_daemon.core.leases.expiry.expiry_interval_for`);
+* the 3.x assignment period: ``leaseAssignmentIntervalMillis``, else ``2 x L``;
+* the 3.x lease discovery: Java's ``interval/2 - ε``, at least 100 ms, and no slower than the expiry
+  passes (a KEYS_ONLY query of one key, so a worker starts a lease moved to it within about a second);
+* a held lease is lost by our own clock ``min(10 % of L, 1 s)`` before anyone may see it expire
+  (:func:`~kcl_daemon.core.leases.expiry.local_expiry_margin_s`);
+* a stolen lease delivers nothing for one renewal period plus ``2 ε`` (the victim's next renewal has
+  failed by then).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from kcl_daemon.core.leases.expiry import expiry_interval_for, local_expiry_margin_s
+
+#: Java's ``epsilonMillis``, in seconds
+EPSILON_S: Final = 0.025
+#: the 3.x discovery query never runs more often than this
+MIN_DISCOVERY_S: Final = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseTimings:
+    """The periods of one worker's lease loops (seconds); build it with :meth:`from_failover`."""
+
+    failover_s: float
+    renew_every_s: float
+    take_every_s: float
+    expiry_check_s: float
+    assignment_interval_s: float
+    #: a Java 3.x worker's lease discovery period, ``interval/2 - ε``
+    java_discovery_s: float
+    #: this daemon's: Java's, at least 100 ms, no slower than the expiry passes
+    discovery_s: float
+    local_expiry_margin_s: float
+    steal_quiet_s: float
+
+    @classmethod
+    def from_failover(
+        cls,
+        failover_s: float,
+        *,
+        expiry_check_s: float | None = None,
+        assignment_interval_s: float | None = None,
+    ) -> LeaseTimings:
+        """The timings for ``failover_s``; ``expiry_check_s`` and ``assignment_interval_s`` are the
+        configured values (``leaseExpiryCheckIntervalMillis``, ``leaseAssignmentIntervalMillis``), None
+        when unset. Raises :class:`ValueError` for a failover time that leaves no renewal period."""
+        renew = renew_period_s(failover_s)
+        expiry = expiry_check_s if expiry_check_s is not None else expiry_interval_for(failover_s)
+        interval = (
+            assignment_interval_s
+            if assignment_interval_s is not None
+            else assignment_interval_for(failover_s)
+        )
+        return cls(
+            failover_s=failover_s,
+            renew_every_s=renew,
+            take_every_s=(failover_s + EPSILON_S) * 2,
+            expiry_check_s=expiry,
+            assignment_interval_s=interval,
+            java_discovery_s=interval / 2 - EPSILON_S,
+            discovery_s=discovery_period_s(interval, expiry),
+            local_expiry_margin_s=local_expiry_margin_s(failover_s),
+            steal_quiet_s=renew + 2 * EPSILON_S,
+        )
+
+
+def renew_period_s(failover_s: float) -> float:
+    """Java's renewal period, ``L/3 - ε``. Raises :class:`ValueError` for a failover time that leaves
+    none."""
+    if not failover_s > 3 * EPSILON_S:
+        raise ValueError(f"failover time {failover_s!r}s leaves no renewal period (L/3 - 25 ms)")
+    return failover_s / 3 - EPSILON_S
+
+
+def assignment_interval_for(failover_s: float) -> float:
+    """The 3.x leader's default assignment interval: twice the failover time (contract §4.3)."""
+    return 2 * failover_s
+
+
+def discovery_period_s(assignment_interval_s: float, expiry_check_s: float) -> float:
+    """How often a 3.x worker looks for leases assigned to it: Java's ``interval/2 - ε``, at least
+    :data:`MIN_DISCOVERY_S`, and no slower than the expiry passes."""
+    return min(max(assignment_interval_s / 2 - EPSILON_S, MIN_DISCOVERY_S), expiry_check_s)
