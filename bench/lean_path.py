@@ -57,12 +57,15 @@ CREDS = FrozenCredentials("test", "test", None)
 
 def _host(endpoint: str) -> tuple[str, int, str]:
     parts = urlsplit(endpoint)
-    assert parts.hostname is not None and parts.port is not None
+    assert parts.hostname is not None
+    assert parts.port is not None
     return parts.hostname, parts.port, parts.netloc
 
 
 def botocore_path(endpoint: str, iterator: str, *, lean: bool = False) -> Callable[[], None]:
-    clients = build_clients(ClientSettings(region=REGION, kinesis_endpoint=endpoint, dynamodb_endpoint=endpoint))
+    clients = build_clients(
+        ClientSettings(region=REGION, kinesis_endpoint=endpoint, dynamodb_endpoint=endpoint)
+    )
     kinesis = Kinesis(clients.kinesis, lean=lean)
     assert kinesis.lean == lean
     state = {"it": iterator}
@@ -275,7 +278,9 @@ CANDIDATES: dict[str, Callable[[str, str], Callable[..., None]]] = {
 
 
 def run(name: str, endpoint: str, calls: int, rounds: int) -> None:
-    clients = build_clients(ClientSettings(region=REGION, kinesis_endpoint=endpoint, dynamodb_endpoint=endpoint))
+    clients = build_clients(
+        ClientSettings(region=REGION, kinesis_endpoint=endpoint, dynamodb_endpoint=endpoint)
+    )
     stream = f"lean-{int(time.time())}"
     ensure_stream(clients.kinesis, stream, 1)
     kinesis = Kinesis(clients.kinesis)
@@ -308,7 +313,9 @@ def main() -> None:
     use_dummy_credentials()
     with tempfile.TemporaryDirectory(prefix="lean-path-") as logs:
         for name in args.emulators.split(","):
-            emulator = Emulator.kinesalite(Path(logs)) if name == "kinesalite" else Emulator.moto_server(Path(logs))
+            emulator = (
+                Emulator.kinesalite(Path(logs)) if name == "kinesalite" else Emulator.moto_server(Path(logs))
+            )
             emulator.start()
             try:
                 run(emulator.name, emulator.endpoint, args.calls, args.rounds)
