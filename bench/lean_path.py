@@ -18,7 +18,8 @@ processes) and the ratio to botocore's:
 
     PYTHONPATH=. .venv/bin/python bench/lean_path.py [--calls 400] [--rounds 3] [--emulators kinesalite,moto]
 
-Each round runs every candidate for ``--calls`` calls (after 20 warm-up calls); the figure is the median
+awscrt, aiohttp and uvloop are not dependencies of the project (``pip install awscrt aiohttp uvloop``);
+a candidate whose library is missing is listed without figures. Each round runs every candidate for ``--calls`` calls (after 20 warm-up calls); the figure is the median
 over rounds.
 """
 
@@ -286,9 +287,14 @@ def run(name: str, endpoint: str, calls: int, rounds: int) -> None:
     kinesis = Kinesis(clients.kinesis)
     shard = kinesis.list_shards(stream)[0].shard_id
     paths: dict[str, Callable[..., None]] = {}
+    missing: list[str] = []
     for candidate, make in CANDIDATES.items():
         iterator = kinesis.get_shard_iterator(stream, shard, IteratorPosition(IteratorType.LATEST))
-        paths[candidate] = make(endpoint, iterator)
+        try:
+            paths[candidate] = make(endpoint, iterator)
+        except ImportError as exc:  # awscrt, aiohttp and uvloop are not the project's dependencies
+            missing.append(f"{candidate} ({exc.name} is not installed)")
+            continue
         measure(paths[candidate], 20)  # warm up: connections, caches
     figures: dict[str, list[tuple[float, float]]] = {c: [] for c in paths}
     for _ in range(rounds):
@@ -302,6 +308,8 @@ def run(name: str, endpoint: str, calls: int, rounds: int) -> None:
         cpu = statistics.median(v[0] for v in values)
         wall = statistics.median(v[1] for v in values)
         print(f"| {candidate} | {cpu:.3f} | {cpu / base:.2f} | {wall:.2f} |")
+    for candidate in missing:
+        print(f"| {candidate} | - | - | - |")
 
 
 def main() -> None:

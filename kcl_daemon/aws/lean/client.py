@@ -39,18 +39,22 @@ logger = logging.getLogger(__name__)
 USER_AGENT: Final = "kcl-daemon-lean/1 (http.client)"
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _STUBBER: Final = "boto_stubber"  # the unique id botocore.stub.Stubber registers its handler under
-_LOGGED: set[str] = set()
+_LOGGED: set[str | None] = set()
 _LOCK = threading.Lock()
 #: one lean client (one connection pool) per boto3 client, for as long as the boto3 client lives
 _BY_CLIENT: weakref.WeakKeyDictionary[Any, LeanJsonClient | None] = weakref.WeakKeyDictionary()
 
 
-def _log_once(reason: str) -> None:
+def _log_once(reason: str | None, endpoint: str) -> None:
+    """Say once per process which path serves the reads (and why not the lean one)."""
     with _LOCK:
         if reason in _LOGGED:
             return
         _LOGGED.add(reason)
-    logger.info("AWS calls: botocore serves GetRecords and GetShardIterator: %s", reason)
+    if reason is None:
+        logger.info("AWS calls: GetRecords and GetShardIterator take the lean request path to %s", endpoint)
+    else:
+        logger.info("AWS calls: botocore serves GetRecords and GetShardIterator: %s", reason)
 
 
 def _stamp() -> str:
@@ -209,8 +213,8 @@ def _build(client: Any) -> LeanJsonClient | None:
         reason = _why_not(client)
     except AttributeError as exc:  # botocore's internals moved: stay on botocore
         reason = f"botocore's client internals are not as expected ({exc})"
+    _log_once(reason, str(getattr(client.meta, "endpoint_url", "")))
     if reason is not None:
-        _log_once(reason)
         return None
     config = client.meta.config
     parts = urlsplit(client.meta.endpoint_url)
