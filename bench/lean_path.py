@@ -19,8 +19,8 @@ processes) and the ratio to botocore's:
     PYTHONPATH=. .venv/bin/python bench/lean_path.py [--calls 400] [--rounds 3] [--emulators kinesalite,moto]
 
 awscrt, aiohttp and uvloop are not dependencies of the project (``pip install awscrt aiohttp uvloop``);
-a candidate whose library is missing is listed without figures. Each round runs every candidate for ``--calls`` calls (after 20 warm-up calls); the figure is the median
-over rounds.
+a candidate whose library is missing is listed without figures. Each round runs every candidate for
+``--calls`` calls (after 20 warm-up calls); the figure is the median over rounds.
 """
 
 from __future__ import annotations
