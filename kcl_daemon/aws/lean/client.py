@@ -23,10 +23,11 @@ import weakref
 import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 from urllib.parse import urlsplit
 
 import botocore.parsers
+import orjson
 from botocore.awsrequest import HeadersDict
 from botocore.exceptions import ClientError
 
@@ -39,7 +40,7 @@ logger = logging.getLogger(__name__)
 USER_AGENT: Final = "kcl-daemon-lean/1 (http.client)"
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _STUBBER: Final = "boto_stubber"  # the unique id botocore.stub.Stubber registers its handler under
-_LOGGED: set[str | None] = set()
+_LOGGED: set[str] = set()
 _LOCK = threading.Lock()
 #: one lean client (one connection pool) per boto3 client, for as long as the boto3 client lives
 _BY_CLIENT: weakref.WeakKeyDictionary[Any, LeanJsonClient | None] = weakref.WeakKeyDictionary()
@@ -47,18 +48,28 @@ _BY_CLIENT: weakref.WeakKeyDictionary[Any, LeanJsonClient | None] = weakref.Weak
 
 def _log_once(reason: str | None, endpoint: str) -> None:
     """Say once per process which path serves the reads (and why not the lean one)."""
+    key = reason or f"lean path to {endpoint}"
     with _LOCK:
-        if reason in _LOGGED:
+        if key in _LOGGED:
             return
-        _LOGGED.add(reason)
+        _LOGGED.add(key)
     if reason is None:
-        logger.info("AWS calls: GetRecords and GetShardIterator take the lean request path to %s", endpoint)
+        logger.info("AWS calls: the lean request path serves the frequent calls to %s", endpoint)
     else:
-        logger.info("AWS calls: botocore serves GetRecords and GetShardIterator: %s", reason)
+        logger.info("AWS calls: botocore serves the frequent calls too: %s", reason)
 
 
 def _stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+class _ErrorReply(NamedTuple):
+    """What the ``after-call`` handlers read of an error reply (a 2xx reply is reported as None: the
+    lean path has checked it, and the handlers then count it as answered)."""
+
+    status_code: int
+    headers: Any
+    content: bytes
 
 
 class LeanJsonClient:
@@ -105,8 +116,30 @@ class LeanJsonClient:
         frozen = self._credentials.get_frozen_credentials()
         return FrozenCredentials(frozen.access_key, frozen.secret_key, frozen.token or None)
 
-    def call(self, operation: str, body: bytes) -> bytes:
+    def call_params(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One call of ``operation`` with ``params`` in their wire form (see :mod:`.dynamodb`): the
+        reply as a JSON object. The call's parameters are announced on the client's
+        ``before-parameter-build`` event first, as botocore does (the table-contact watch reads them)."""
+        model = self._model(operation)
+        context: dict[str, Any] = {}
+        self._events.emit(
+            f"before-parameter-build.{self._event_prefix}.{operation}",
+            params=params,
+            model=model,
+            context=context,
+        )
+        body = self.call(operation, orjson.dumps(params), context=context)
+        try:
+            reply = orjson.loads(body)
+        except ValueError as exc:
+            raise IncompleteResponse(error="a reply that is not JSON") from exc
+        if not isinstance(reply, dict):
+            raise IncompleteResponse(error="a reply that is not a JSON object")
+        return reply
+
+    def call(self, operation: str, body: bytes, *, context: dict[str, Any] | None = None) -> bytes:
         """One call of ``operation`` with the JSON ``body``; the reply's body when it succeeded."""
+        context = {} if context is None else context
         model = self._model(operation)
         headers = self._signer.headers(
             self._host,
@@ -122,7 +155,10 @@ class LeanJsonClient:
             reply = self.pool.post(headers, body)
         except Exception as exc:
             self._events.emit(
-                f"after-call-error.{self._event_prefix}.{operation}", model=model, exception=exc, context={}
+                f"after-call-error.{self._event_prefix}.{operation}",
+                model=model,
+                exception=exc,
+                context=context,
             )
             raise
         if 200 <= reply.status < 300:
@@ -132,7 +168,7 @@ class LeanJsonClient:
                 model=model,
                 parsed={},
                 http_response=None,
-                context={},
+                context=context,
             )
             return reply.body
         parsed = self._parser.parse(
@@ -148,8 +184,8 @@ class LeanJsonClient:
             f"after-call.{self._event_prefix}.{operation}",
             model=model,
             parsed=parsed,
-            http_response=None,
-            context={},
+            http_response=_ErrorReply(reply.status, reply.headers, reply.body),
+            context=context,
         )
         raise ClientError(parsed, operation)
 
@@ -195,9 +231,12 @@ def lean_client_for(client: Any) -> LeanJsonClient | None:
     """The lean client for the service of the boto3 ``client``, or None (and the reason logged once).
 
     One per boto3 client: its connections are closed when the boto3 client is collected."""
-    with _LOCK:
-        if client in _BY_CLIENT:
-            return _BY_CLIENT[client]
+    try:
+        with _LOCK:
+            if client in _BY_CLIENT:
+                return _BY_CLIENT[client]
+    except TypeError:  # not a boto3 client (a test's stand-in): nothing to keep it for
+        return None
     built = _build(client)
     with _LOCK:
         found = _BY_CLIENT.setdefault(client, built)

@@ -11,6 +11,7 @@ import itertools
 import json
 import logging
 import threading
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -29,13 +30,18 @@ from botocore.credentials import (  # noqa: TID251
 )
 
 from kcl_daemon.aws.clients import ClientSettings, build_clients
-from kcl_daemon.aws.instrument import instrument
+from kcl_daemon.aws.instrument import TableContact, instrument, watch_table
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lean import client as lean_client
+from kcl_daemon.aws.lease_table_3x import LeaseTable3x
+from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.sequence import TRIM_HORIZON
 from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
 from kcl_daemon.errors import AwsError
 from kcl_daemon.metrics.registry import DaemonMetrics
+from kcl_daemon.retry import RetryPolicy
 
+ONCE = RetryPolicy("once", max_attempts=1, deadline_s=5.0, initial_backoff_s=0.01, max_backoff_s=0.01)
 PAGE = {"Records": [], "NextShardIterator": "it-2", "MillisBehindLatest": 0}
 LATEST = IteratorPosition(IteratorType.LATEST)
 
@@ -221,19 +227,24 @@ def test_the_call_counters_see_lean_calls_errors_and_throttles(endpoint: str) ->
 
 
 @pytest.mark.parametrize(
-    ("config", "reason"),
+    ("config", "environ", "reason"),
     [
-        (Config(proxies={"http": "http://127.0.0.1:9"}), "a proxy is configured"),
-        (Config(signature_version=UNSIGNED), "unsigned or not SigV4"),
+        (Config(proxies={"http": "http://127.0.0.1:9"}), {}, "a proxy is configured"),
+        (Config(), {"HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}, "a proxy is configured"),
+        (Config(signature_version=UNSIGNED), {}, "unsigned or not SigV4"),
     ],
+    ids=["configured proxy", "proxy from the environment", "unsigned"],
 )
 def test_settings_beyond_the_lean_path_keep_botocore_and_say_why_once(
     endpoint: str,
     config: Config,
+    environ: dict[str, str],
     reason: str,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setattr(lean_client, "_LOGGED", set())
     caplog.set_level(logging.INFO, logger="kcl_daemon.aws.lean")
     session = boto3.session.Session(region_name="us-east-1")
@@ -241,3 +252,77 @@ def test_settings_beyond_the_lean_path_keep_botocore_and_say_why_once(
     assert not any(k.lean for k in kinesis)
     said = [r.getMessage() for r in caplog.records if reason in r.getMessage()]
     assert len(said) == 1, said
+
+
+# -- lease writes (DynamoDB UpdateItem) -------------------------------------------------------------------
+
+LEASE_ITEM = {
+    "leaseKey": {"S": "shardId-000000000000"},
+    "leaseOwner": {"S": "w-1"},
+    "leaseCounter": {"N": "4"},
+    "checkpoint": {"S": "TRIM_HORIZON"},
+    "checkpointSubSequenceNumber": {"N": "0"},
+    "ownerSwitchesSinceCheckpoint": {"N": "0"},
+    "pendingCheckpointState": {"B": "AAEC"},
+    "javaExtra": {"M": {"b": {"B": "AAEC"}}},
+}
+
+
+@functools.cache
+def _tables(endpoint: str) -> tuple[LeaseTable3x, LeaseTable3x]:
+    """The lease table on the lean path, and on botocore's (the same client, the lean path taken away)."""
+    clients = build_clients(
+        ClientSettings(region="us-east-1", kinesis_endpoint=endpoint, dynamodb_endpoint=endpoint)
+    )
+    lean = LeaseTable3x(clients.dynamodb, "leases", item_retry=ONCE)
+    plain = LeaseTable3x(clients.dynamodb, "leases", item_retry=ONCE)
+    plain._lean = None
+    assert lean._lean is not None
+    return lean, plain
+
+
+@pytest.mark.parametrize("write", ["renew", "checkpoint", "take"])
+def test_lease_writes_read_and_fail_as_on_botocore(endpoint: str, write: str) -> None:
+    lean, plain = _tables(endpoint)
+    held = Lease("shardId-000000000000", TRIM_HORIZON, lease_owner="w-1", lease_counter=3)
+    calls = {
+        "renew": lambda t: t.renew(held),
+        "checkpoint": lambda t: t.checkpoint(held, TRIM_HORIZON),
+        "take": lambda t: t.take(held, "w-2"),
+    }
+    _answer(
+        200,
+        {"Attributes": LEASE_ITEM},
+        {"x-amz-crc32": str(zlib.crc32(json.dumps({"Attributes": LEASE_ITEM}).encode()))},
+    )
+    assert calls[write](lean) == calls[write](plain)
+    assert [h["X-Amz-Target"] for h in _Endpoint.seen] == ["DynamoDB_20120810.UpdateItem"] * 2
+    assert _Endpoint.seen[0]["User-Agent"].startswith("kcl-daemon-lean")
+    for status, body in [
+        (400, {"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException", "message": "x"}),
+        (400, {"__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"}),
+        (500, {"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError"}),
+        (200, {}),  # no item in the reply: the outcome is unknown
+    ]:
+        _answer(status, body)
+        if write == "renew" and status == 400 and "Conditional" in str(body):
+            continue  # a renewal's conflict is reconciled by a read: its own test below
+        expected = _outcome(functools.partial(calls[write], plain))
+        assert _outcome(functools.partial(calls[write], lean)) == expected, (status, body)
+
+
+def test_the_table_contact_sees_lean_lease_writes(endpoint: str) -> None:
+    clients = build_clients(
+        ClientSettings(region="us-east-1", kinesis_endpoint=endpoint, dynamodb_endpoint=endpoint)
+    )
+    contact = TableContact("leases")
+    watch_table(clients.dynamodb, contact)
+    table = LeaseTable3x(clients.dynamodb, "leases", item_retry=ONCE)
+    held = Lease("shardId-000000000000", TRIM_HORIZON, lease_owner="w-1", lease_counter=3)
+    _answer(500, {"__type": "InternalServerError"})
+    with pytest.raises(AwsError):
+        table.renew(held)
+    assert contact.failing_since is not None and "InternalServerError" in (contact.last_error or "")
+    _answer(200, {"Attributes": LEASE_ITEM})
+    table.renew(held)
+    assert contact.failing_since is None and contact.calls == 2
