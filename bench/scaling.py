@@ -703,7 +703,11 @@ def main() -> None:
                 for processor in processors:
                     for daemon in order:
                         session_started = time.monotonic()
-                        figures = run_session(setup, stream, daemon, processor, run, work)
+                        try:
+                            figures = run_session(setup, stream, daemon, processor, run, work)
+                        except TimeoutError as exc:  # one session too slow: keep the others' figures
+                            print(f"  run {run} {processor} {daemon}: gave up: {exc}", flush=True)
+                            continue
                         sessions.append(figures)
                         print(f"  {figures.line()} ({time.monotonic() - session_started:.0f}s)", flush=True)
     print(f"\n{len(sessions)} sessions in {time.monotonic() - started:.0f}s (min/median/max over runs)")
