@@ -55,11 +55,18 @@ class _TlsConnection(_OneSend, http.client.HTTPSConnection):
 
 
 def _closed_while_idle(connection: http.client.HTTPConnection) -> bool:
-    """Whether an idle kept-alive connection was closed by the server (readable with no request out)."""
+    """Whether an idle kept-alive connection was closed by the server (readable with no request out).
+
+    ``poll``, not ``select``: a daemon with hundreds of children has sockets numbered above select's
+    1024, which select cannot watch."""
     sock = connection.sock
     if sock is None:
         return True
     try:
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(sock, select.POLLIN)
+            return bool(poller.poll(0))
         readable, _, _ = select.select([sock], [], [], 0)
     except (OSError, ValueError):
         return True

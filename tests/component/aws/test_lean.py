@@ -7,9 +7,13 @@ lean calls; settings the lean path cannot serve keep botocore, with the reason l
 from __future__ import annotations
 
 import functools
+import http.client
 import itertools
 import json
 import logging
+import os
+import resource
+import socket
 import threading
 import zlib
 from collections import Counter
@@ -33,6 +37,7 @@ from kcl_daemon.aws.clients import ClientSettings, build_clients
 from kcl_daemon.aws.instrument import TableContact, instrument, watch_table
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lean import client as lean_client
+from kcl_daemon.aws.lean import connections
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
 from kcl_daemon.core.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
@@ -322,7 +327,32 @@ def test_the_table_contact_sees_lean_lease_writes(endpoint: str) -> None:
     _answer(500, {"__type": "InternalServerError"})
     with pytest.raises(AwsError):
         table.renew(held)
-    assert contact.failing_since is not None and "InternalServerError" in (contact.last_error or "")
+    assert contact.failing_for(contact.monotonic()) is not None
+    assert "InternalServerError" in (contact.last_error or "")
     _answer(200, {"Attributes": LEASE_ITEM})
     table.renew(held)
-    assert contact.failing_since is None and contact.calls == 2
+    assert contact.failing_for(0.0) is None  # answered again
+    assert contact.calls == 2
+
+
+def test_a_kept_connection_is_reused_even_when_its_socket_number_is_above_1024(endpoint: str) -> None:
+    """At 256 shards the daemon holds more than 1,024 descriptors (its children's pipes): the check that
+    an idle connection is still open must work there too, or every call opens a new connection."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if 0 <= hard < 2048:  # RLIM_INFINITY is -1
+        pytest.skip(f"the open-file limit ({hard}) does not allow descriptor 1500")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))
+    try:
+        high = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        high.connect(("127.0.0.1", int(endpoint.rsplit(":", 1)[1])))
+        moved = socket.socket(fileno=os.dup2(high.fileno(), 1500))
+        high.close()
+        connection = http.client.HTTPConnection("127.0.0.1")
+        connection.sock = moved
+        assert moved.fileno() == 1500
+        assert not connections._closed_while_idle(connection)
+        moved.shutdown(socket.SHUT_RDWR)
+        assert connections._closed_while_idle(connection)
+        moved.close()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
