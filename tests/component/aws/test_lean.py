@@ -39,7 +39,7 @@ from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lean import client as lean_client
 from kcl_daemon.aws.lean import connections
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
 from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
 from kcl_daemon.errors import AwsError
