@@ -17,11 +17,16 @@ table's first shard sync), and goes through four phases:
    (still printed, "from 1st delivery") left those reads out of Java's time. CPU-seconds per 10k records
    of the daemon process alone (children excluded) over the same window;
 3. **idle**: no producer for ``--idle-s``: GetRecords calls per idle shard-second (counted by
-   kinesalite itself, so the Java SDK's calls through the h2c proxy count alike) and daemon CPU
-   milliseconds per idle shard-second;
+   kinesalite itself, so the Java SDK's calls through the h2c proxy count alike), daemon CPU
+   milliseconds per idle shard-second, and their quotient: the daemon's CPU per idle GetRecords call
+   (everything the idle daemon does - renewals, timers - divided over its calls, as for Java);
 4. **steady**: a producer puts ``--rate`` records/s per shard for ``--steady-s`` (after ``--warmup-s``);
    records/s delivered and CPU-seconds per 10k records over that window; at its end the daemon's RSS,
    the RSS of the daemon and all its children, threads and open file descriptors.
+
+kcl-daemon runs twice per run and processor (unless ``--no-botocore``): as it is, its GetRecords and
+GetShardIterator calls on the lean request path (``kcl-daemon``), and with them on botocore
+(``kcl-daemon-botocore``, through ``_botocore_reads.py``), each beside Java in the same run.
 
 Records a session's steady phase put are read by the next sessions' drains (after the backlog); the drain
 is judged on each shard's backlog. Figures are printed per point as min/median/max over the runs, with
@@ -29,7 +34,7 @@ ratios kcl-daemon / Java paired run by run, and written to ``--out`` (``scaling.
 ``scaling.png``).
 
     .venv/bin/python bench/scaling.py [--shards 4,16,64,256] [--runs 3] [--processors noop,working]
-        [--backlog 2500] [--total 400000] [--rate 20] [--no-java] [--out bench/results]
+        [--backlog 2500] [--total 400000] [--rate 20] [--no-java] [--no-botocore] [--out bench/results]
 """
 
 from __future__ import annotations
@@ -78,6 +83,9 @@ from kcl_daemon.local.producer import open_hash_ranges, partition_keys_for
 from tests.support.emulators import Backend, Emulator, free_port, use_dummy_credentials
 
 RESULTS: Final = Path(__file__).resolve().parent / "results"
+BOTOCORE_READS: Final = Path(__file__).resolve().parent / "_botocore_reads.py"
+#: the daemons a session can run, in the order of the table
+DAEMONS: Final = ("kcl-daemon", "kcl-daemon-botocore", "java")
 PAYLOAD: Final = b"x" * 100
 POLL_S: Final = 0.05
 
@@ -241,6 +249,7 @@ class Session:
     drain_cpu_per_10k: float = float("nan")
     idle_calls_per_shard_s: float = float("nan")
     idle_cpu_ms_per_shard_s: float = float("nan")
+    idle_cpu_ms_per_call: float = float("nan")
     steady_target_per_s: float = float("nan")
     steady_per_s: float = float("nan")
     steady_cpu_per_10k: float = float("nan")
@@ -259,7 +268,8 @@ class Session:
             f"drain {self.drain_per_s:8,.0f}/s (from 1st delivery {self.drain_delivery_per_s:,.0f}/s) "
             f"{self.drain_cpu_per_10k:.3f} CPU-s/10k  "
             f"steady {self.steady_per_s:7,.0f}/s {self.steady_cpu_per_10k:.3f}  "
-            f"idle {self.idle_calls_per_shard_s:.2f} calls {self.idle_cpu_ms_per_shard_s:.3f} ms/shard-s  "
+            f"idle {self.idle_calls_per_shard_s:.2f} calls {self.idle_cpu_ms_per_shard_s:.3f} ms/shard-s "
+            f"{self.idle_cpu_ms_per_call:.3f} ms/call  "
             f"RSS {self.rss_mb:.0f}/{self.total_rss_mb:,.0f} MB  threads {self.threads} fds {self.fds}{notes}"
         )
 
@@ -328,9 +338,10 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
     timeline = Timeline()
     calls_offset = setup.call_log.stat().st_size if setup.call_log.exists() else 0
     epoch0 = time.time()
-    process = DaemonProcess(
-        daemon_argv(daemon, props, setup.jars), session_dir, session_dir / "daemon.log", env
-    )
+    argv = daemon_argv("kcl-daemon" if daemon == "kcl-daemon-botocore" else daemon, props, setup.jars)
+    if daemon == "kcl-daemon-botocore":
+        argv[1:3] = [str(BOTOCORE_READS)]  # python -m kcl_daemon -> python _botocore_reads.py
+    process = DaemonProcess(argv, session_dir, session_dir / "daemon.log", env)
     profile_name = f"{daemon}-{processor}-{shards}-{run}"
     spy = PySpy(setup.profile, process.pid, daemon)
     spy.start(f"{profile_name}-startup")
@@ -399,6 +410,9 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
         shard_seconds = shards * (t1 - t0)
         figures.idle_calls_per_shard_s = (calls1["GetRecords"] - calls0["GetRecords"]) / shard_seconds
         figures.idle_cpu_ms_per_shard_s = (cpu1.cpu_s - cpu0.cpu_s) * 1000 / shard_seconds
+        idle_calls = calls1["GetRecords"] - calls0["GetRecords"]
+        if idle_calls:
+            figures.idle_cpu_ms_per_call = (cpu1.cpu_s - cpu0.cpu_s) * 1000 / idle_calls
         poll()
 
         # steady producer
@@ -446,6 +460,7 @@ COLUMNS: Final = [
     ("steady_cpu_per_10k", "steady CPU-s/10k", ".3f"),
     ("idle_calls_per_shard_s", "idle GetRecords/shard-s", ".2f"),
     ("idle_cpu_ms_per_shard_s", "idle CPU ms/shard-s", ".3f"),
+    ("idle_cpu_ms_per_call", "daemon CPU ms per idle GetRecords call", ".3f"),
     ("rss_mb", "daemon RSS MB", ".0f"),
     ("total_rss_mb", "RSS with children MB", ",.0f"),
     ("threads", "threads", ".0f"),
@@ -472,22 +487,23 @@ def markdown(sessions: list[Session]) -> str:
     points = sorted({(s.shards, s.processor) for s in sessions})
     for shards, processor in points:
         group = [s for s in sessions if s.shards == shards and s.processor == processor]
-        ours = [s for s in group if s.daemon == "kcl-daemon"]
-        java = [s for s in group if s.daemon == "java"]
-        for name, rows in (("kcl-daemon", ours), ("java", java)):
+        by_daemon = {name: [s for s in group if s.daemon == name] for name in DAEMONS}
+        for name, rows in by_daemon.items():
             if rows:
                 cells = [spread([float(getattr(s, key)) for s in rows], fmt) for key, _, fmt in COLUMNS]
                 lines.append(f"| {shards} | {processor} | {name} | " + " | ".join(cells) + " |")
-        if ours and java:
-            cells = [spread(ratios(ours, java, key), ".2f") for key, _, _ in COLUMNS]
-            lines.append(f"| {shards} | {processor} | **ours / Java** | " + " | ".join(cells) + " |")
+        java = by_daemon["java"]
+        for name, label in (("kcl-daemon", "ours"), ("kcl-daemon-botocore", "ours on botocore")):
+            if by_daemon[name] and java:
+                cells = [spread(ratios(by_daemon[name], java, key), ".2f") for key, _, _ in COLUMNS]
+                lines.append(f"| {shards} | {processor} | **{label} / Java** | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def derived(sessions: list[Session]) -> str:
     """The issue's flat-cost figures: CPU per 10k at the largest point against the smallest, RSS per shard."""
     out = []
-    for daemon in ("kcl-daemon", "java"):
+    for daemon in DAEMONS:
         for processor in sorted({s.processor for s in sessions}):
             rows = [s for s in sessions if s.daemon == daemon and s.processor == processor]
             if not rows:
@@ -528,10 +544,10 @@ def plot(sessions: list[Session], path: Path) -> bool:
     cols = 4
     rows = (len(keys) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows))
-    styles = {"kcl-daemon": "-", "java": "--"}
+    styles = {"kcl-daemon": "-", "kcl-daemon-botocore": ":", "java": "--"}
     colours = {"noop": "tab:blue", "working": "tab:orange"}
     for axis, (key, label, _) in zip(axes.flat, keys, strict=False):
-        for daemon in ("kcl-daemon", "java"):
+        for daemon in DAEMONS:
             for processor in sorted({s.processor for s in sessions}):
                 rows_ = [s for s in sessions if s.daemon == daemon and s.processor == processor]
                 counts = sorted({s.shards for s in rows_})
@@ -565,7 +581,10 @@ def plot(sessions: list[Session], path: Path) -> bool:
         axis.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower right", fontsize=9)
-    fig.suptitle("one daemon, 4 to 256 shards (median, min-max bars): kcl-daemon solid, Java 3.1.3 dashed")
+    fig.suptitle(
+        "one daemon, 4 to 256 shards (median, min-max bars): kcl-daemon solid (reads on botocore dotted), "
+        "Java 3.1.3 dashed"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -610,6 +629,9 @@ def main() -> None:
     parser.add_argument("--steady-s", type=float, default=15.0)
     parser.add_argument("--limit-s", type=float, default=600.0, help="give up on a phase after this")
     parser.add_argument("--no-java", action="store_true")
+    parser.add_argument(
+        "--no-botocore", action="store_true", help="skip kcl-daemon with its reads on botocore (before/after)"
+    )
     parser.add_argument("--java-only", action="store_true", help="(profiling) run only the Java daemon")
     parser.add_argument("--ours-only", action="store_true", help="(profiling) run only kcl-daemon")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy kcl-daemon's phases into DIR")
@@ -629,7 +651,9 @@ def main() -> None:
         return
     quiet_logs()
     jars = java_jars(disabled=args.no_java or args.ours_only)
-    daemons = ["kcl-daemon"] + (["java"] if jars else [])
+    daemons = (
+        ["kcl-daemon"] + ([] if args.no_botocore else ["kcl-daemon-botocore"]) + (["java"] if jars else [])
+    )
     if args.java_only:
         daemons = ["java"]
     if jars is None:
@@ -679,7 +703,11 @@ def main() -> None:
                 for processor in processors:
                     for daemon in order:
                         session_started = time.monotonic()
-                        figures = run_session(setup, stream, daemon, processor, run, work)
+                        try:
+                            figures = run_session(setup, stream, daemon, processor, run, work)
+                        except TimeoutError as exc:  # one session too slow: keep the others' figures
+                            print(f"  run {run} {processor} {daemon}: gave up: {exc}", flush=True)
+                            continue
                         sessions.append(figures)
                         print(f"  {figures.line()} ({time.monotonic() - session_started:.0f}s)", flush=True)
     print(f"\n{len(sessions)} sessions in {time.monotonic() - started:.0f}s (min/median/max over runs)")

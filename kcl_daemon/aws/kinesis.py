@@ -2,6 +2,9 @@
 GetShardIterator and GetRecords (contract §7), and PutRecords for the Spark sink. Results are plain
 frozen dataclasses; no boto3 shape leaks.
 
+GetRecords and GetShardIterator go over the lean request path (:mod:`kcl_daemon.aws.lean`) when the
+client's settings allow it, and over botocore otherwise; the errors are the same either way.
+
 For GetShardIterator and GetRecords, ``ResourceNotFoundException`` (shard or stream gone) raises
 :class:`ShardNotFound` - shard end without children (contract §6.6) - and ``ExpiredIteratorException``
 raises :class:`IteratorExpired`. ``InvalidArgumentException`` from GetRecords also raises
@@ -17,8 +20,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final, NotRequired, TypedDict, cast
 
+import orjson
+
 from kcl_daemon.aws import records_page
-from kcl_daemon.aws.errors import map_aws_errors
+from kcl_daemon.aws.errors import IncompleteResponse, map_aws_errors
+from kcl_daemon.aws.lean.client import LeanJsonClient, lean_client_for
 from kcl_daemon.aws.records_page import EncodedRawRecord
 from kcl_daemon.core.shards.graph import ChildShard, Shard
 from kcl_daemon.core.shards.iterator import IteratorPosition
@@ -162,14 +168,24 @@ class Kinesis:
     """Synchronous Kinesis adapter over one boto3 client (thread-safe).
 
     With ``raw_get_records`` (the default) GetRecords responses are parsed by
-    :mod:`kcl_daemon.aws.records_page` instead of botocore, and payloads stay base64 text.
+    :mod:`kcl_daemon.aws.records_page` instead of botocore, and payloads stay base64 text. With ``lean``
+    as well (the default), GetRecords and GetShardIterator skip botocore (:mod:`kcl_daemon.aws.lean`)
+    when the client's settings allow it.
     """
 
-    def __init__(self, client: KinesisClient, *, raw_get_records: bool = True) -> None:
+    def __init__(self, client: KinesisClient, *, raw_get_records: bool = True, lean: bool = True) -> None:
         self._client = client
         self._raw = raw_get_records
+        self._lean: LeanJsonClient | None = None
         if raw_get_records:
             records_page.install(client)
+            if lean:
+                self._lean = lean_client_for(client)
+
+    @property
+    def lean(self) -> bool:
+        """Whether GetRecords and GetShardIterator take the lean request path."""
+        return self._lean is not None
 
     def list_shards(self, stream_name: str, shard_filter: ShardFilter | None = None) -> list[Shard]:
         """Every shard ListShards returns, following ``NextToken`` (follow-up pages carry only the token).
@@ -197,12 +213,30 @@ class Kinesis:
     def get_shard_iterator(self, stream_name: str, shard_id: str, position: IteratorPosition) -> str:
         """A shard iterator at ``position``. A missing shard or stream raises :class:`ShardNotFound`."""
         what = f"get {position} iterator for {stream_name}/{shard_id}"
+        if self._lean is not None and position.timestamp is None and self._lean.usable():
+            return self._lean_shard_iterator(what, stream_name, shard_id, position)
         with map_aws_errors(what, _READ_ERRORS):
             response = self._client.get_shard_iterator(
                 StreamName=stream_name, ShardId=shard_id, **iterator_request(position)
             )
         iterator = response.get("ShardIterator")
         if not iterator:
+            raise AwsError(f"{what}: the response has no ShardIterator")
+        return iterator
+
+    def _lean_shard_iterator(
+        self, what: str, stream_name: str, shard_id: str, position: IteratorPosition
+    ) -> str:
+        """GetShardIterator on the lean path (a timestamp position stays on botocore's serialiser)."""
+        assert self._lean is not None
+        request = {"StreamName": stream_name, "ShardId": shard_id, **iterator_request(position)}
+        with map_aws_errors(what, _READ_ERRORS):
+            body = self._lean.call("GetShardIterator", orjson.dumps(request))
+            try:
+                iterator = orjson.loads(body).get("ShardIterator")
+            except (ValueError, AttributeError) as exc:  # not a JSON object: as guard_responses says
+                raise IncompleteResponse(error="a reply that is not a JSON object") from exc
+        if not iterator or not isinstance(iterator, str):
             raise AwsError(f"{what}: the response has no ShardIterator")
         return iterator
 
@@ -213,13 +247,17 @@ class Kinesis:
         the shard or stream is gone, :class:`Throttled` when over the shard's read limits.
         """
         what = "get records"
+        body: object = None
         with map_aws_errors(what, _GET_RECORDS_ERRORS):
-            if self._raw:
+            if self._lean is not None and self._lean.usable():
+                request = orjson.dumps({"ShardIterator": iterator, "Limit": limit})
+                body = self._lean.call("GetRecords", request)
+            elif self._raw:
                 with records_page.raw_body():
                     response = self._client.get_records(ShardIterator=iterator, Limit=limit)
+                body = response.get(records_page.RAW_BODY_KEY)
             else:
                 response = self._client.get_records(ShardIterator=iterator, Limit=limit)
-        body = response.get(records_page.RAW_BODY_KEY)
         if isinstance(body, bytes):
             try:
                 page = records_page.parse_page(body)

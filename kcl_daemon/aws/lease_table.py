@@ -26,11 +26,13 @@ import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TypedDict
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from botocore.exceptions import ClientError
 
 from kcl_daemon.aws.errors import error_code, map_aws_errors
+from kcl_daemon.aws.lean.client import lean_client_for
+from kcl_daemon.aws.lean.dynamodb import item_from_wire, wire_safe
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.lease_codec import (
     CHECKPOINT,
@@ -184,6 +186,8 @@ class DynamoLeaseTable:
         scan_segments: int = 0,
     ) -> None:
         self._client = client
+        #: the lean request path for lease writes (None: botocore serves them; see kcl_daemon.aws.lean)
+        self._lean = lean_client_for(client)
         self.table_name = table_name
         self._item_retry = item_retry
         self._setup_retry = setup_retry
@@ -562,13 +566,22 @@ class DynamoLeaseTable:
         return expr
 
     def _update(self, lease_key: str, expr: _Expression, what: str) -> Lease:
+        """One fenced UpdateItem of a lease (renewals, takes, checkpoints, hand-offs): on the lean
+        request path when the client allows it and the parameters need no conversion, else botocore."""
+        params: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": {LEASE_KEY: _s(lease_key)},
+            "ReturnValues": "ALL_NEW",
+            **expr.arguments(),
+        }
+        lean = self._lean
         with map_aws_errors(f"{what} lease {lease_key}"):
-            response = self._client.update_item(
-                TableName=self.table_name,
-                Key={LEASE_KEY: _s(lease_key)},
-                ReturnValues="ALL_NEW",
-                **expr.arguments(),
-            )
+            if lean is not None and lean.usable() and wire_safe(params):
+                response: Mapping[str, Any] = lean.call_params("UpdateItem", params)
+                if isinstance(response.get("Attributes"), dict):
+                    response = {"Attributes": item_from_wire(response["Attributes"])}
+            else:
+                response = self._client.update_item(**params)
         attributes = response.get("Attributes")
         if not isinstance(attributes, Mapping):  # the write's outcome is unknown: reconciled by a read
             raise InconsistentResponse(f"{what} lease {lease_key}: the reply carries no item")

@@ -71,8 +71,10 @@ def _metrics(endpoint: str) -> WorkerMetricsTable:
     return WorkerMetricsTable(_clients(endpoint).dynamodb, "app-WorkerMetricStats")
 
 
-def _kinesis(endpoint: str) -> Kinesis:
-    return Kinesis(_clients(endpoint).kinesis)
+def _kinesis(endpoint: str, *, lean: bool = True) -> Kinesis:
+    kinesis = Kinesis(_clients(endpoint).kinesis, lean=lean)
+    assert kinesis.lean is lean  # GetRecords and GetShardIterator: the lean path, or botocore
+    return kinesis
 
 
 def _subscribe(endpoint: str) -> object:
@@ -112,8 +114,12 @@ PATHS: dict[str, Call] = {
     "coordinator state read": lambda e: _store(e).get("Migration3.0"),
     "coordinator state write": lambda e: _store(e).put("Migration3.0", {"cv": "x"}, require_absent=True),
     "GetRecords": lambda e: _kinesis(e).get_records("iterator", 100),
+    "GetRecords (botocore)": lambda e: _kinesis(e, lean=False).get_records("iterator", 100),
     "ListShards": lambda e: _kinesis(e).list_shards("s"),
     "GetShardIterator": lambda e: _kinesis(e).get_shard_iterator(
+        "s", "shardId-000000000000", IteratorPosition(IteratorType.TRIM_HORIZON)
+    ),
+    "GetShardIterator (botocore)": lambda e: _kinesis(e, lean=False).get_shard_iterator(
         "s", "shardId-000000000000", IteratorPosition(IteratorType.TRIM_HORIZON)
     ),
     "CloudWatch": _cloudwatch,

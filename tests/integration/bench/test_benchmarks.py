@@ -69,12 +69,19 @@ def test_vs_java_without_java_prints_the_daemon_against_the_raw_loop() -> None:
 
 def test_scaling_without_java_prints_every_figure_of_a_point(tmp_path: Path) -> None:
     out = run_bench(
-        *("scaling.py", "--no-java", "--shards", "2", "--runs", "1", "--processors", "noop"),
+        *("scaling.py", "--no-java", "--no-botocore", "--shards", "2", "--runs", "1", "--processors", "noop"),
         *("--backlog", "30", "--min-total", "60", "--idle-ms", "200", "--idle-s", "1"),
         *("--warmup-s", "0.5", "--steady-s", "1", "--out", str(tmp_path)),
     )
     assert "| 2 | noop | kcl-daemon |" in out and "idle GetRecords/shard-s" in out and "open fds" in out
+    assert "daemon CPU ms per idle GetRecords call" in out
     assert (tmp_path / "scaling.json").exists() and (tmp_path / "scaling.md").exists()
+
+
+def test_lean_path_prints_every_candidate_against_botocore() -> None:
+    out = run_bench("lean_path.py", "--calls", "5", "--rounds", "1", "--emulators", "kinesalite")
+    assert "| botocore | " in out and "| kcl_daemon.aws.lean | " in out and "| http.client | " in out
+    assert "| awscrt" in out and "| aiohttp+uvloop" in out and "/ botocore" in out  # or "not installed"
 
 
 def test_dynamodb_cost_without_java_prints_units_per_lease_hour_and_dollars() -> None:

@@ -185,8 +185,8 @@ async def test_a_missing_shard_is_shard_end_without_children(
 
 
 def test_raw_get_records_path_matches_botocore_parse(aws_clients: AwsClients, stream: str) -> None:
-    """The orjson page (payloads kept as base64) reads the same records as botocore's parse, and an
-    expired/invalid iterator still maps to the same error through botocore's error parsing."""
+    """The orjson page (payloads kept as base64) reads the same records as botocore's parse, on the lean
+    request path (the default, every test of this module reads on it) and on botocore's."""
     agg = RecordAggregator()
     agg.add_user_record("a", b"sub-1")
     agg.add_user_record("b", b"sub-2")
@@ -196,16 +196,20 @@ def test_raw_get_records_path_matches_botocore_parse(aws_clients: AwsClients, st
     for index in range(5):
         put(aws_clients, stream, f"plain-{index}".encode(), f"k{index}")
     raw, parsed = Kinesis(aws_clients.kinesis), Kinesis(aws_clients.kinesis, raw_get_records=False)
+    on_botocore = Kinesis(aws_clients.kinesis, lean=False)
+    assert raw.lean and not parsed.lean and not on_botocore.lean
     shard = raw.list_shards(stream)[0]
     iterator = raw.get_shard_iterator(stream, shard.shard_id, IteratorPosition(IteratorType.TRIM_HORIZON))
-    from_raw, from_parsed = raw.get_records(iterator, 100), parsed.get_records(iterator, 100)
-    assert [(r.data, r.partition_key, r.sequence_number) for r in from_raw.records] == [
-        (r.data, r.partition_key, r.sequence_number) for r in from_parsed.records
-    ]
-    assert [r.approximate_arrival_timestamp for r in from_raw.records] == [
-        r.approximate_arrival_timestamp for r in from_parsed.records
-    ]
-    assert len(from_raw.records) == 6
+    from_parsed = parsed.get_records(iterator, 100)
+    for path in (raw, on_botocore):
+        from_raw = path.get_records(iterator, 100)
+        assert [(r.data, r.partition_key, r.sequence_number) for r in from_raw.records] == [
+            (r.data, r.partition_key, r.sequence_number) for r in from_parsed.records
+        ]
+        assert [r.approximate_arrival_timestamp for r in from_raw.records] == [
+            r.approximate_arrival_timestamp for r in from_parsed.records
+        ]
+        assert len(from_raw.records) == 6
     # the plain client is untouched for other callers: botocore still decodes for them
     direct = aws_clients.kinesis.get_records(ShardIterator=iterator, Limit=100)
     assert isinstance(direct["Records"][0]["Data"], bytes)

@@ -1,0 +1,358 @@
+"""The lean request path (``kcl_daemon.aws.lean``) against a local endpoint that answers what each test
+tells it to: every error reply maps to the error botocore's path maps it to (class, message and
+``retriable``); refreshing credentials are frozen per call and keep working; the call counters see the
+lean calls; settings the lean path cannot serve keep botocore, with the reason logged once.
+(Transport faults: ``test_transport_faults.py``; the signer: ``tests/unit/aws/test_lean_sigv4.py``.)"""
+
+from __future__ import annotations
+
+import functools
+import http.client
+import itertools
+import json
+import logging
+import os
+import resource
+import socket
+import threading
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import boto3  # noqa: TID251 - clients built by hand: a refreshing provider, a proxy setting
+import botocore.session  # noqa: TID251
+import pytest
+from botocore import UNSIGNED  # noqa: TID251
+from botocore.config import Config  # noqa: TID251
+from botocore.credentials import (  # noqa: TID251
+    CredentialProvider,
+    CredentialResolver,
+    DeferredRefreshableCredentials,
+)
+
+from kcl_daemon.aws.clients import ClientSettings, build_clients
+from kcl_daemon.aws.instrument import TableContact, instrument, watch_table
+from kcl_daemon.aws.kinesis import Kinesis
+from kcl_daemon.aws.lean import client as lean_client
+from kcl_daemon.aws.lean import connections
+from kcl_daemon.aws.lease_table_3x import LeaseTable3x
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.sequence import TRIM_HORIZON
+from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
+from kcl_daemon.errors import AwsError
+from kcl_daemon.metrics.registry import DaemonMetrics
+from kcl_daemon.retry import RetryPolicy
+
+ONCE = RetryPolicy("once", max_attempts=1, deadline_s=5.0, initial_backoff_s=0.01, max_backoff_s=0.01)
+PAGE = {"Records": [], "NextShardIterator": "it-2", "MillisBehindLatest": 0}
+LATEST = IteratorPosition(IteratorType.LATEST)
+
+
+class _Endpoint(BaseHTTPRequestHandler):
+    """Answers every POST with the server's current reply; notes each request's headers."""
+
+    protocol_version = "HTTP/1.1"
+    reply: ClassVar[tuple[int, dict[str, str], bytes]] = (200, {}, b"{}")
+    seen: ClassVar[list[dict[str, str]]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        type(self).seen.append(dict(self.headers.items()))
+        status, headers, body = type(self).reply
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/x-amz-json-1.1", **headers}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Endpoint)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _answer(status: int, body: object, headers: dict[str, str] | None = None) -> None:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    _Endpoint.reply = (status, headers or {}, raw)
+    _Endpoint.seen.clear()
+
+
+@pytest.fixture(autouse=True)
+def _dummy_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+
+
+@functools.cache
+def _kinesis(endpoint: str, *, lean: bool) -> Kinesis:
+    """The daemon's Kinesis adapter on either path (one client each per module: building one is slow)."""
+    clients = build_clients(
+        ClientSettings(region="us-east-1", kinesis_endpoint=endpoint, dynamodb_endpoint=endpoint)
+    )
+    kinesis = Kinesis(clients.kinesis, lean=lean)
+    assert kinesis.lean is lean
+    return kinesis
+
+
+ERROR_REPLIES = [
+    (400, {"__type": "ExpiredIteratorException", "message": "Iterator expired"}, {}),
+    (400, {"__type": "InvalidArgumentException", "message": "bad iterator"}, {}),
+    (400, {"__type": "ResourceNotFoundException", "message": "Shard not found"}, {}),
+    (400, {"__type": "ProvisionedThroughputExceededException", "message": "Rate exceeded"}, {}),
+    (400, {"__type": "com.amazonaws.kinesis#KMSThrottlingException", "message": "KMS"}, {}),
+    (400, {"__type": "AccessDeniedException", "Message": "no"}, {}),
+    (400, {}, {"x-amzn-ErrorType": "LimitExceededException:http://internal"}),
+    (500, {"__type": "InternalFailure"}, {}),
+    (503, b"<html>Service Unavailable</html>", {"Content-Type": "text/html"}),
+    (403, b"Forbidden", {"Content-Type": "text/plain"}),
+    (404, b"", {}),
+]
+
+
+def _outcome(call: Any) -> tuple[type[BaseException], str, bool]:
+    with pytest.raises(AwsError) as raised:
+        call()
+    return type(raised.value), str(raised.value), raised.value.retriable
+
+
+@pytest.mark.parametrize(("status", "body", "headers"), ERROR_REPLIES)
+def test_every_error_reply_maps_as_on_botocore(
+    endpoint: str, status: int, body: object, headers: dict[str, str]
+) -> None:
+    lean, botocore_path = _kinesis(endpoint, lean=True), _kinesis(endpoint, lean=False)
+    _answer(status, body, headers)
+    for name, call in [
+        ("GetRecords", lambda k: k.get_records("it-1", 100)),
+        ("GetShardIterator", lambda k: k.get_shard_iterator("s", "shardId-000000000000", LATEST)),
+    ]:
+        expected = _outcome(functools.partial(call, botocore_path))
+        assert _outcome(functools.partial(call, lean)) == expected, name
+    assert all("Kinesis_20131202." in h["X-Amz-Target"] for h in _Endpoint.seen)
+    assert sum(h["User-Agent"].startswith("kcl-daemon-lean") for h in _Endpoint.seen) == 2
+
+
+def test_a_page_reads_as_on_botocore(endpoint: str) -> None:
+    page = {
+        "Records": [
+            {
+                "SequenceNumber": "49590338271490256608559692538361571095921575989136588898",
+                "Data": "aGVsbG8=",
+                "PartitionKey": "pk",
+                "ApproximateArrivalTimestamp": 1.714564800123e9,
+            }
+        ],
+        "NextShardIterator": "it-2",
+        "MillisBehindLatest": 7,
+    }
+    _answer(200, page)
+    assert _kinesis(endpoint, lean=True).get_records("it-1", 10) == _kinesis(
+        endpoint, lean=False
+    ).get_records("it-1", 10)
+    _answer(200, {"ShardIterator": "it-9"})
+    position = IteratorPosition(IteratorType.AFTER_SEQUENCE_NUMBER, "5")
+    assert _kinesis(endpoint, lean=True).get_shard_iterator("s", "shardId-000000000000", position) == "it-9"
+    sent = _Endpoint.seen[-1]
+    assert sent["X-Amz-Target"] == "Kinesis_20131202.GetShardIterator"
+
+
+class _Rotating(CredentialProvider):
+    """Credentials that expire within botocore's advisory refresh window: every use refreshes them."""
+
+    METHOD = "test-rotating"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.issued = itertools.count(1)
+
+    def load(self) -> DeferredRefreshableCredentials:
+        return DeferredRefreshableCredentials(refresh_using=self.fetch, method=self.METHOD)
+
+    def fetch(self) -> dict[str, str]:
+        n = next(self.issued)
+        expiry = datetime.now(UTC) + timedelta(minutes=12)
+        return {
+            "access_key": f"AKID{n}",
+            "secret_key": f"secret-{n}",
+            "token": f"token-{n}",
+            "expiry_time": expiry.isoformat(),
+        }
+
+
+def test_refreshing_credentials_are_frozen_per_call_and_keep_working(endpoint: str) -> None:
+    core = botocore.session.Session()
+    core.register_component("credential_provider", CredentialResolver([_Rotating()]))
+    client = boto3.session.Session(botocore_session=core, region_name="us-east-1").client(
+        "kinesis", endpoint_url=endpoint
+    )
+    kinesis = Kinesis(client)
+    assert kinesis.lean
+    _answer(200, PAGE)
+    for _ in range(3):
+        assert kinesis.get_records("it-1", 10).next_iterator == "it-2"
+    keys = [h["Authorization"].split("Credential=")[1].split("/")[0] for h in _Endpoint.seen]
+    tokens = [h["X-Amz-Security-Token"] for h in _Endpoint.seen]
+    assert len(set(keys)) == 3, keys  # a fresh credential set for each call
+    assert [k.removeprefix("AKID") for k in keys] == [t.removeprefix("token-") for t in tokens]
+
+
+def test_the_call_counters_see_lean_calls_errors_and_throttles(endpoint: str) -> None:
+    clients = build_clients(
+        ClientSettings(region="us-east-1", kinesis_endpoint=endpoint, dynamodb_endpoint=endpoint)
+    )
+    metrics = DaemonMetrics(process_metrics=False)
+    instrument(clients.kinesis, "kinesis", metrics)
+    kinesis = Kinesis(clients.kinesis)
+    assert kinesis.lean
+    _answer(200, PAGE)
+    kinesis.get_records("it-1", 10)
+    _answer(400, {"__type": "ProvisionedThroughputExceededException"})
+    with pytest.raises(AwsError):
+        kinesis.get_records("it-1", 10)
+    _answer(500, {"__type": "InternalFailure"})
+    with pytest.raises(AwsError):
+        kinesis.get_shard_iterator("s", "shardId-000000000000", LATEST)
+    counted: Counter[str] = Counter()
+    for sample in metrics.snapshot():
+        if sample.family.startswith("kcl_aws"):
+            counted[sample.family] += int(sample.value)
+    assert counted == {"kcl_aws_calls": 3, "kcl_aws_errors": 2, "kcl_aws_throttles": 1}
+
+
+@pytest.mark.parametrize(
+    ("config", "environ", "reason"),
+    [
+        (Config(proxies={"http": "http://127.0.0.1:9"}), {}, "a proxy is configured"),
+        (Config(), {"HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}, "a proxy is configured"),
+        (Config(signature_version=UNSIGNED), {}, "unsigned or not SigV4"),
+    ],
+    ids=["configured proxy", "proxy from the environment", "unsigned"],
+)
+def test_settings_beyond_the_lean_path_keep_botocore_and_say_why_once(
+    endpoint: str,
+    config: Config,
+    environ: dict[str, str],
+    reason: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(lean_client, "_LOGGED", set())
+    caplog.set_level(logging.INFO, logger="kcl_daemon.aws.lean")
+    session = boto3.session.Session(region_name="us-east-1")
+    kinesis = [Kinesis(session.client("kinesis", endpoint_url=endpoint, config=config)) for _ in range(2)]
+    assert not any(k.lean for k in kinesis)
+    said = [r.getMessage() for r in caplog.records if reason in r.getMessage()]
+    assert len(said) == 1, said
+
+
+# -- lease writes (DynamoDB UpdateItem) -------------------------------------------------------------------
+
+LEASE_ITEM = {
+    "leaseKey": {"S": "shardId-000000000000"},
+    "leaseOwner": {"S": "w-1"},
+    "leaseCounter": {"N": "4"},
+    "checkpoint": {"S": "TRIM_HORIZON"},
+    "checkpointSubSequenceNumber": {"N": "0"},
+    "ownerSwitchesSinceCheckpoint": {"N": "0"},
+    "pendingCheckpointState": {"B": "AAEC"},
+    "javaExtra": {"M": {"b": {"B": "AAEC"}}},
+}
+
+
+@functools.cache
+def _tables(endpoint: str) -> tuple[LeaseTable3x, LeaseTable3x]:
+    """The lease table on the lean path, and on botocore's (the same client, the lean path taken away)."""
+    clients = build_clients(
+        ClientSettings(region="us-east-1", kinesis_endpoint=endpoint, dynamodb_endpoint=endpoint)
+    )
+    lean = LeaseTable3x(clients.dynamodb, "leases", item_retry=ONCE)
+    plain = LeaseTable3x(clients.dynamodb, "leases", item_retry=ONCE)
+    plain._lean = None
+    assert lean._lean is not None
+    return lean, plain
+
+
+@pytest.mark.parametrize("write", ["renew", "checkpoint", "take"])
+def test_lease_writes_read_and_fail_as_on_botocore(endpoint: str, write: str) -> None:
+    lean, plain = _tables(endpoint)
+    held = Lease("shardId-000000000000", TRIM_HORIZON, lease_owner="w-1", lease_counter=3)
+    calls = {
+        "renew": lambda t: t.renew(held),
+        "checkpoint": lambda t: t.checkpoint(held, TRIM_HORIZON),
+        "take": lambda t: t.take(held, "w-2"),
+    }
+    _answer(
+        200,
+        {"Attributes": LEASE_ITEM},
+        {"x-amz-crc32": str(zlib.crc32(json.dumps({"Attributes": LEASE_ITEM}).encode()))},
+    )
+    assert calls[write](lean) == calls[write](plain)
+    assert [h["X-Amz-Target"] for h in _Endpoint.seen] == ["DynamoDB_20120810.UpdateItem"] * 2
+    assert _Endpoint.seen[0]["User-Agent"].startswith("kcl-daemon-lean")
+    for status, body in [
+        (400, {"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException", "message": "x"}),
+        (400, {"__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"}),
+        (500, {"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError"}),
+        (200, {}),  # no item in the reply: the outcome is unknown
+    ]:
+        _answer(status, body)
+        if write == "renew" and status == 400 and "Conditional" in str(body):
+            continue  # a renewal's conflict is reconciled by a read: its own test below
+        expected = _outcome(functools.partial(calls[write], plain))
+        assert _outcome(functools.partial(calls[write], lean)) == expected, (status, body)
+
+
+def test_the_table_contact_sees_lean_lease_writes(endpoint: str) -> None:
+    clients = build_clients(
+        ClientSettings(region="us-east-1", kinesis_endpoint=endpoint, dynamodb_endpoint=endpoint)
+    )
+    contact = TableContact("leases")
+    watch_table(clients.dynamodb, contact)
+    table = LeaseTable3x(clients.dynamodb, "leases", item_retry=ONCE)
+    held = Lease("shardId-000000000000", TRIM_HORIZON, lease_owner="w-1", lease_counter=3)
+    _answer(500, {"__type": "InternalServerError"})
+    with pytest.raises(AwsError):
+        table.renew(held)
+    assert contact.failing_for(contact.monotonic()) is not None
+    assert "InternalServerError" in (contact.last_error or "")
+    _answer(200, {"Attributes": LEASE_ITEM})
+    table.renew(held)
+    assert contact.failing_for(0.0) is None  # answered again
+    assert contact.calls == 2
+
+
+def test_a_kept_connection_is_reused_even_when_its_socket_number_is_above_1024(endpoint: str) -> None:
+    """At 256 shards the daemon holds more than 1,024 descriptors (its children's pipes): the check that
+    an idle connection is still open must work there too, or every call opens a new connection."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if 0 <= hard < 2048:  # RLIM_INFINITY is -1
+        pytest.skip(f"the open-file limit ({hard}) does not allow descriptor 1500")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))
+    try:
+        high = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        high.connect(("127.0.0.1", int(endpoint.rsplit(":", 1)[1])))
+        moved = socket.socket(fileno=os.dup2(high.fileno(), 1500))
+        high.close()
+        connection = http.client.HTTPConnection("127.0.0.1")
+        connection.sock = moved
+        assert moved.fileno() == 1500
+        assert not connections._closed_while_idle(connection)
+        moved.shutdown(socket.SHUT_RDWR)
+        assert connections._closed_while_idle(connection)
+        moved.close()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
