@@ -150,6 +150,7 @@ def plan_worker(
             max_leases_to_steal_at_one_time=settings.max_leases_to_steal_at_one_time,
             enable_priority_lease_assignment=settings.enable_priority_lease_assignment,
             expiry_check_s=settings.effective_lease_expiry_check_s,
+            lease_renewal=settings.lease_renewal,
         ),
         shard_sync=ShardSyncConfig(
             stream_name=stream,

@@ -31,6 +31,13 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import ClientError
 
 from kcl_daemon.aws.errors import error_code, map_aws_errors
+from kcl_daemon.core.leases.heartbeat import (
+    RenewalMode,
+    WorkerItem,
+    heartbeat_write,
+    is_worker_item,
+    worker_item_from,
+)
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.lease_codec import (
     CHECKPOINT,
@@ -81,10 +88,12 @@ SCAN_THREADS: Final = 8
 
 @dataclass(frozen=True, slots=True)
 class ScanResult:
-    """The leases of one full scan, and one message per item skipped as corrupt."""
+    """The leases of one full scan, and one message per item skipped as corrupt; ``workers``: the
+    workers' own items (``WORKER_METRIC_STATS``) the same scan read, as stored (per-worker renewal)."""
 
     leases: tuple[Lease, ...]
     skipped: tuple[str, ...]
+    workers: tuple[Mapping[str, Any], ...] = ()
 
 
 def _s(value: str) -> dict[str, Any]:
@@ -275,6 +284,7 @@ class DynamoLeaseTable:
         return ScanResult(
             tuple(lease for part in parts for lease in part.leases),
             tuple(problem for part in parts for problem in part.skipped),
+            tuple(item for part in parts for item in part.workers),
         )
 
     def _scan_segment(
@@ -282,6 +292,7 @@ class DynamoLeaseTable:
     ) -> ScanResult:
         leases: list[Lease] = []
         skipped: list[str] = []
+        workers: list[Mapping[str, Any]] = []
         args: dict[str, Any] = {"TableName": self.table_name, "ConsistentRead": consistent}
         if page_size is not None:
             args["Limit"] = page_size
@@ -293,6 +304,8 @@ class DynamoLeaseTable:
                 page = self._client.scan(**args)
             for item in page.get("Items", []):
                 if not is_lease_item(item):
+                    if is_worker_item(item):
+                        workers.append(item)
                     continue
                 try:
                     leases.append(lease_from_item(item))
@@ -300,7 +313,7 @@ class DynamoLeaseTable:
                     skipped.append(str(exc))
             last_key = page.get("LastEvaluatedKey")
             if not last_key:
-                return ScanResult(tuple(leases), tuple(skipped))
+                return ScanResult(tuple(leases), tuple(skipped), tuple(workers))
             args["ExclusiveStartKey"] = last_key
 
     def get_lease(self, lease_key: str, *, consistent: bool = False) -> Lease | None:
@@ -418,6 +431,25 @@ class DynamoLeaseTable:
             if verdict.verdict is Verdict.APPLIED and current is not None:
                 return current
             raise
+
+    def heartbeat(self, worker_id: str, mode: RenewalMode) -> WorkerItem:
+        """One attempt at this worker's heartbeat (per-worker renewal): the item as stored after it.
+        :class:`LeaseConflict` when the item is a lease, or was written as one by another worker."""
+        write = heartbeat_write(worker_id, mode)
+        with map_aws_errors(f"heartbeat of worker {worker_id}"):
+            response = self._client.update_item(
+                TableName=self.table_name,
+                Key=write.key,
+                UpdateExpression=write.update,
+                ConditionExpression=write.condition,
+                ExpressionAttributeNames=write.names,
+                ExpressionAttributeValues=write.values,
+                ReturnValues="ALL_NEW",
+            )
+        attributes = response.get("Attributes")
+        if not isinstance(attributes, Mapping):
+            raise InconsistentResponse(f"heartbeat of worker {worker_id}: the reply carries no item")
+        return worker_item_from(attributes)
 
     def take(self, lease: Lease, owner: str) -> Lease:
         """Take an unowned or expired lease, or steal one: fenced on the counter only (2.x taker).

@@ -33,12 +33,13 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from random import Random
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from kcl_daemon.blocking import run_blocking
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.core.leases import restart_grace
 from kcl_daemon.core.leases.expiry import LeaseObservations, expiry_interval_for, held_lease_deadline
+from kcl_daemon.core.leases.heartbeat import RenewalMode, moved_on
 from kcl_daemon.core.leases.keeping import KeepTimings, may_deliver
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.lease_codec import CorruptLeaseItem, ScanResultLike
@@ -61,6 +62,7 @@ from kcl_daemon.errors import (
     Throttled,
     TransientNetwork,
 )
+from kcl_daemon.leases.heartbeat import HeartbeatTable, PerWorkerRenewal
 from kcl_daemon.leases.keeper import KeeperEvent, KeeperTable, LeaseKeeper
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 from kcl_daemon.retry import LEASE_IO
@@ -89,6 +91,8 @@ class CoordinatorConfig:
     enable_priority_lease_assignment: bool = True
     #: how often the taker looks for expired leases between its full runs (None: from the failover)
     expiry_check_s: float | None = None
+    #: ``leaseRenewal``: PER_LEASE (Java's) or PER_WORKER (:mod:`kcl_daemon.leases.heartbeat`)
+    lease_renewal: str = "PER_LEASE"
 
     @property
     def expiry_pass_s(self) -> float:
@@ -176,6 +180,18 @@ class LeaseCoordinator:
             monotonic=clock.monotonic,
             notify=self._from_keeper,
         )
+        #: per-worker renewal (``leaseRenewal = PER_WORKER``), else None: today's per-lease renewals
+        self.renewal: PerWorkerRenewal | None = None
+        if config.lease_renewal == RenewalMode.PER_WORKER:
+            self.renewal = PerWorkerRenewal(
+                cast(HeartbeatTable, keeper_table or table),
+                self.keeper,
+                config.worker_id,
+                config.failover_s,
+                self.keeper.timings.renew_every_s,
+                monotonic=clock.monotonic,
+            )
+        self._effective: LeaseObservations | None = None
 
     def _held(self, lease: Lease, sent_at: float) -> HeldLease:
         return HeldLease(lease, sent_at, self.config.failover_s)
@@ -550,17 +566,20 @@ class LeaseCoordinator:
             logger.warning("skipping lease item: %s", problem)
         now = self._clock.monotonic()
         self._observations = self._observations.observe(scan.leases, now)
+        observations = self._observations
+        if self.renewal is not None:
+            observations = self._effective = self.renewal.observe_scan(scan, observations, now)
+            await self._per_worker_scan(scan.leases)
         failover_s = self.config.failover_s
         expired = frozenset(
             lease.lease_key
             for lease in scan.leases
-            if lease.lease_owner is not None
-            and self._observations.is_expired(lease.lease_key, now, failover_s)
+            if lease.lease_owner is not None and observations.is_expired(lease.lease_key, now, failover_s)
         )
         self.observer.scanned(scan.leases, expired)
         plan = plan_takes(
             scan.leases,
-            self._observations,
+            observations,
             self.config.worker_id,
             now,
             self.config.taker_config(),
@@ -635,10 +654,11 @@ class LeaseCoordinator:
         """When the first lease this worker has seen would expire if nobody renews it, or an expired one
         would be due for eviction (monotonic)."""
         now, failover = self._clock.monotonic(), self.config.failover_s
-        dues = [self._observations.next_expiry(now, failover)]
+        observations = self._observations if self._effective is None else self._effective
+        dues = [observations.next_expiry(now, failover)]
         grace = self.config.taker_config().evict_after_s
         if grace is not None:
-            dues.append(self._observations.next_expiry(now, failover + grace))
+            dues.append(observations.next_expiry(now, failover + grace))
         return min((due for due in dues if due is not None), default=None)
 
     def _take_write(self, lease: Lease, *, owner: str) -> Lease:
@@ -662,6 +682,23 @@ class LeaseCoordinator:
             return None
         return fresh
 
+    async def _per_worker_scan(self, leases: Iterable[Lease]) -> None:
+        """Per-worker renewal: no renewal write tells this worker that a held lease moved on, so each
+        scan does (a steal's thief waits a renewal period before delivering); and no lease is taken
+        before this worker's first heartbeat is confirmed (the others would see an owner without one)."""
+        assert self.renewal is not None
+        me = self.config.worker_id
+        for seen in leases:
+            held = self.held.get(seen.lease_key)
+            if held is not None and moved_on(held.lease, seen, me):
+                self._lose(
+                    seen.lease_key,
+                    f"the table shows owner {seen.lease_owner} (counter "
+                    f"{seen.lease_counter}, held at {held.lease.lease_counter})",
+                )
+        if not self.renewal.ready():
+            await self._call(self._io_pool, self.renewal.beat_now)
+
     # -- the loops -------------------------------------------------------------------------------------
 
     async def run_renewer(self) -> None:
@@ -669,17 +706,24 @@ class LeaseCoordinator:
         :class:`LeaseTableGone` when the table stays missing (fatal). Cancelling it stops the keeper."""
         self._loop = asyncio.get_running_loop()
         tick = min(self.config.renew_interval_s, 0.25)
+        renewal = self.renewal
         try:
             if self._threaded:
                 self.keeper.start()
+                if renewal is not None:
+                    renewal.start()
             while True:
                 self.check_table()
                 if self._threaded:
                     await self._clock.sleep(tick)
                     continue
                 wake = self.keeper.tick()
+                if renewal is not None:
+                    wake = min(wake, renewal.tick())
                 await self._clock.sleep(min(max(wake - self._clock.monotonic(), 0.001), tick))
         finally:
+            if renewal is not None:
+                renewal.stop()
             self.keeper.stop()
 
     async def run_taker(self) -> None:

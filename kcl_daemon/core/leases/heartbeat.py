@@ -332,3 +332,11 @@ def settle(current: ModeDecision, decided: ModeDecision) -> ModeDecision:
     if current.mode is RenewalMode.PER_LEASE:
         return current
     return decided
+
+
+def moved_on(held: Lease, seen: Lease, me: str) -> bool:
+    """A scan shows a lease this worker holds written by another worker since (taken or stolen): with
+    no renewal write of its own, a worker renewing per worker learns it from its scans. Only a counter
+    past the one held counts, so a scan older than this worker's own take is not a loss."""
+    ours = seen.lease_owner == me or seen.checkpoint_owner == me
+    return not ours and seen.lease_counter > held.lease_counter
