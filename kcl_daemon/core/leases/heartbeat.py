@@ -145,6 +145,18 @@ def worker_item_from(item: Item) -> WorkerItem:
     )
 
 
+def workers_of(scan: object) -> list[WorkerItem]:
+    """The readable worker items a lease-table scan carried (``workers``; none when it has no such
+    field); corrupt ones are left out (the taker's shell warns about them)."""
+    items = []
+    for raw in getattr(scan, "workers", ()):
+        try:
+            items.append(worker_item_from(raw))
+        except CorruptWorkerItem:
+            continue
+    return items
+
+
 def _plain(value: object) -> object:
     return None if not isinstance(value, Mapping) else tuple(sorted((k, str(v)) for k, v in value.items()))
 
