@@ -28,6 +28,7 @@ from kcl_daemon.config.settings import Settings
 from kcl_daemon.core.leader.client_version import ClientVersion, ClientVersionConfig, parse_client_version
 from kcl_daemon.core.leader.worker_metrics import LAST_UPDATE, WORKER_ID
 from kcl_daemon.core.leader.zones import EXTRA_ATTRIBUTE
+from kcl_daemon.core.leases.heartbeat import BEAT
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.core.shards.graph import Shard
@@ -319,9 +320,10 @@ def _metrics_row(item: Mapping[str, Any], place: str, key_name: str) -> MetricsR
         worker,
         None if lut is None else float(lut),
         place,
-        kcl_daemon=EXTRA_ATTRIBUTE in item,
+        kcl_daemon=EXTRA_ATTRIBUTE in item or BEAT in item,
         support_code=int(sup) if isinstance(sup, int | float) else None,
         problem=problem,
+        heartbeat=BEAT in item,
     )
 
 
