@@ -623,7 +623,7 @@ class LeaseCoordinator:
             self._hold(taken, sent_at)
             if planned.kind is TakeKind.STEAL:
                 # the victim delivers until its next renewal fails (within one renewal period): ours wait
-                self._not_before[taken.lease_key] = sent_at + self.config.renew_interval_s + 2 * EPSILON_S
+                self._not_before[taken.lease_key] = sent_at + self._victim_stops_s() + 2 * EPSILON_S
             logger.info("lease %s taken (%s): %s", taken.lease_key, planned.kind.value, planned.reason)
             self.observer.lease_taken(planned.kind.value)
             for listener in self.listeners.taken:
@@ -681,6 +681,13 @@ class LeaseCoordinator:
             logger.debug("not stealing %s: it changed hands since the scan", scanned.lease_key)
             return None
         return fresh
+
+    def _victim_stops_s(self) -> float:
+        """How soon a worker stops serving a lease stolen from it: at its next renewal, or, renewing per
+        worker, at its next taker scan (two expiry passes, to cover the scan's own time)."""
+        if self.renewal is None:
+            return self.config.renew_interval_s
+        return max(self.config.renew_interval_s, 2 * self.config.expiry_pass_s)
 
     async def _per_worker_scan(self, leases: Iterable[Lease]) -> None:
         """Per-worker renewal: no renewal write tells this worker that a held lease moved on, so each
