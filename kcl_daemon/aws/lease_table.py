@@ -32,8 +32,11 @@ from botocore.exceptions import ClientError
 
 from kcl_daemon.aws.errors import error_code, map_aws_errors
 from kcl_daemon.core.leases.heartbeat import (
+    BEAT,
+    MODE,
     RenewalMode,
     WorkerItem,
+    heartbeat_withdrawal,
     heartbeat_write,
     is_worker_item,
     worker_item_from,
@@ -450,6 +453,43 @@ class DynamoLeaseTable:
         if not isinstance(attributes, Mapping):
             raise InconsistentResponse(f"heartbeat of worker {worker_id}: the reply carries no item")
         return worker_item_from(attributes)
+
+    def withdraw_heartbeat(self, worker_id: str) -> bool:
+        """Delete this worker's heartbeat item after a fall-back, or only the heartbeat when a metrics
+        report shares the item; False when there was nothing to withdraw or the item was written as a
+        lease by another worker (left alone)."""
+        write = heartbeat_withdrawal(worker_id)
+        try:
+            with map_aws_errors(f"withdrawal of worker {worker_id}'s heartbeat"):
+                self._client.delete_item(
+                    TableName=self.table_name,
+                    Key=write.key,
+                    ConditionExpression=write.condition,
+                    ExpressionAttributeNames=write.names,
+                    ExpressionAttributeValues=write.values,
+                )
+        except LeaseConflict:
+            pass
+        else:
+            return True
+        try:  # a worker-metrics report shares the item: take the heartbeat off it
+            with map_aws_errors(f"withdrawal of worker {worker_id}'s heartbeat"):
+                self._client.update_item(
+                    TableName=self.table_name,
+                    Key=write.key,
+                    UpdateExpression="REMOVE #beat, #mode",
+                    ConditionExpression="#type = :type AND attribute_not_exists(#owner)",
+                    ExpressionAttributeNames={
+                        "#beat": BEAT,
+                        "#mode": MODE,
+                        "#type": write.names["#type"],
+                        "#owner": write.names["#owner"],
+                    },
+                    ExpressionAttributeValues=write.values,
+                )
+        except LeaseConflict:
+            return False  # gone already, or a Java worker took it for a lease: left alone
+        return True
 
     def take(self, lease: Lease, owner: str) -> Lease:
         """Take an unowned or expired lease, or steal one: fenced on the counter only (2.x taker).

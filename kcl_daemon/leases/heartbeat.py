@@ -11,7 +11,9 @@ their own deadlines exactly as when renewals fail.
 Each 2.x taker scan goes through :meth:`PerWorkerRenewal.observe_scan`: the heartbeats are observed,
 the leases' expiry is read through them, and the mode decided. At the first foreign sign the worker
 falls back for good: a WARNING with the reason, every held lease renewed at once and per lease from
-then on, and its heartbeat item saying ``PER_LEASE`` so the rest of the fleet follows.
+then on, and, a renewal period later, its heartbeat item deleted, so the rest of the fleet sees an
+owner without one and follows (and a Java worker older than 3.5, which reads every item of the table
+as a lease, finds no item of ours).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ BACKOFF_MAX_S = 0.5
 class HeartbeatTable(Protocol):
     def heartbeat(self, worker_id: str, mode: RenewalMode) -> WorkerItem: ...
 
+    def withdraw_heartbeat(self, worker_id: str) -> bool: ...
+
 
 class PerWorkerRenewal:
     def __init__(
@@ -72,6 +76,8 @@ class PerWorkerRenewal:
         self._monotonic = monotonic
         self._next_at = float("-inf")
         self._failures = 0
+        #: after a fall-back: the heartbeat item is deleted (or left, being more than a heartbeat)
+        self.withdrawn = False
         self._lock = threading.Lock()  # one heartbeat write at a time
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -102,6 +108,9 @@ class PerWorkerRenewal:
             return self.last_beat_at is not None
 
     def _beat(self) -> None:
+        if not self.per_worker:
+            self._withdraw()
+            return
         mode = self.decision.mode
         sent_at = self._monotonic()
         try:
@@ -111,11 +120,7 @@ class PerWorkerRenewal:
             self._next_at = sent_at + self.period_s
             return
         except (KclError, CorruptWorkerItem) as exc:
-            self._failures += 1
-            level = logging.WARNING if self._failures == 1 else logging.DEBUG
-            logger.log(level, "heartbeat of worker %s failed, trying again: %s", self.worker_id, exc)
-            backoff = 0.0 if self._failures == 1 else BACKOFF_S * 2 ** (self._failures - 2)
-            self._next_at = self._monotonic() + min(backoff, BACKOFF_MAX_S)
+            self._retry_after(f"heartbeat of worker {self.worker_id} failed, trying again: {exc}")
             return
         self._failures = 0
         self.beats_written += 1
@@ -123,6 +128,31 @@ class PerWorkerRenewal:
         self._next_at = sent_at + self.period_s
         if mode is RenewalMode.PER_WORKER and self.per_worker:
             self._keeper.vouch(sent_at)
+
+    def _withdraw(self) -> None:
+        """Fallen back: delete the heartbeat item once (the others see an owner without one); a
+        vanished heartbeat stands still for them, so the leases it kept are safe until renewed."""
+        if self.withdrawn:
+            self._next_at = float("inf")
+            return
+        try:
+            deleted = self._table.withdraw_heartbeat(self.worker_id)
+        except KclError as exc:
+            self._retry_after(f"deleting the heartbeat item of worker {self.worker_id} failed: {exc}")
+            return
+        self.withdrawn = True
+        self._next_at = float("inf")
+        logger.info(
+            "worker %s: heartbeat item %s",
+            self.worker_id,
+            "withdrawn" if deleted else "not withdrawn (gone, or written as a lease by another worker)",
+        )
+
+    def _retry_after(self, what: str) -> None:
+        self._failures += 1
+        logger.log(logging.WARNING if self._failures == 1 else logging.DEBUG, "%s", what)
+        backoff = 0.0 if self._failures == 1 else BACKOFF_S * 2 ** (self._failures - 2)
+        self._next_at = self._monotonic() + min(backoff, BACKOFF_MAX_S)
 
     def start(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -174,9 +204,11 @@ class PerWorkerRenewal:
         self.decision = settle(self.decision, ModeDecision(RenewalMode.PER_LEASE, reason))
         logger.warning(
             "leaseRenewal PER_WORKER: worker %s falls back to per-lease renewals (every held lease "
-            "renewed now), and its heartbeat item tells the fleet to follow: %s",
+            "renewed now) and deletes its heartbeat item, which puts the fleet back too: %s",
             self.worker_id,
             reason,
         )
         self._keeper.renew_each()
-        self._next_at = float("-inf")  # say PER_LEASE at once
+        self._failures = 0
+        # the item goes after one renewal period, when every lease it kept has been renewed per lease
+        self._next_at = self._monotonic() + self.period_s

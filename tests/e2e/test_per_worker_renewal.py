@@ -95,6 +95,7 @@ def test_heartbeats_keep_the_leases_a_sigkilled_workers_are_taken_and_a_key_off_
     joined_at = time.monotonic()
     fleet.wait(lambda: FALLS_BACK in b.log.read_text(), 60, "the fleet falls back")
     fell = time.monotonic() - joined_at
+    fleet.wait(lambda: "daemon-b" not in _beats(lease_table), 30, "daemon-b withdraws its heartbeat item")
     put(aws_clients, fleet.stream, range(800, 1200))
     fleet.wait(lambda: data_of(fleet.recorded()) >= {f"record-{n}" for n in range(1200)}, 60, "1200 records")
     fleet.wait(lambda: sorted(owners(lease_table).values()) == [2, 2], 60, "2/2 with daemon-c")

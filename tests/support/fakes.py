@@ -153,3 +153,6 @@ class HeartbeatFakeTable(FakeTable):
         item["kdrm"] = {"S": mode.value}
         self.heartbeats += 1
         return worker_item_from(item)
+
+    def withdraw_heartbeat(self, worker_id: str) -> bool:
+        return self.workers.pop(worker_id, None) is not None

@@ -32,8 +32,10 @@ its leases stand still; the others then judge a lease by its counter *and* its o
   older Java worker took the item for a lease). A counter-only change of a lease is *not* a sign by
   itself: kcl-daemon renews a lease adopted from a leader once, and the owner of any lease renewed
   that way by a foreign worker has no heartbeat, which is a sign already. Falling back is for the
-  process's life (:func:`settle`): a rolling restart into a fleet that fell back stays per lease while
-  any worker of it still says ``PER_LEASE``.
+  process's life (:func:`settle`); the worker then deletes its heartbeat item
+  (:func:`heartbeat_withdrawal`), which the others see as an owner without one. A heartbeat that
+  vanishes, or turns to ``PER_LEASE``, vouches no longer but counts as standing still from its last
+  advance (:class:`ItemObservation`), so the leases it kept stay safe until their counters move.
 
 ``now`` is monotonic seconds, always passed in.
 """
@@ -145,6 +147,21 @@ def worker_item_from(item: Item) -> WorkerItem:
     )
 
 
+def heartbeat_withdrawal(worker_id: str) -> HeartbeatWrite:
+    """Delete ``worker_id``'s heartbeat item after a fall-back, unless it is more than a heartbeat (a
+    worker-metrics report is on it, or a Java worker took it for a lease): then nothing is deleted."""
+    return HeartbeatWrite(
+        key={LEASE_KEY: {"S": worker_id}},
+        update="",
+        condition=(
+            "#type = :type AND attribute_not_exists(#lut) AND attribute_not_exists(#owner) "
+            "AND attribute_not_exists(#counter)"
+        ),
+        names={"#type": ENTITY_TYPE, "#lut": JAVA_METRICS, "#owner": LEASE_OWNER, "#counter": LEASE_COUNTER},
+        values={":type": {"S": WORKER_ITEM_TYPE}},
+    )
+
+
 def workers_of(scan: object) -> list[WorkerItem]:
     """The readable worker items a lease-table scan carried (``workers``; none when it has no such
     field); corrupt ones are left out (the taker's shell warns about them)."""
@@ -204,16 +221,23 @@ class ItemObservation:
     changed_at: float
     #: seen to change since first seen, or first seen after this worker's first scan: written lately
     live: bool
+    #: when it was last seen to advance as a PER_WORKER heartbeat (None: never): what vouches for the
+    #: worker's leases. A later write in another mode, or the item's deletion, leaves it as it was: the
+    #: heartbeat then stands still, and the leases it kept expire from it unless their counters move.
+    beat_at: float | None = None
+    #: in the last scan (False: gone since; kept until it can no longer vouch for anything)
+    present: bool = True
 
 
 _NONE: Final[Mapping[str, ItemObservation]] = MappingProxyType({})
+#: a vanished item is forgotten once its heartbeat has stood still this long (far past any failover)
+FORGET_AFTER_S: Final = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatObservations:
     """``worker id -> ItemObservation`` on this worker's clock; every update returns a new table. An
-    item first seen counts as changed at that scan (like an owned lease); items missing from a scan
-    are forgotten."""
+    item first seen counts as changed at that scan (like an owned lease)."""
 
     entries: Mapping[str, ItemObservation] = field(default_factory=lambda: _NONE)
     #: when the first scan was observed (None: not yet)
@@ -225,35 +249,42 @@ class HeartbeatObservations:
         entries: dict[str, ItemObservation] = {}
         for item in items:
             old = self.entries.get(item.worker_id)
+            beat = now if item.heartbeats else None
             if old is None:
-                entries[item.worker_id] = ItemObservation(item, now, live=not first)
-            elif old.item.version == item.version:
-                entries[item.worker_id] = ItemObservation(item, old.changed_at, old.live)
+                entries[item.worker_id] = ItemObservation(item, now, not first, beat)
+            elif old.present and old.item.version == item.version:
+                entries[item.worker_id] = ItemObservation(item, old.changed_at, old.live, old.beat_at)
             else:
-                entries[item.worker_id] = ItemObservation(item, now, live=True)
+                entries[item.worker_id] = ItemObservation(
+                    item, now, True, beat if beat is not None else old.beat_at
+                )
+        for worker_id, old in self.entries.items():
+            if worker_id not in entries and now - old.changed_at <= FORGET_AFTER_S:
+                entries[worker_id] = ItemObservation(old.item, old.changed_at, old.live, old.beat_at, False)
         return HeartbeatObservations(MappingProxyType(entries), now if first else self.since)
 
     def record_beat(self, item: WorkerItem, sent_at: float) -> HeartbeatObservations:
         """This worker's own heartbeat, confirmed as ``item``, its write sent at ``sent_at``."""
         entries = dict(self.entries)
-        entries[item.worker_id] = ItemObservation(item, sent_at, live=True)
+        old = entries.get(item.worker_id)
+        beat = sent_at if item.heartbeats else (old.beat_at if old is not None else None)
+        entries[item.worker_id] = ItemObservation(item, sent_at, True, beat)
         return HeartbeatObservations(MappingProxyType(entries), self.since)
 
     @property
     def items(self) -> Mapping[str, WorkerItem]:
-        return {key: seen.item for key, seen in self.entries.items()}
+        """The items in the last scan."""
+        return {key: seen.item for key, seen in self.entries.items() if seen.present}
 
     def beat_changed_at(self, worker_id: str) -> float | None:
-        """When the worker's heartbeat was last seen to advance (None: no heartbeat in PER_WORKER mode)."""
+        """When the worker's heartbeat was last seen to advance (None: never seen to)."""
         seen = self.entries.get(worker_id)
-        if seen is None or not seen.item.heartbeats:
-            return None
-        return seen.changed_at
+        return None if seen is None else seen.beat_at
 
     def alive(self, worker_id: str, now: float, failover_s: float) -> bool:
         """The worker's item was seen written within the failover time (a stale item is not)."""
         seen = self.entries.get(worker_id)
-        return seen is not None and seen.live and now - seen.changed_at <= failover_s
+        return seen is not None and seen.present and seen.live and now - seen.changed_at <= failover_s
 
 
 def vouched(

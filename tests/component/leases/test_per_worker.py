@@ -59,6 +59,7 @@ async def test_a_worker_with_the_key_off_puts_the_fleet_back_within_one_failover
     took = await fleet.run_until(lambda: not any(r is not None and r.per_worker for r in renewals), 30)
     assert took <= 10.0, f"the fleet fell back after {took:.1f}s simulated"
     assert "falls back to per-lease renewals" in caplog.text and "w-c" in caplog.text
+    await fleet.run_until(lambda: not table.workers, limit_s=10)  # each fallen-back worker's item withdrawn
     # per lease from now on: counters move, and the fleet settles with nothing held twice
     await fleet.run_until(lambda: sorted(fleet.owners().values()) == [2, 2, 2], limit_s=300)
     counters = _counters(table)

@@ -138,6 +138,22 @@ def _replay(
     return obs, beats
 
 
+@pytest.mark.parametrize("after", ["gone", "per-lease"])
+def test_a_heartbeat_that_vanishes_or_turns_per_lease_stands_still_from_its_last_beat(after: str) -> None:
+    """A worker that falls back deletes its item: its leases stay safe until their counters move."""
+    held = lease("a", 1, "w1")
+    obs = LeaseObservations().observe([held], 0.0)
+    beats = HeartbeatObservations().observe([beat("w1", 1)], 0.0).observe([beat("w1", 2)], 9.0)
+    beats = beats.observe([] if after == "gone" else [beat("w1", 3, PL)], 12.0)
+    assert not is_expired(held, obs, beats, 19.0, L)  # vouched by the beat seen at 9
+    assert is_expired(held, obs, beats, 19.1, L)
+    assert "w1" not in beats.items if after == "gone" else beats.items["w1"].mode is PL
+    renewed = obs.observe([lease("a", 2, "w1")], 15.0)
+    assert not is_expired(lease("a", 2, "w1"), renewed, beats, 24.0, L)
+    signs = foreign_signs([held], beats, "me", 12.0, L)
+    assert signs and "w1" in signs[0]
+
+
 def test_a_heartbeat_in_per_lease_mode_vouches_for_nothing() -> None:
     obs = LeaseObservations().observe([lease("a", 1, "w1")], 0.0)
     beats = HeartbeatObservations().observe([beat("w1", 1, PL)], 0.0).observe([beat("w1", 2, PL)], 9.0)
