@@ -12,8 +12,8 @@ Each 2.x taker scan goes through :meth:`PerWorkerRenewal.observe_scan`: the hear
 the leases' expiry is read through them, and the mode decided. At the first foreign sign the worker
 falls back for good: a WARNING with the reason, every held lease renewed at once and per lease from
 then on, and, a renewal period later, its heartbeat item deleted, so the rest of the fleet sees an
-owner without one and follows (and a Java worker older than 3.5, which reads every item of the table
-as a lease, finds no item of ours).
+owner without one and follows. A worker that stops (its thread ends) deletes its item too, so a fleet
+restarted with the key off is left with none.
 """
 
 from __future__ import annotations
@@ -175,6 +175,15 @@ class PerWorkerRenewal:
                 logger.exception("the lease heartbeat failed unexpectedly; going on")
                 wake = self._monotonic() + BACKOFF_MAX_S
             self._stop.wait(min(max(wake - self._monotonic(), 0.0), BACKOFF_MAX_S))
+        # stopping (the worker shuts down): take the item away, so that a fleet whose workers restart
+        # with the key off is left with none (a SIGKILLed worker's stays, standing still)
+        with self._lock:
+            try:
+                if not self.withdrawn and self._table.withdraw_heartbeat(self.worker_id):
+                    logger.info("worker %s: heartbeat item withdrawn on stopping", self.worker_id)
+                self.withdrawn = True
+            except KclError as exc:
+                logger.info("worker %s: heartbeat item not withdrawn on stopping: %s", self.worker_id, exc)
 
     # -- the fleet ------------------------------------------------------------------------------------
 

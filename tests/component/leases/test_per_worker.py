@@ -5,10 +5,15 @@ still, and a worker renewing per lease puts the fleet back on per-lease renewals
 from __future__ import annotations
 
 import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from kcl_daemon.core.leases.heartbeat import RenewalMode
+from kcl_daemon.core.leases.keeping import KeepTimings
+from kcl_daemon.leases.heartbeat import PerWorkerRenewal
+from kcl_daemon.leases.keeper import LeaseKeeper
 from tests.support.fakes import HeartbeatFakeTable, shards
 from tests.support.lease_fleet import CoordinatorFleet
 
@@ -69,3 +74,16 @@ async def test_a_worker_with_the_key_off_puts_the_fleet_back_within_one_failover
     held = fleet.held()
     assert sum(len(h) for h in held.values()) == 6
     assert not (held["w-a"] & held["w-b"] or held["w-a"] & held["w-c"] or held["w-b"] & held["w-c"])
+
+
+def test_the_heartbeat_thread_beats_and_withdraws_the_item_when_it_stops() -> None:
+    table = HeartbeatFakeTable(shards(1))
+    keeper = LeaseKeeper(table, "w-a", KeepTimings.for_failover(0.3), ThreadPoolExecutor(1))
+    renewal = PerWorkerRenewal(table, keeper, "w-a", 0.3, 0.05)
+    renewal.start()
+    deadline = time.monotonic() + 10
+    while table.heartbeats < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert table.heartbeats >= 3 and "w-a" in table.workers
+    renewal.stop()
+    assert "w-a" not in table.workers and renewal.withdrawn
