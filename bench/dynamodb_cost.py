@@ -19,7 +19,8 @@ scans, the leader lock, lease discovery, worker metrics, shard sync). Phases:
    SIGKILLed, and the takeover time is the time until a surviving worker processed a batch of every shard
    the victim held (first and last shard, from each worker's batch log).
 
-Modes: ``ours-2x`` (``CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1``: the 2.x taker), ``ours-3x``
+Modes: ``ours-2x`` (``CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1``: the 2.x taker),
+``ours-2x-per-worker`` (the same with ``leaseRenewal = PER_WORKER``: one heartbeat per worker), ``ours-3x``
 (leader mode, the default ``CLIENT_VERSION_CONFIG_3X``), ``ours-3x-equal`` (leader mode at Java's takeover
 time rather than its failoverTimeMillis: :data:`EQUAL_FAILOVER`), ``java-3x`` (Java only, its default
 3.x mode), ``mixed-3x`` (half Java, half kcl-daemon, both in 3.x mode). ``--ours-extra KEY=VALUE`` adds
@@ -69,8 +70,10 @@ from kcl_daemon.local.producer import open_hash_ranges, partition_keys_for
 from tests.support.capacity_proxy import CapacityProxy, Usage
 from tests.support.emulators import Backend, running_emulators
 
-MODES: Final = ("ours-2x", "ours-3x", "ours-3x-equal", "java-3x", "mixed-3x")
+MODES: Final = ("ours-2x", "ours-2x-per-worker", "ours-3x", "ours-3x-equal", "java-3x", "mixed-3x")
 TWO_X: Final = {"clientVersionConfig": "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1"}
+#: ours-2x-per-worker: the 2.x taker renewing one heartbeat per worker instead of every lease
+PER_WORKER: Final = {**TWO_X, "leaseRenewal": "PER_WORKER"}
 THREE_X: Final = {"clientVersionConfig": "CLIENT_VERSION_CONFIG_3X"}
 POLL_S: Final = 0.5
 #: ours-3x-equal: kcl-daemon's leader mode at Java 3.x's takeover time (a SIGKILLed worker's leases are
@@ -217,7 +220,7 @@ def run_config(
             # Java's default shard sync interval for every worker (properties() sets 5 s for the benchmarks
             # that create streams as they go): shard sync scans the lease table
             values = {"workerId": name, "shardSyncIntervalMillis": "60000"}
-            values.update(TWO_X if mode == "ours-2x" else THREE_X)
+            values.update({"ours-2x": TWO_X, "ours-2x-per-worker": PER_WORKER}.get(mode, THREE_X))
             if not java:
                 values.update(figures.ours_extra)
             props = run_dir / f"{name}.properties"

@@ -33,6 +33,16 @@ from botocore.exceptions import ClientError
 from kcl_daemon.aws.errors import error_code, map_aws_errors
 from kcl_daemon.aws.lean.client import lean_client_for
 from kcl_daemon.aws.lean.dynamodb import item_from_wire, wire_safe
+from kcl_daemon.core.leases.heartbeat import (
+    BEAT,
+    MODE,
+    RenewalMode,
+    WorkerItem,
+    heartbeat_withdrawal,
+    heartbeat_write,
+    is_worker_item,
+    worker_item_from,
+)
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.lease_codec import (
     CHECKPOINT,
@@ -90,10 +100,12 @@ SCAN_THREADS: Final = 8
 
 @dataclass(frozen=True, slots=True)
 class ScanResult:
-    """The leases of one full scan, and one message per item skipped as corrupt."""
+    """The leases of one full scan, and one message per item skipped as corrupt; ``workers``: the
+    workers' own items (``WORKER_METRIC_STATS``) the same scan read, as stored (per-worker renewal)."""
 
     leases: tuple[Lease, ...]
     skipped: tuple[str, ...]
+    workers: tuple[Mapping[str, Any], ...] = ()
 
 
 def _s(value: str) -> AttributeValue:
@@ -299,6 +311,7 @@ class DynamoLeaseTable:
         return ScanResult(
             tuple(lease for part in parts for lease in part.leases),
             tuple(problem for part in parts for problem in part.skipped),
+            tuple(item for part in parts for item in part.workers),
         )
 
     def _scan_segment(
@@ -306,6 +319,7 @@ class DynamoLeaseTable:
     ) -> ScanResult:
         leases: list[Lease] = []
         skipped: list[str] = []
+        workers: list[Mapping[str, Any]] = []
         args: ScanInputTypeDef = {"TableName": self.table_name, "ConsistentRead": consistent}
         if page_size is not None:
             args["Limit"] = page_size
@@ -317,6 +331,8 @@ class DynamoLeaseTable:
                 page = self._client.scan(**args)
             for item in page.get("Items", []):
                 if not is_lease_item(item):
+                    if is_worker_item(item):
+                        workers.append(item)
                     continue
                 try:
                     leases.append(lease_from_item(item))
@@ -324,7 +340,7 @@ class DynamoLeaseTable:
                     skipped.append(str(exc))
             last_key = page.get("LastEvaluatedKey")
             if not last_key:
-                return ScanResult(tuple(leases), tuple(skipped))
+                return ScanResult(tuple(leases), tuple(skipped), tuple(workers))
             args["ExclusiveStartKey"] = last_key
 
     def get_lease(self, lease_key: str, *, consistent: bool = False) -> Lease | None:
@@ -442,6 +458,62 @@ class DynamoLeaseTable:
             if verdict.verdict is Verdict.APPLIED and current is not None:
                 return current
             raise
+
+    def heartbeat(self, worker_id: str, mode: RenewalMode) -> WorkerItem:
+        """One attempt at this worker's heartbeat (per-worker renewal): the item as stored after it.
+        :class:`LeaseConflict` when the item is a lease, or was written as one by another worker."""
+        write = heartbeat_write(worker_id, mode)
+        with map_aws_errors(f"heartbeat of worker {worker_id}"):
+            response = self._client.update_item(
+                TableName=self.table_name,
+                Key=write.key,
+                UpdateExpression=write.update,
+                ConditionExpression=write.condition,
+                ExpressionAttributeNames=write.names,
+                ExpressionAttributeValues=write.values,
+                ReturnValues="ALL_NEW",
+            )
+        attributes = response.get("Attributes")
+        if not isinstance(attributes, Mapping):
+            raise InconsistentResponse(f"heartbeat of worker {worker_id}: the reply carries no item")
+        return worker_item_from(attributes)
+
+    def withdraw_heartbeat(self, worker_id: str) -> bool:
+        """Delete this worker's heartbeat item after a fall-back, or only the heartbeat when a metrics
+        report shares the item; False when there was nothing to withdraw or the item was written as a
+        lease by another worker (left alone)."""
+        write = heartbeat_withdrawal(worker_id)
+        try:
+            with map_aws_errors(f"withdrawal of worker {worker_id}'s heartbeat"):
+                self._client.delete_item(
+                    TableName=self.table_name,
+                    Key=write.key,
+                    ConditionExpression=write.condition,
+                    ExpressionAttributeNames=write.names,
+                    ExpressionAttributeValues=write.values,
+                )
+        except LeaseConflict:
+            pass
+        else:
+            return True
+        try:  # a worker-metrics report shares the item: take the heartbeat off it
+            with map_aws_errors(f"withdrawal of worker {worker_id}'s heartbeat"):
+                self._client.update_item(
+                    TableName=self.table_name,
+                    Key=write.key,
+                    UpdateExpression="REMOVE #beat, #mode",
+                    ConditionExpression="#type = :type AND attribute_not_exists(#owner)",
+                    ExpressionAttributeNames={
+                        "#beat": BEAT,
+                        "#mode": MODE,
+                        "#type": write.names["#type"],
+                        "#owner": write.names["#owner"],
+                    },
+                    ExpressionAttributeValues=write.values,
+                )
+        except LeaseConflict:
+            return False  # gone already, or a Java worker took it for a lease: left alone
+        return True
 
     def take(self, lease: Lease, owner: str) -> Lease:
         """Take an unowned or expired lease, or steal one: fenced on the counter only (2.x taker).

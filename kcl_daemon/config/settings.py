@@ -105,6 +105,7 @@ class Settings:
     call_process_records_even_for_empty_record_list: bool = False
     # lease management
     failover_s: float = 10.0
+    lease_renewal: str = "PER_LEASE"
     shard_sync_interval_s: float = 60.0
     cleanup_leases_upon_shard_completion: bool = True
     ignore_unexpected_child_shards: bool = False

@@ -46,6 +46,8 @@ class LeaseSlice:
     cluster_separator: str = "-"
     #: leaseTableScanTotalSegments (0: Java's automatic sizing)
     scan_segments: int = 0
+    #: leaseRenewal: PER_LEASE (Java's) or PER_WORKER (one heartbeat per worker)
+    lease_renewal: str = "PER_LEASE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +194,7 @@ def lease_slice(settings: Settings) -> LeaseSlice:
         cleanup_leases_upon_shard_completion=settings.cleanup_leases_upon_shard_completion,
         cluster_separator=settings.lease_cluster_separator,
         scan_segments=settings.lease_table_scan_total_segments,
+        lease_renewal=settings.lease_renewal,
     )
 
 

@@ -575,6 +575,8 @@ def _metrics_row(row: MetricsRow, facts: WorkerMetricsFacts, limit: float) -> li
             )
         ]
     if row.last_update_s is None:
+        if row.heartbeat:
+            return []  # a kcl-daemon heartbeat item (leaseRenewal = PER_WORKER), no metrics report
         return [Finding(WARNING, f"{row.worker_id}: no lut", "delete the item", row.worker_id)]
     age = facts.now_s - row.last_update_s
     if age <= limit:

@@ -78,9 +78,11 @@ class MetricsRow:
     worker_id: str
     last_update_s: float | None
     place: str  # the table it was read from
-    kcl_daemon: bool = False  # has kcl-daemon's ``kdx`` attribute
+    kcl_daemon: bool = False  # has kcl-daemon's ``kdx`` attribute, or its heartbeat
     support_code: int | None = None  # ``sup``: KCL 3.5 writes 1
     problem: str | None = None  # unreadable: why
+    #: has kcl-daemon's heartbeat (``leaseRenewal = PER_WORKER``): an item with no ``lut`` is then fine
+    heartbeat: bool = False
 
 
 @dataclass(frozen=True, slots=True)

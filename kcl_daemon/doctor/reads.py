@@ -29,6 +29,7 @@ from kcl_daemon.core.leader.client_version import ClientVersion, ClientVersionCo
 from kcl_daemon.core.leader.table_names import legacy_table_names
 from kcl_daemon.core.leader.worker_metrics import LAST_UPDATE, WORKER_ID
 from kcl_daemon.core.leader.zones import EXTRA_ATTRIBUTE
+from kcl_daemon.core.leases.heartbeat import BEAT
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.core.shards.graph import Shard
@@ -320,9 +321,10 @@ def _metrics_row(item: Mapping[str, object], place: str, key_name: str) -> Metri
         worker,
         None if lut is None else float(lut),
         place,
-        kcl_daemon=EXTRA_ATTRIBUTE in item,
+        kcl_daemon=EXTRA_ATTRIBUTE in item or BEAT in item,
         support_code=int(sup) if isinstance(sup, int | float) else None,
         problem=problem,
+        heartbeat=BEAT in item,
     )
 
 

@@ -1,9 +1,10 @@
 """Read a lease table for `kcl-daemon leases`: one scan, or two a failover apart to see expiry, plus shards.
 
 Expiry is a local observation in the KCL (contract §4.3): a lease is expired when its counter has not moved
-for ``failoverTimeMillis``. One scan cannot tell, so expiry is checked only on request, by scanning
-again after the failover time; otherwise it is reported as unknown. The shard list is optional: when
-ListShards fails, the report says so instead of failing. The table's layout and KCL 3.5 table-migration
+for ``failoverTimeMillis`` (and, with ``leaseRenewal = PER_WORKER``, its owner's heartbeat has not either:
+:mod:`kcl_daemon.core.leases.heartbeat`). One scan cannot tell, so expiry is checked only on request, by
+scanning again after the failover time; otherwise it is reported as unknown. The shard list is optional:
+when ListShards fails, the report says so instead of failing. The table's layout and KCL 3.5 table-migration
 state (:mod:`kcl_daemon.core.leader.layout`) are read alongside when the caller can. Rendering is in
 :mod:`kcl_daemon.inspection.report`.
 """
@@ -19,6 +20,7 @@ from kcl_daemon.clock import Clock
 from kcl_daemon.core.inspection.distribution import Distribution, cluster_of, summarize
 from kcl_daemon.core.leader.layout import LayoutReport
 from kcl_daemon.core.leases.expiry import LeaseObservations
+from kcl_daemon.core.leases.heartbeat import HeartbeatObservations, vouched, workers_of
 from kcl_daemon.core.leases.lease_codec import ScanResultLike
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import KclError
@@ -51,11 +53,15 @@ async def inspect_lease_table(
     result = first
     expired: frozenset[str] | None = None
     if expiry_wait_s is not None:
-        observations = LeaseObservations().observe(first.leases, clock.monotonic())
+        started = clock.monotonic()
+        observations = LeaseObservations().observe(first.leases, started)
         await clock.sleep(expiry_wait_s)
         result = await asyncio.to_thread(scan)
         now = clock.monotonic()
         observations = observations.observe(result.leases, now)
+        # leases kept by their owner's heartbeat (leaseRenewal = PER_WORKER) are not expired while it moves
+        beats = HeartbeatObservations().observe(workers_of(first), started).observe(workers_of(result), now)
+        observations = vouched(result.leases, observations, beats)
         expired = frozenset(
             lease.lease_key
             for lease in result.leases

@@ -22,6 +22,7 @@ from kcl_daemon.config.settings import Settings
 from kcl_daemon.core.inspection.distribution import cluster_of, summarize
 from kcl_daemon.core.inspection.figures import FleetFigures, fleet_figures
 from kcl_daemon.core.leases.expiry import LeaseObservations
+from kcl_daemon.core.leases.heartbeat import HeartbeatObservations, vouched, workers_of
 from kcl_daemon.core.leases.lease_codec import ScanResultLike
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import KclError
@@ -91,6 +92,7 @@ class TableSampler:
         self._failover_s = failover_s
         self._zone = lambda worker: cluster_of(worker, cluster_separator)
         self._observations = LeaseObservations()
+        self._beats = HeartbeatObservations()
         self._first_at: float | None = None
 
     async def __call__(self) -> Snapshot:
@@ -99,6 +101,9 @@ class TableSampler:
         if self._first_at is None:
             self._first_at = now
         self._observations = self._observations.observe(result.leases, now)
+        self._beats = self._beats.observe(workers_of(result), now)
+        # leases kept by their owner's heartbeat (leaseRenewal = PER_WORKER): expired when both stood still
+        observations = vouched(result.leases, self._observations, self._beats)
         # Expiry needs a failover time of observation: before that, nothing counts as expired.
         seen_long_enough = now - self._first_at >= self._failover_s
         expired = frozenset(
@@ -106,7 +111,7 @@ class TableSampler:
             for lease in result.leases
             if seen_long_enough
             and lease.lease_owner is not None
-            and self._observations.is_expired(lease.lease_key, now, self._failover_s)
+            and observations.is_expired(lease.lease_key, now, self._failover_s)
         )
         shard_ids: list[str] | None = None
         error: str | None = None

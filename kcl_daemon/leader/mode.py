@@ -306,6 +306,9 @@ class LeaderMode:
             self._metrics_loop = worker.add_loop("worker-metrics", self.publisher.run)
         if algorithm is self.algorithm:
             return
+        renewal = worker.coordinator.renewal
+        if renewal is not None and algorithm is not Algorithm.TAKER:
+            renewal.fall_back(f"the fleet runs the {algorithm.value}, whose expiry reads lease counters only")
         for task in self._algorithm_loops:
             task.cancel()
         self._algorithm_loops.clear()

@@ -37,10 +37,11 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from random import Random
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.core.leases.expiry import LeaseObservations
+from kcl_daemon.core.leases.heartbeat import RenewalMode
 from kcl_daemon.core.leases.keeping import KeepTimings, may_deliver
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.taker import TakePlan
@@ -48,6 +49,7 @@ from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import KclError, LeaseConflict, LeaseTableGone, LeaseUnreadable
 from kcl_daemon.leases.coordinator_config import CoordinatorConfig, HeldLease, LeaseListeners, LeaseTableOps
 from kcl_daemon.leases.graceful_stop import GracefulStop
+from kcl_daemon.leases.heartbeat import HeartbeatTable, PerWorkerRenewal
 from kcl_daemon.leases.keeper import KeeperEvent, KeeperTable, LeaseKeeper
 from kcl_daemon.leases.taking import Taking
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
@@ -100,6 +102,18 @@ class LeaseCoordinator(Taking, GracefulStop):
             monotonic=clock.monotonic,
             notify=self._from_keeper,
         )
+        #: per-worker renewal (``leaseRenewal = PER_WORKER``), else None: today's per-lease renewals
+        self.renewal: PerWorkerRenewal | None = None
+        if config.lease_renewal == RenewalMode.PER_WORKER:
+            self.renewal = PerWorkerRenewal(
+                cast(HeartbeatTable, keeper_table or table),
+                self.keeper,
+                config.worker_id,
+                config.failover_s,
+                self.keeper.timings.renew_every_s,
+                monotonic=clock.monotonic,
+            )
+        self._effective: LeaseObservations | None = None
 
     def _held(self, lease: Lease, sent_at: float) -> HeldLease:
         return HeldLease(lease, sent_at, self.config.failover_s)
@@ -302,15 +316,22 @@ class LeaseCoordinator(Taking, GracefulStop):
         :class:`LeaseTableGone` when the table stays missing (fatal). Cancelling it stops the keeper."""
         self._loop = asyncio.get_running_loop()
         tick = min(self.config.renew_interval_s, 0.25)
+        renewal = self.renewal
         try:
             if self._threaded:
                 self.keeper.start()
+                if renewal is not None:
+                    renewal.start()
             while True:
                 self.check_table()
                 if self._threaded:
                     await self._clock.sleep(tick)
                     continue
                 wake = self.keeper.tick()
+                if renewal is not None:
+                    wake = min(wake, renewal.tick())
                 await self._clock.sleep(min(max(wake - self._clock.monotonic(), 0.001), tick))
         finally:
+            if renewal is not None:
+                renewal.stop()
             self.keeper.stop()

@@ -39,6 +39,8 @@ class CoordinatorConfig:
     enable_priority_lease_assignment: bool = True
     #: how often the taker looks for expired leases between its full runs (None: from the failover)
     expiry_check_s: float | None = None
+    #: ``leaseRenewal``: PER_LEASE (Java's) or PER_WORKER (:mod:`kcl_daemon.leases.heartbeat`)
+    lease_renewal: str = "PER_LEASE"
     #: every period of the lease loops, derived once from the failover time
     timings: LeaseTimings = field(init=False, repr=False, compare=False)
 

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from kcl_daemon.core.leases import keeping
@@ -100,6 +100,13 @@ class KeeperEvent:
     confirmed_at: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class _Vouch:
+    """The worker's heartbeat sent at ``sent_at`` was confirmed (per-worker renewal)."""
+
+    sent_at: float
+
+
 _FAILURES: dict[Failure, type[KclError]] = {
     Failure.LOST: LeaseConflict,
     Failure.THROTTLED: Throttled,
@@ -139,6 +146,8 @@ class LeaseKeeper:
         self._renewals: dict[str, list[tuple[int, Future[None]]]] = {}
         self._sent: dict[tuple[str, int], float] = {}  # (lease, attempt id) -> send time, for the latency
         self._tokens = itertools.count(1)
+        #: ``leaseRenewal = PER_WORKER`` and not fallen back: held leases are kept by the heartbeat
+        self.per_worker = False
         self._busy = 0  # attempts submitted whose answer has not been fully handled yet
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -150,10 +159,26 @@ class LeaseKeeper:
         """Keep ``lease``: taken by a write sent at ``confirmed_at``, or adopted (``validated=False``:
         renewed at once, deliverable once that renewal is confirmed)."""
         kept = keeping.start(lease, confirmed_at, self.worker_id, validated=validated)
+        if self.per_worker:
+            kept = replace(kept, vouched=True)
         with self._lock:
             self._kept[lease.lease_key] = kept
             self._until[lease.lease_key] = keeping.deliver_until(kept, self.timings)
         self._apply(lease.lease_key, Tick())
+
+    def vouch(self, sent_at: float) -> None:
+        """This worker's heartbeat sent at ``sent_at`` was confirmed: every lease it keeps is renewed."""
+        for key in self.keys():
+            self._apply(key, _Vouch(sent_at))
+
+    def renew_each(self) -> None:
+        """Back to per-lease renewals (a fall-back from PER_WORKER): every held lease renewed at once."""
+        self.per_worker = False
+        with self._lock:
+            for key, kept in self._kept.items():
+                self._kept[key] = keeping.per_lease(kept)
+        for key in self.keys():
+            self._apply(key, Tick())
 
     def forget(self, lease_key: str) -> None:
         """Stop keeping the lease without a write (dropped, or handed off); answers to it are ignored."""
@@ -284,7 +309,7 @@ class LeaseKeeper:
         self._apply(lease_key, Ask(Request(token, op, self._monotonic(), target, children)))
         return future
 
-    def _apply(self, lease_key: str, event: keeping.Event, *, wake: bool = True) -> None:
+    def _apply(self, lease_key: str, event: keeping.Event | _Vouch, *, wake: bool = True) -> None:
         """Step one lease's state machine and carry out its actions; ``wake``: let the keeper thread
         recompute its next wake when the lease is due before the pass it has planned (every event but
         the thread's own ticks, which would make it spin)."""
@@ -296,7 +321,10 @@ class LeaseKeeper:
                     self._sent.pop((lease_key, event.attempt_id), None)
                 return
             now = self._monotonic()
-            stepped = keeping.step(kept, event, now, self.timings)
+            if isinstance(event, _Vouch):
+                stepped = keeping.vouch(kept, event.sent_at, now, self.timings)
+            else:
+                stepped = keeping.step(kept, event, now, self.timings)
             if stepped.kept is None:
                 self._kept.pop(lease_key, None)
                 self._until.pop(lease_key, None)
@@ -311,7 +339,8 @@ class LeaseKeeper:
                 wake = wake and due_at < self._next_pass
                 self._note_pause(lease_key, until, now, stepped.kept)
             latency = 0.0
-            answered: int | None = None
+            # a heartbeat answers no renewal asked for (it may have been sent before the ask)
+            answered: int | None = 0 if isinstance(event, _Vouch) else None
             if isinstance(event, Answer):
                 answered = event.attempt_id
                 latency = now - self._sent.pop((lease_key, answered), now)

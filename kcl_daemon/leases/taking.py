@@ -20,13 +20,15 @@ from random import Random
 
 from kcl_daemon.core.leases import restart_grace
 from kcl_daemon.core.leases.expiry import LeaseObservations
+from kcl_daemon.core.leases.heartbeat import moved_on
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.lease_codec import CorruptLeaseItem
 from kcl_daemon.core.leases.reconcile import LeaseWrite, WriteKind
 from kcl_daemon.core.leases.taker import PlannedTake, TakeKind, TakePlan, next_taker_pass, plan_takes
 from kcl_daemon.errors import KclError, LeaseConflict, LeaseUnreadable
-from kcl_daemon.leases.coordinator_config import LeaseListeners
+from kcl_daemon.leases.coordinator_config import HeldLease, LeaseListeners
 from kcl_daemon.leases.fenced_writes import FencedWrites
+from kcl_daemon.leases.heartbeat import PerWorkerRenewal
 from kcl_daemon.metrics.observer import WorkerObserver
 from kcl_daemon.retry import LEASE_IO
 
@@ -41,12 +43,19 @@ class Taking(FencedWrites):
     last_plan: TakePlan | None
     _io_pool: Executor
     _observations: LeaseObservations
+    #: per-worker renewal's view of expiry (heartbeats folded in), else None
+    _effective: LeaseObservations | None
+    renewal: PerWorkerRenewal | None
+    held: dict[str, HeldLease]
     _rng: Random
     _wall: Callable[[], float]
     _not_before: dict[str, float]
     _loop: asyncio.AbstractEventLoop | None
 
     def _hold(self, lease: Lease, sent_at: float, *, validated: bool = True) -> None:
+        raise NotImplementedError  # the coordinator's
+
+    def _lose(self, lease_key: str, why: str, *, level: int = logging.INFO) -> None:
         raise NotImplementedError  # the coordinator's
 
     async def take_once(self, *, steals: bool = True) -> TakePlan:
@@ -60,17 +69,20 @@ class Taking(FencedWrites):
             logger.warning("skipping lease item: %s", problem)
         now = self._clock.monotonic()
         self._observations = self._observations.observe(scan.leases, now)
+        observations = self._observations
+        if self.renewal is not None:
+            observations = self._effective = self.renewal.observe_scan(scan, observations, now)
+            await self._per_worker_scan(scan.leases)
         failover_s = self.config.failover_s
         expired = frozenset(
             lease.lease_key
             for lease in scan.leases
-            if lease.lease_owner is not None
-            and self._observations.is_expired(lease.lease_key, now, failover_s)
+            if lease.lease_owner is not None and observations.is_expired(lease.lease_key, now, failover_s)
         )
         self.observer.scanned(scan.leases, expired)
         plan = plan_takes(
             scan.leases,
-            self._observations,
+            observations,
             self.config.worker_id,
             now,
             self.config.taker_config(),
@@ -114,7 +126,7 @@ class Taking(FencedWrites):
             self._hold(taken, sent_at)
             if planned.kind is TakeKind.STEAL:
                 # the victim delivers until its next renewal fails (within one renewal period): ours wait
-                self._not_before[taken.lease_key] = sent_at + self.config.timings.steal_quiet_s
+                self._not_before[taken.lease_key] = sent_at + self._victim_stops_s()
             logger.info("lease %s taken (%s): %s", taken.lease_key, planned.kind.value, planned.reason)
             self.observer.lease_taken(planned.kind.value)
             for listener in self.listeners.taken:
@@ -145,11 +157,38 @@ class Taking(FencedWrites):
         """When the first lease this worker has seen would expire if nobody renews it, or an expired one
         would be due for eviction (monotonic)."""
         now, failover = self._clock.monotonic(), self.config.failover_s
-        dues = [self._observations.next_expiry(now, failover)]
+        observations = self._observations if self._effective is None else self._effective
+        dues = [observations.next_expiry(now, failover)]
         grace = self.config.taker_config().evict_after_s
         if grace is not None:
-            dues.append(self._observations.next_expiry(now, failover + grace))
+            dues.append(observations.next_expiry(now, failover + grace))
         return min((due for due in dues if due is not None), default=None)
+
+    def _victim_stops_s(self) -> float:
+        """How long a stolen lease waits before this worker delivers: until the victim's next renewal has
+        failed, or, renewing per worker, until its next taker scan has shown it the steal (two expiry
+        passes, to cover the scan's own time)."""
+        quiet = self.config.timings.steal_quiet_s
+        if self.renewal is None:
+            return quiet
+        return max(quiet, 2 * self.config.expiry_pass_s + (quiet - self.config.renew_interval_s))
+
+    async def _per_worker_scan(self, leases: Iterable[Lease]) -> None:
+        """Per-worker renewal: no renewal write tells this worker that a held lease moved on, so each
+        scan does; and no lease is taken before this worker's first heartbeat is confirmed (the others
+        would see an owner without one)."""
+        assert self.renewal is not None
+        me = self.config.worker_id
+        for seen in leases:
+            held = self.held.get(seen.lease_key)
+            if held is not None and moved_on(held.lease, seen, me):
+                self._lose(
+                    seen.lease_key,
+                    f"the table shows owner {seen.lease_owner} (counter "
+                    f"{seen.lease_counter}, held at {held.lease.lease_counter})",
+                )
+        if not self.renewal.ready():
+            await self._call(self._io_pool, self.renewal.beat_now)
 
     def _take_write(self, lease: Lease, *, owner: str) -> Lease:
         return self._table.take(lease, owner)

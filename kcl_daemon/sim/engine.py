@@ -1,14 +1,16 @@
 """A deterministic, seeded, discrete-time fleet: leases, renewals, takers or a leader, and the meters.
 
-Time advances in steps of ``dt`` seconds. In each step, in this order: scenario events; completed
-graceful hand-offs; renewals (each worker renews all it holds every ``failover/3 - 25 ms`` on its own
-phase; a lease whose owner changed is dropped at that renewal, so a taken lease is served twice until
-then); then either every 2.x worker's taker (on its own ``(failover + 25 ms) x 2`` phase, through
-:func:`~kcl_daemon.core.leases.taker.plan_takes`, each take conditional on the counter it read), or the 3.x
-leader's round (every assignment interval, leader-local expiry like Java's LAM, the decider's moves
-applied as hand-offs or assigns) and each worker's lease discovery (Java's every ``interval/2 - 25 ms``;
-this daemon's no slower than its expiry passes, ``min(1 s, failover/10)``); finally the meters.
-Every period comes from :class:`~kcl_daemon.core.leases.timings.LeaseTimings`, as in the worker.
+Time advances in steps of ``dt`` seconds. In each step, in this order: scenario events; completed graceful
+hand-offs; renewals (each worker renews all it holds every ``failover/3 - 25 ms`` on its own phase, or
+with ``lease_renewal = PER_WORKER`` and the 2.x taker writes one heartbeat instead, which the takers read
+through :func:`~kcl_daemon.core.leases.heartbeat.vouched`; a lease whose owner changed is dropped at that
+renewal, so a taken lease is served twice until then); then either every 2.x worker's taker (on its own
+``(failover + 25 ms) x 2`` phase, through :func:`~kcl_daemon.core.leases.taker.plan_takes`, each take
+conditional on the counter it read), or the 3.x leader's round (every assignment interval, leader-local
+expiry like Java's LAM, the decider's moves applied as hand-offs or assigns) and each worker's lease
+discovery (Java's every ``interval/2 - 25 ms``; this daemon's no slower than its expiry passes,
+``min(1 s, failover/10)``); finally the meters. Every period comes from
+:class:`~kcl_daemon.core.leases.timings.LeaseTimings`, as in the worker.
 
 Simplifications, each the same for every policy: 2.x takers share one observation of counter changes
 (true change times, first-seen-unowned = never changed) instead of one per worker; a graceful stop
@@ -36,6 +38,7 @@ from kcl_daemon.core.leader.decider import (
 )
 from kcl_daemon.core.leader.leader_lock import replaced_within_s
 from kcl_daemon.core.leases.expiry import NEVER_CHANGED, CounterObservation, LeaseObservations
+from kcl_daemon.core.leases.heartbeat import HeartbeatObservations, RenewalMode, WorkerItem, vouched
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.taker import TakerConfig, plan_takes
 from kcl_daemon.core.sequence import TRIM_HORIZON
@@ -71,6 +74,8 @@ class _Worker:
     grace_until: float | None = None
     metrics_at: float | None = None
     cpu: float = 0.0
+    #: per-worker renewal: when its heartbeat last advanced (true time, as every lease's ``changed_at``)
+    beat_at: float = NEVER_CHANGED
 
 
 @dataclass(slots=True)
@@ -252,13 +257,20 @@ class Simulation:
 
     def _renew(self, now: float) -> None:
         period = self.fleet.renew_period_s
+        per_worker = self.fleet.per_worker and self.policy.mode is Mode.TAKER
         for w in self.workers.values():
             if not w.up or (now - w.phase) % period >= self.dt:
                 continue
+            if per_worker:  # one heartbeat write; the worker's scans tell it of leases moved on
+                w.beat_at = now
+                self.writes += 1
             for key in list(w.held):
                 lease = self.leases[key]
                 if lease.finished or (lease.owner != w.id and lease.checkpoint_owner != w.id):
                     w.held.discard(key)
+                    continue
+                if per_worker:
+                    lease.tp_known = True
                     continue
                 lease.counter += 1
                 lease.changed_at = now
@@ -285,6 +297,12 @@ class Simulation:
                 for lease in live
             }
         )
+        if self.fleet.per_worker:  # expired only when the counter and the owner's heartbeat stood still
+            beats = HeartbeatObservations()
+            for w in self.workers.values():
+                if w.beat_at > NEVER_CHANGED:
+                    beats = beats.record_beat(WorkerItem(w.id, 1, RenewalMode.PER_WORKER), w.beat_at)
+            observations = vouched(table.values(), observations, beats)
         plans = []
         for w in sorted(due, key=lambda w: w.id):
             start = time.perf_counter()

@@ -35,6 +35,12 @@ class FleetConfig:
     #: lease item size for DynamoDB read units
     lease_item_bytes: int = 350
     metrics_period_s: float = 30.0
+    #: ``leaseRenewal``: PER_WORKER (2.x takers only) renews one heartbeat per worker, not every lease
+    lease_renewal: str = "PER_LEASE"
+
+    @property
+    def per_worker(self) -> bool:
+        return self.lease_renewal == "PER_WORKER"
 
     @property
     def timings(self) -> LeaseTimings:

@@ -90,6 +90,7 @@ def worker_plan(
             max_leases_to_steal_at_one_time=leases.max_leases_to_steal_at_one_time,
             enable_priority_lease_assignment=leases.enable_priority_lease_assignment,
             expiry_check_s=leases.expiry_check_s,
+            lease_renewal=leases.lease_renewal,
         ),
         shard_sync=ShardSyncConfig(
             stream_name=stream,

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kcl_daemon.core.leases.heartbeat import WORKER_ITEM_TYPE, RenewalMode, WorkerItem, worker_item_from
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
@@ -71,6 +72,7 @@ class FakeStore:
 class Scan:
     leases: list[Lease]
     skipped: list[str] = field(default_factory=list)
+    workers: list[dict[str, dict[str, str]]] = field(default_factory=list)
 
 
 class FakeTable:
@@ -128,3 +130,29 @@ def shards(count: int) -> list[Lease]:
 
 def owned_by(owner: str, count: int) -> list[Lease]:
     return [lease.taken_by(owner) for lease in shards(count)]
+
+
+class HeartbeatFakeTable(FakeTable):
+    """A FakeTable that also keeps the workers' heartbeat items (per-worker renewal)."""
+
+    def __init__(self, leases: list[Lease]) -> None:
+        super().__init__(leases)
+        self.workers: dict[str, dict[str, dict[str, str]]] = {}
+        self.heartbeats = 0
+
+    def list_leases(self, *, consistent: bool = False) -> Scan:
+        return Scan(list(self.items.values()), workers=[dict(item) for item in self.workers.values()])
+
+    def heartbeat(self, worker_id: str, mode: RenewalMode) -> WorkerItem:
+        if worker_id in self.items:
+            raise LeaseConflict(f"{worker_id} is a lease")
+        item = self.workers.setdefault(
+            worker_id, {"leaseKey": {"S": worker_id}, "entityType": {"S": WORKER_ITEM_TYPE}}
+        )
+        item["kdhb"] = {"N": str(int(item.get("kdhb", {"N": "0"})["N"]) + 1)}
+        item["kdrm"] = {"S": mode.value}
+        self.heartbeats += 1
+        return worker_item_from(item)
+
+    def withdraw_heartbeat(self, worker_id: str) -> bool:
+        return self.workers.pop(worker_id, None) is not None

@@ -8,6 +8,7 @@ in-memory fake or the real DynamoDB adapter against an emulator: only the clock 
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Callable
 from random import Random
@@ -25,8 +26,10 @@ class CoordinatorFleet:
         failover_s: float = 10.0,
         *,
         max_leases_to_steal_at_one_time: int = 1,
+        lease_renewal: str = "PER_LEASE",
     ) -> None:
         self.table = table
+        self.lease_renewal = lease_renewal
         self.clock = SteppedClock()
         self.failover_s, self.max_steal = failover_s, max_leases_to_steal_at_one_time
         self.coordinators = {w: self._coordinator(w, i) for i, w in enumerate(workers)}
@@ -39,15 +42,18 @@ class CoordinatorFleet:
         self.next_take = dict(self.next_full)
         self.stopped: set[str] = set()
 
-    def _coordinator(self, worker: str, seed: int) -> LeaseCoordinator:
+    def _coordinator(self, worker: str, seed: int, lease_renewal: str | None = None) -> LeaseCoordinator:
         config = CoordinatorConfig(
-            worker_id=worker, failover_s=self.failover_s, max_leases_to_steal_at_one_time=self.max_steal
+            worker_id=worker,
+            failover_s=self.failover_s,
+            max_leases_to_steal_at_one_time=self.max_steal,
+            lease_renewal=lease_renewal or self.lease_renewal,
         )
         return LeaseCoordinator(self.table, config, self.clock, rng=Random(seed))
 
-    def add(self, worker: str) -> None:
+    def add(self, worker: str, *, lease_renewal: str | None = None) -> None:
         """A worker that starts now (a replacement): its first pass is a full run, at once."""
-        self.coordinators[worker] = self._coordinator(worker, len(self.coordinators))
+        self.coordinators[worker] = self._coordinator(worker, len(self.coordinators), lease_renewal)
         self.next_renew[worker] = self.next_full[worker] = self.next_take[worker] = self.clock.now
 
     def owners(self) -> Counter[str]:
@@ -66,7 +72,13 @@ class CoordinatorFleet:
             for worker, coordinator in self.coordinators.items():
                 if worker in self.stopped:
                     continue
-                if self.clock.now >= self.next_renew[worker]:
+                renewal = coordinator.renewal
+                if renewal is not None:  # per-worker renewal: the heartbeat, and the keeper's own pass
+                    coordinator._loop = asyncio.get_running_loop()
+                    renewal.tick()
+                    coordinator.keeper.tick()
+                    await asyncio.sleep(0)  # the keeper's events reach the coordinator
+                if self.clock.now >= self.next_renew[worker] and (renewal is None or not renewal.per_worker):
                     await coordinator.renew_once()
                     self.next_renew[worker] += self.renew_every
                     acted = True

@@ -152,6 +152,9 @@ class Kept:
     next_attempt_id: int = 1
     #: a renewal was asked for while another write was in flight: begin one when that write settles
     renew_asked: bool = False
+    #: kept alive by this worker's heartbeat (``leaseRenewal = PER_WORKER``): no periodic renewal of its
+    #: own; each confirmed heartbeat moves ``confirmed_at`` (:func:`vouch`)
+    vouched: bool = False
 
 
 # -- events ----------------------------------------------------------------------------------------
@@ -314,7 +317,10 @@ def next_wake(kept: Kept, timings: KeepTimings) -> float:
     if write is None:
         if kept.queue:
             return NEVER  # a queued request starts at once
-        times.append(kept.confirmed_at + timings.renew_every_s if kept.validated else NEVER)
+        if not kept.validated:
+            times.append(NEVER)
+        elif not kept.vouched:
+            times.append(kept.confirmed_at + timings.renew_every_s)
         return min(times)
     if write.request is not None:
         times.append(_request_fails_at(kept, write.request, timings))
@@ -352,6 +358,25 @@ def step(kept: Kept, event: Event, now: float, timings: KeepTimings) -> Stepped:
     if state is not None:
         state = _advance(state, now, timings, actions)
     return Stepped(state, tuple(actions))
+
+
+def vouch(kept: Kept, sent_at: float, now: float, timings: KeepTimings) -> Stepped:
+    """This worker's heartbeat, sent at ``sent_at``, was confirmed (``leaseRenewal = PER_WORKER``): a
+    vouched, validated lease counts as renewed by it (no other worker sees it expire before ``sent_at +
+    failover``: its expiry waits for the heartbeat to stand still too). Anything else is unchanged."""
+    if not kept.vouched or not kept.validated or sent_at <= kept.confirmed_at:
+        return Stepped(kept)
+    renewed = replace(kept, confirmed_at=sent_at)
+    actions: list[Action] = [Confirmed(renewed.lease, deliver_until(renewed, timings))]
+    advanced = _advance(renewed, now, timings, actions)
+    return Stepped(advanced, tuple(actions))
+
+
+def per_lease(kept: Kept) -> Kept:
+    """Back to per-lease renewals: renewed at once, then every renewal period as before."""
+    if not kept.vouched:
+        return kept
+    return replace(kept, vouched=False, renew_asked=True)
 
 
 def _begin(kept: Kept, op: Op, request: Request | None, now: float) -> Kept:
@@ -392,7 +417,11 @@ def _advance(kept: Kept, now: float, timings: KeepTimings, actions: list[Action]
             request, rest = kept.queue[0], kept.queue[1:]
             kept = replace(kept, queue=rest)
             kept = _begin(kept, request.op, request, now)
-        elif kept.renew_asked or not kept.validated or now >= kept.confirmed_at + timings.renew_every_s:
+        elif (
+            kept.renew_asked
+            or not kept.validated
+            or (not kept.vouched and now >= kept.confirmed_at + timings.renew_every_s)
+        ):
             kept = _begin(kept, Op.RENEW, None, now)
         else:
             return kept

@@ -19,6 +19,7 @@ from tests.support.clocks import FakeClock
 class Scan:
     leases: list[Lease]
     skipped: list[str] = field(default_factory=list)
+    workers: list[dict[str, dict[str, str]]] = field(default_factory=list)
 
 
 SEQ = ExtendedSequenceNumber("49590338271490256608559692538361571095921575989136588898", 2)
@@ -79,6 +80,25 @@ async def test_two_scans_a_failover_apart_find_the_leases_whose_counter_stood_st
     assert clock.now == 10.0
     assert report.distribution.expired == ("shardId-000000000000", "shardId-000000000001")
     assert "expired: 2  (shardId-000000000000 shardId-000000000001)" in report_text(report)
+
+
+async def test_a_lease_kept_by_its_owners_heartbeat_is_not_expired() -> None:
+    """leaseRenewal = PER_WORKER: zone-a-1's heartbeat moved between the scans, its leases did not."""
+
+    def item(beat: int) -> dict[str, dict[str, str]]:
+        return {
+            "leaseKey": {"S": "zone-a-1"},
+            "entityType": {"S": "WORKER_METRIC_STATS"},
+            "kdhb": {"N": str(beat)},
+            "kdrm": {"S": "PER_WORKER"},
+        }
+
+    answers = [Scan(FIRST, workers=[item(1)]), Scan(FIRST, workers=[item(4)])]
+    clock = FakeClock()
+    report = await inspect_lease_table(
+        "app", lambda: answers.pop(0), list_shards=None, clock=clock, expiry_wait_s=10.0
+    )
+    assert report.distribution.expired == ("shardId-000000000002",)  # zone-b-1's: no heartbeat, still
 
 
 async def test_shards_without_a_lease_and_a_failing_shard_list() -> None:

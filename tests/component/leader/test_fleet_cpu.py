@@ -56,6 +56,7 @@ def test_reporting_follows_the_fleet_and_is_logged_on_each_change(caplog: pytest
 class _Scheduler:
     def __init__(self) -> None:
         self.coordinator = self
+        self.renewal = None  # leaseRenewal = PER_LEASE
         self.observer = NULL_WORKER_OBSERVER
         self.loops: list[str] = []
 

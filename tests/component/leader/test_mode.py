@@ -25,6 +25,7 @@ class _Scheduler:
     def __init__(self) -> None:
         self.loops: dict[str, asyncio.Task[None]] = {}
         self.coordinator = self
+        self.renewal = None  # leaseRenewal = PER_LEASE
         self.observer = NULL_WORKER_OBSERVER
 
     async def run_taker(self) -> None:

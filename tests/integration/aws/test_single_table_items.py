@@ -18,6 +18,7 @@ from kcl_daemon.aws.table_facts import read_table_facts
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.core.leader.layout import TableLayout, describe_layout
 from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.leases.heartbeat import RenewalMode, worker_item_from
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
 from kcl_daemon.errors import LeaseConflict
@@ -147,3 +148,38 @@ def test_the_layout_is_read_back_from_the_tables(
     legacy.create_table_if_missing(wait_s=10, poll_s=0.05)
     again = describe_layout(facts())  # type: ignore[arg-type]
     assert again.layout is TableLayout.LEGACY
+
+
+def test_the_per_worker_heartbeat_shares_the_workers_item_and_never_lands_on_a_lease(
+    aws_clients: AwsClients, lease_table: DynamoLeaseTable
+) -> None:
+    """leaseRenewal = PER_WORKER: the heartbeat is an attribute of the worker's own item."""
+    lease_table.create_lease(_lease("shardId-000000000000"))
+    first = lease_table.heartbeat("py-1", RenewalMode.PER_WORKER)
+    second = lease_table.heartbeat("py-1", RenewalMode.PER_WORKER)
+    assert (first.beat, second.beat, second.mode) == (1, 2, RenewalMode.PER_WORKER)
+    rows = WorkerMetricsTable(aws_clients.dynamodb, lease_table.table_name, in_lease_table=True)
+    now = time.time()
+    rows.publish(WorkerMetricStats("py-1", now))  # a metrics report on the same item keeps the heartbeat
+    assert lease_table.heartbeat("py-1", RenewalMode.PER_WORKER).beat == 3
+    scan = lease_table.list_leases(consistent=True)
+    assert [lease.lease_key for lease in scan.leases] == ["shardId-000000000000"]
+    assert next(worker_item_from(item) for item in scan.workers).metrics
+    with pytest.raises(LeaseConflict):  # a worker named like a shard
+        lease_table.heartbeat("shardId-000000000000", RenewalMode.PER_WORKER)
+    # withdrawn after a fall-back: only the heartbeat goes where a report shares the item
+    lease_table.heartbeat("py-2", RenewalMode.PER_WORKER)
+    assert lease_table.withdraw_heartbeat("py-1") and lease_table.withdraw_heartbeat("py-2")
+    items = {item["leaseKey"]["S"]: item for item in lease_table.list_leases(consistent=True).workers}
+    assert set(items) == {"py-1"} and "kdhb" not in items["py-1"] and "lut" in items["py-1"]
+    # an item an older Java worker took for a lease: neither written nor withdrawn
+    lease_table.heartbeat("py-3", RenewalMode.PER_WORKER)
+    aws_clients.dynamodb.update_item(
+        TableName=lease_table.table_name,
+        Key={"leaseKey": {"S": "py-3"}},
+        UpdateExpression="SET leaseOwner = :o, leaseCounter = :c",
+        ExpressionAttributeValues={":o": {"S": "java-1"}, ":c": {"N": "1"}},
+    )
+    with pytest.raises(LeaseConflict):
+        lease_table.heartbeat("py-3", RenewalMode.PER_WORKER)
+    assert not lease_table.withdraw_heartbeat("py-3")

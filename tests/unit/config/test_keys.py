@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kcl_daemon.config import report
 from kcl_daemon.config.keys import IGNORED_KEYS, KEYS, KEYS_BY_NAME, Kind, lookup_key
 from kcl_daemon.config.settings import (
     REQUIRED_FOR_LEASES,
@@ -432,3 +433,31 @@ def test_empty_yaml_is_all_defaults(tmp_path: Path) -> None:
     assert load_settings(write(tmp_path, "", name="app.yml"), required=()) == Settings(
         sources={key.name: "default" for key in KEYS}
     )
+
+
+def _renewal(tmp_path: Path, text: str) -> Settings:
+    path = tmp_path / "app.properties"
+    path.write_text("executableName = /bin/true\napplicationName = app\nstreamName = s\n" + text)
+    return load_settings(path)
+
+
+def test_lease_renewal_defaults_to_per_lease_and_check_config_lists_it(tmp_path: Path) -> None:
+    settings = _renewal(tmp_path, "")
+    assert settings.lease_renewal == "PER_LEASE"
+    listed = {row.key: row for row in report.rows(settings)}
+    assert listed["leaseRenewal"].value == "PER_LEASE"
+    two_x = "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1\n"
+    assert _renewal(tmp_path, two_x + "leaseRenewal = per_worker\n").lease_renewal == "PER_WORKER"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("leaseRenewal = SOMETIMES\n", "leaseRenewal"),
+        ("leaseRenewal = PER_WORKER\n", "leaseRenewal PER_WORKER needs the 2.x lease taker"),
+    ],
+)
+def test_lease_renewal_problems_name_the_key(tmp_path: Path, text: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _renewal(tmp_path, text)
+    assert any(problem in p for p in caught.value.problems), caught.value.problems

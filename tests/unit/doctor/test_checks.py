@@ -296,6 +296,14 @@ def test_worker_metrics_findings() -> None:
     assert "does not exist" in messages(checks.check_worker_metrics(missing))
 
 
+def test_a_heartbeat_item_without_lut_is_no_finding() -> None:
+    """leaseRenewal = PER_WORKER keeps a heartbeat on the worker's item, with no metrics report."""
+    rows = (MetricsRow("w1", None, "app", kcl_daemon=True, heartbeat=True), MetricsRow("x", None, "app"))
+    facts = WorkerMetricsFacts("app", True, "leaseKey", rows, 1000.0)
+    text = messages(checks.check_worker_metrics(facts))
+    assert "x: no lut" in text and "w1" not in text
+
+
 def test_report_json_and_exit_status() -> None:
     report = DoctorReport((checks.check_streams([StreamFacts("s")]),))
     body = report.as_json()

@@ -1,0 +1,89 @@
+"""Per-worker renewal (``leaseRenewal = PER_WORKER``) over an in-memory table and a stepped clock: the
+leases stand still while the heartbeats move, a dead worker's leases are taken as its heartbeat stands
+still, and a worker renewing per lease puts the fleet back on per-lease renewals."""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from kcl_daemon.core.leases.heartbeat import RenewalMode
+from kcl_daemon.core.leases.keeping import KeepTimings
+from kcl_daemon.leases.heartbeat import PerWorkerRenewal
+from kcl_daemon.leases.keeper import LeaseKeeper
+from tests.support.fakes import HeartbeatFakeTable, shards
+from tests.support.lease_fleet import CoordinatorFleet
+
+PW = RenewalMode.PER_WORKER.value
+
+
+def _counters(table: HeartbeatFakeTable) -> dict[str, int]:
+    return {key: lease.lease_counter for key, lease in table.items.items()}
+
+
+async def test_leases_stand_still_while_heartbeats_keep_them() -> None:
+    table = HeartbeatFakeTable(shards(6))
+    fleet = CoordinatorFleet(table, ["w-a", "w-b"], lease_renewal=PW)
+    await fleet.run_until(lambda: sorted(fleet.owners().values()) == [3, 3], limit_s=600)
+    counters, beats = _counters(table), table.heartbeats
+    start = fleet.clock.now
+    await fleet.run_until(lambda: fleet.clock.now >= start + 60.0, limit_s=61)
+    assert _counters(table) == counters  # not one lease write in a minute
+    # two workers, one heartbeat each per renewal period (failover / 3 - 25 ms)
+    periods = 60.0 / fleet.renew_every
+    assert 2 * (periods - 1) <= table.heartbeats - beats <= 2 * (periods + 1)
+    assert all(c.renewal is not None and c.renewal.per_worker for c in fleet.coordinators.values())
+    held = fleet.held()
+    assert len(held["w-a"]) == len(held["w-b"]) == 3 and not held["w-a"] & held["w-b"]
+
+
+async def test_a_dead_workers_leases_are_taken_once_its_heartbeat_stands_still() -> None:
+    table = HeartbeatFakeTable(shards(6))
+    fleet = CoordinatorFleet(table, ["w-a", "w-b"], lease_renewal=PW)
+    await fleet.run_until(lambda: sorted(fleet.owners().values()) == [3, 3], limit_s=600)
+    fleet.stopped.add("w-b")  # no heartbeat, no takes: as if killed
+    took = await fleet.run_until(lambda: fleet.owners() == {"w-a": 6}, limit_s=120)
+    bound = 10.0 + 2 * fleet.expiry_every + 0.5 * fleet.expiry_every + 0.2
+    assert took <= bound, f"takeover took {took:.1f}s simulated, bound {bound:.1f}s"
+    assert fleet.coordinators["w-a"].renewal is not None
+    assert fleet.coordinators["w-a"].renewal.per_worker  # a dead worker is no foreign sign
+
+
+async def test_a_worker_with_the_key_off_puts_the_fleet_back_within_one_failover(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    table = HeartbeatFakeTable(shards(6))
+    fleet = CoordinatorFleet(table, ["w-a", "w-b"], lease_renewal=PW)
+    await fleet.run_until(lambda: sorted(fleet.owners().values()) == [3, 3], limit_s=600)
+    caplog.set_level(logging.WARNING)
+    fleet.add("w-c", lease_renewal="PER_LEASE")
+    renewals = [fleet.coordinators[w].renewal for w in ("w-a", "w-b")]
+    took = await fleet.run_until(lambda: not any(r is not None and r.per_worker for r in renewals), 30)
+    assert took <= 10.0, f"the fleet fell back after {took:.1f}s simulated"
+    assert "falls back to per-lease renewals" in caplog.text and "w-c" in caplog.text
+    await fleet.run_until(lambda: not table.workers, limit_s=10)  # each fallen-back worker's item withdrawn
+    # per lease from now on: counters move, and the fleet settles with nothing held twice
+    await fleet.run_until(lambda: sorted(fleet.owners().values()) == [2, 2, 2], limit_s=300)
+    counters = _counters(table)
+    start = fleet.clock.now
+    await fleet.run_until(lambda: fleet.clock.now >= start + 10.0, limit_s=11)
+    assert all(_counters(table)[k] > counters[k] for k in counters)
+    held = fleet.held()
+    assert sum(len(h) for h in held.values()) == 6
+    assert not (held["w-a"] & held["w-b"] or held["w-a"] & held["w-c"] or held["w-b"] & held["w-c"])
+
+
+def test_the_heartbeat_thread_beats_and_withdraws_the_item_when_it_stops() -> None:
+    table = HeartbeatFakeTable(shards(1))
+    keeper = LeaseKeeper(table, "w-a", KeepTimings.for_failover(0.3), ThreadPoolExecutor(1))
+    renewal = PerWorkerRenewal(table, keeper, "w-a", 0.3, 0.05)
+    renewal.start()
+    deadline = time.monotonic() + 10
+    while table.heartbeats < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert table.heartbeats >= 3 and "w-a" in table.workers
+    renewal.stop()
+    assert "w-a" not in table.workers and renewal.withdrawn

@@ -1,0 +1,301 @@
+"""Per-worker renewal: the heartbeat item's codec, expiry through heartbeats, the mode decision."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kcl_daemon.core.leases.expiry import LeaseObservations
+from kcl_daemon.core.leases.heartbeat import (
+    CorruptWorkerItem,
+    HeartbeatObservations,
+    ModeDecision,
+    RenewalMode,
+    WorkerItem,
+    decide,
+    foreign_signs,
+    heartbeat_write,
+    is_expired,
+    is_worker_item,
+    settle,
+    vouched,
+    worker_item_from,
+)
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.sequence import TRIM_HORIZON
+
+L = 10.0
+PW = RenewalMode.PER_WORKER
+PL = RenewalMode.PER_LEASE
+
+
+def lease(key: str, counter: int, owner: str | None = None) -> Lease:
+    return Lease(key, TRIM_HORIZON, lease_owner=owner, lease_counter=counter)
+
+
+def beat(worker: str, n: int, mode: RenewalMode = PW) -> WorkerItem:
+    return WorkerItem(worker, beat=n, mode=mode)
+
+
+# -- codec ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("item", "expected"),
+    [
+        (
+            {"leaseKey": {"S": "w1"}, "entityType": {"S": "WORKER_METRIC_STATS"}, "kdhb": {"N": "7"},
+             "kdrm": {"S": "PER_WORKER"}},
+            WorkerItem("w1", beat=7, mode=PW),
+        ),
+        (  # a Java worker's metrics report
+            {"leaseKey": {"S": "j1"}, "entityType": {"S": "WORKER_METRIC_STATS"}, "lut": {"N": "1700"},
+             "sts": {"M": {}}, "opr": {"M": {}}},
+            WorkerItem("j1", metrics=True, metrics_seen=(("N", "1700"),)),
+        ),
+        (  # kcl-daemon's 3.x report, with its mark
+            {"leaseKey": {"S": "k1"}, "entityType": {"S": "WORKER_METRIC_STATS"}, "lut": {"N": "5"},
+             "kdx": {"M": {}}},
+            WorkerItem("k1", metrics=True, kcl_daemon=True, metrics_seen=(("N", "5"),)),
+        ),
+        (  # an older Java worker took the heartbeat item for a lease
+            {"leaseKey": {"S": "w1"}, "entityType": {"S": "WORKER_METRIC_STATS"}, "kdhb": {"N": "3"},
+             "kdrm": {"S": "PER_WORKER"}, "leaseOwner": {"S": "java-1"}, "leaseCounter": {"N": "1"}},
+            WorkerItem("w1", beat=3, mode=PW, leased_by="java-1", lease_shaped=True),
+        ),
+    ],
+)  # fmt: skip
+def test_worker_items_decode(item: dict[str, dict[str, object]], expected: WorkerItem) -> None:
+    assert is_worker_item(item)
+    assert worker_item_from(item) == expected
+
+
+@pytest.mark.parametrize(
+    ("item", "problem"),
+    [
+        ({"leaseKey": {"S": "w"}, "entityType": {"S": "WORKER_METRIC_STATS"}, "kdhb": {"N": "x"}}, "kdhb"),
+        ({"leaseKey": {"S": "w"}, "entityType": {"S": "WORKER_METRIC_STATS"}, "kdrm": {"S": "NO"}}, "kdrm"),
+        ({"entityType": {"S": "WORKER_METRIC_STATS"}}, "leaseKey"),
+    ],
+)
+def test_corrupt_worker_items_name_the_attribute(item: dict[str, dict[str, object]], problem: str) -> None:
+    with pytest.raises(CorruptWorkerItem, match=problem):
+        worker_item_from(item)
+
+
+def test_leases_and_other_items_are_not_worker_items() -> None:
+    assert not is_worker_item({"leaseKey": {"S": "shardId-0"}, "leaseCounter": {"N": "1"}})
+    assert not is_worker_item({"leaseKey": {"S": "Leader"}, "entityType": {"S": "LEADER"}})
+
+
+def test_the_heartbeat_write_never_lands_on_a_lease() -> None:
+    write = heartbeat_write("w1", PW)
+    assert write.key == {"leaseKey": {"S": "w1"}}
+    assert "ADD #beat :one" in write.update
+    assert "attribute_not_exists(#owner)" in write.condition
+    assert "attribute_not_exists(#counter)" in write.condition
+    assert write.names["#type"] == "entityType"
+    assert write.values[":type"] == {"S": "WORKER_METRIC_STATS"}
+    assert write.values[":mode"] == {"S": "PER_WORKER"}
+
+
+# -- expiry --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("counter_scans", "beat_scans", "now", "expired"),
+    [
+        # (time, counter) of lease "a" owned by w1; (time, beat) of w1's heartbeat (PER_WORKER)
+        ([(0, 1), (20, 1)], [(0, 1), (5, 2), (19, 3)], 28.0, False),  # heartbeat advancing
+        ([(0, 1), (20, 1)], [(0, 1), (5, 2), (19, 2)], 15.1, True),  # both still since 5 s
+        ([(0, 1), (20, 1)], [(0, 1), (5, 2), (20, 2)], 15.0, False),  # "older than", not "as old as"
+        ([(0, 1), (9, 2), (20, 2)], [(0, 1), (20, 1)], 18.0, False),  # counter renewed per lease
+        ([(0, 1), (9, 2), (20, 2)], [(0, 1), (20, 1)], 19.1, True),
+        ([(0, 1), (20, 1)], [], 10.1, True),  # no heartbeat: the counter rule alone
+        ([(0, 1), (20, 1)], [(0, 1), (30, 1)], 10.1, True),  # heartbeat first seen counts at that scan
+    ],
+)
+def test_a_lease_expires_when_counter_and_heartbeat_both_stand_still(
+    counter_scans: list[tuple[float, int]],
+    beat_scans: list[tuple[float, int]],
+    now: float,
+    expired: bool,
+) -> None:
+    obs, beats = _replay(counter_scans, beat_scans)
+    assert is_expired(lease("a", counter_scans[-1][1], "w1"), obs, beats, now, L) is expired
+
+
+def _replay(
+    counter_scans: list[tuple[float, int]], beat_scans: list[tuple[float, int]]
+) -> tuple[LeaseObservations, HeartbeatObservations]:
+    obs = LeaseObservations()
+    for t, counter in counter_scans:
+        obs = obs.observe([lease("a", counter, "w1")], float(t))
+    beats = HeartbeatObservations()
+    for t, n in beat_scans:
+        beats = beats.observe([beat("w1", n)], float(t))
+    return obs, beats
+
+
+@pytest.mark.parametrize("after", ["gone", "per-lease"])
+def test_a_heartbeat_that_vanishes_or_turns_per_lease_stands_still_from_its_last_beat(after: str) -> None:
+    """A worker that falls back deletes its item: its leases stay safe until their counters move."""
+    held = lease("a", 1, "w1")
+    obs = LeaseObservations().observe([held], 0.0)
+    beats = HeartbeatObservations().observe([beat("w1", 1)], 0.0).observe([beat("w1", 2)], 9.0)
+    beats = beats.observe([] if after == "gone" else [beat("w1", 3, PL)], 12.0)
+    assert not is_expired(held, obs, beats, 19.0, L)  # vouched by the beat seen at 9
+    assert is_expired(held, obs, beats, 19.1, L)
+    assert "w1" not in beats.items if after == "gone" else beats.items["w1"].mode is PL
+    renewed = obs.observe([lease("a", 2, "w1")], 15.0)
+    assert not is_expired(lease("a", 2, "w1"), renewed, beats, 24.0, L)
+    signs = foreign_signs([held], beats, "me", 12.0, L)
+    assert signs and "w1" in signs[0]
+
+
+def test_a_heartbeat_in_per_lease_mode_vouches_for_nothing() -> None:
+    obs = LeaseObservations().observe([lease("a", 1, "w1")], 0.0)
+    beats = HeartbeatObservations().observe([beat("w1", 1, PL)], 0.0).observe([beat("w1", 2, PL)], 9.0)
+    assert is_expired(lease("a", 1, "w1"), obs, beats, 10.1, L)
+
+
+def test_vouched_keeps_unowned_leases_and_other_owners_as_they_are() -> None:
+    leases = [lease("a", 1, "w1"), lease("b", 0), lease("c", 4, "w2")]
+    obs = LeaseObservations().observe(leases, 0.0)
+    beats = HeartbeatObservations().observe([beat("w1", 1)], 0.0).observe([beat("w1", 2)], 7.0)
+    out = vouched(leases, obs, beats)
+    assert out.get("a") is not None and out.get("a").changed_at == 7.0  # type: ignore[union-attr]
+    assert out.get("b") == obs.get("b")
+    assert out.get("c") == obs.get("c")
+
+
+@given(steps=st.lists(st.floats(min_value=0.01, max_value=L / 3, allow_nan=False), min_size=1, max_size=40))
+def test_no_lease_expires_while_its_owners_heartbeat_advances(steps: list[float]) -> None:
+    """Scans at any cadence up to failover/3; the lease never changes, the heartbeat always does."""
+    held = lease("a", 5, "w1")
+    obs = LeaseObservations()
+    beats = HeartbeatObservations()
+    now = 0.0
+    for n, step in enumerate(steps):
+        obs = obs.observe([held], now)
+        beats = beats.observe([beat("w1", n)], now)
+        assert not is_expired(held, obs, beats, now + step, L)
+        now += step
+
+
+@given(
+    still=st.floats(min_value=L + 0.001, max_value=10 * L, allow_nan=False),
+    before=st.integers(min_value=1, max_value=5),
+)
+def test_a_lease_expires_once_both_stood_still_past_failover(still: float, before: int) -> None:
+    held = lease("a", 5, "w1")
+    obs = LeaseObservations()
+    beats = HeartbeatObservations()
+    for n in range(before):
+        obs = obs.observe([held], float(n))
+        beats = beats.observe([beat("w1", n)], float(n))
+    last = float(before - 1)
+    assert is_expired(held, obs, beats, last + still, L)
+
+
+# -- the mode ------------------------------------------------------------------------------------------
+
+
+def _signs(leases: list[Lease], scans: list[list[WorkerItem]]) -> list[str]:
+    """One scan a second; the signs judged a second after the last."""
+    beats = HeartbeatObservations()
+    for t, items in enumerate(scans):
+        beats = beats.observe(items, float(t))
+    return foreign_signs(leases, beats, "me", float(len(scans)), L)
+
+
+@pytest.mark.parametrize(
+    ("leases", "scans", "sign"),
+    [
+        ([lease("a", 1, "w1")], [[beat("w1", 1)], [beat("w1", 2)]], None),
+        ([lease("a", 1, "me")], [[]], None),  # this worker's own leases, before its first heartbeat
+        ([lease("a", 1, "w2")], [[beat("w1", 1)]], "lease owner w2 has no heartbeat item"),
+        ([lease("a", 1, "w1")], [[beat("w1", 1, PL)]], "worker w1 renews per lease"),
+        ([], [[beat("w1", 1, PL)]], None),  # fell back but holds nothing: renews nothing
+        (  # a live Java 3.x worker's metrics
+            [],
+            [[WorkerItem("j", metrics=True, metrics_seen=1)],
+             [WorkerItem("j", metrics=True, metrics_seen=2)]],
+            "worker j publishes Java worker metrics",
+        ),
+        (  # a Java worker's metrics item appearing after the first scan: written lately
+            [],
+            [[], [WorkerItem("j", metrics=True, metrics_seen=1)]],
+            "worker j publishes Java worker metrics",
+        ),
+        ([], [[WorkerItem("j", metrics=True, metrics_seen=1)]] * 3, None),  # stale, from a past run
+        (  # a kcl-daemon 3.x report without heartbeat, live: the key is off there
+            [],
+            [[WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=1)],
+             [WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=2)]],
+            "worker k writes no heartbeat",
+        ),
+        (
+            [],
+            [[WorkerItem("me", beat=1, mode=PW, leased_by="java", lease_shaped=True)]],
+            "worker item me was written as a lease by java",
+        ),
+    ],
+)  # fmt: skip
+def test_foreign_signs(leases: list[Lease], scans: list[list[WorkerItem]], sign: str | None) -> None:
+    found = _signs(leases, scans)
+    if sign is None:
+        assert found == []
+    else:
+        assert any(sign in s for s in found), found
+
+
+def test_the_decision_names_the_reason() -> None:
+    beats = HeartbeatObservations().observe([beat("w1", 1)], 0.0)
+    assert decide(PL, [], beats, "me", 1.0, L) == ModeDecision(PL, "leaseRenewal is PER_LEASE")
+    assert decide(PW, [lease("a", 1, "w1")], beats, "me", 1.0, L).mode is PW
+    fell = decide(PW, [lease("a", 1, "w9")], beats, "me", 1.0, L)
+    assert fell.mode is PL and "w9" in fell.reason
+
+
+def test_falling_back_lasts_for_the_process() -> None:
+    on, off = ModeDecision(PW, "ok"), ModeDecision(PL, "w9 has no heartbeat")
+    assert settle(on, off) == off
+    assert settle(off, on) == off
+    assert settle(on, on) == on
+
+
+owners = st.sampled_from(["w1", "w2", "w3", "me"])
+
+
+@given(
+    lease_owners=st.lists(owners, max_size=8),
+    heartbeating=st.sets(owners),
+    foreign=st.sampled_from(["owner", "java-metrics", "leased-item", "per-lease"]),
+)
+def test_any_foreign_sign_yields_per_lease(
+    lease_owners: list[str], heartbeating: set[str], foreign: str
+) -> None:
+    leases = [lease(f"s{i}", 1, o) for i, o in enumerate(lease_owners)]
+    items = [beat(w, 1) for w in heartbeating]
+    if foreign == "owner":
+        leases.append(lease("x", 1, "stranger"))
+    elif foreign == "java-metrics":
+        items.append(WorkerItem("java", metrics=True, metrics_seen=2))
+    elif foreign == "leased-item":
+        items.append(WorkerItem("w4", beat=1, mode=PW, leased_by="java", lease_shaped=True))
+    else:
+        items.append(beat("stranger", 1, PL))
+        leases.append(lease("x", 1, "stranger"))
+    beats = HeartbeatObservations().observe([], 0.0).observe(items, 1.0)
+    decision = decide(PW, leases, beats, "me", 2.0, L)
+    assert decision.mode is PL
+    assert decision.reason
+
+
+@given(lease_owners=st.lists(owners, max_size=8))
+def test_a_fleet_all_heartbeating_stays_per_worker(lease_owners: list[str]) -> None:
+    leases = [lease(f"s{i}", 1, o) for i, o in enumerate(lease_owners)]
+    beats = HeartbeatObservations().observe([beat(w, 1) for w in ("w1", "w2", "w3")], 0.0)
+    assert decide(PW, leases, beats, "me", 1.0, L).mode is PW
