@@ -32,7 +32,7 @@ from kcl_daemon.blocking import BlockingPool
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.core.leader import table_names
-from kcl_daemon.core.leases.keeping import attempt_timeout_for
+from kcl_daemon.core.leases.timings import attempt_timeout_for
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import recreated_stream
 from kcl_daemon.core.stream_identity import parse_stream_identity, split_lease_key

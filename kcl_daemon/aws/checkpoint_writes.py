@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from kcl_daemon.aws.lease_table import CHECKPOINT_OWNER, _Expression, _n, _s
+from kcl_daemon.aws.lease_table import CHECKPOINT_OWNER
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
+from kcl_daemon.aws.update_expression import Expression, n_value, s_value
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.lease_codec import (
     CHECKPOINT,
@@ -48,8 +49,8 @@ def _typed(value: object) -> AttributeValue:
     if isinstance(value, bool):
         return {"BOOL": value}
     if isinstance(value, int):
-        return _n(value)
-    return _s(str(value))
+        return n_value(value)
+    return s_value(str(value))
 
 
 class CheckpointWriter(LeaseTable3x):
@@ -70,7 +71,7 @@ class CheckpointWriter(LeaseTable3x):
         if lease.lease_owner is None:
             raise ValueError(f"lease {lease.lease_key} has no owner")
         expr = self._fenced(lease)
-        expr.require_equal(LEASE_OWNER, _s(lease.lease_owner))
+        expr.require_equal(LEASE_OWNER, s_value(lease.lease_owner))
         self._rewrite(lease, expr, target, audit)
         expr.remove(LEASE_OWNER)
         expr.remove(CHECKPOINT_OWNER)
@@ -78,12 +79,12 @@ class CheckpointWriter(LeaseTable3x):
 
     @staticmethod
     def _rewrite(
-        lease: Lease, expr: _Expression, target: ExtendedSequenceNumber, audit: Mapping[str, object]
+        lease: Lease, expr: Expression, target: ExtendedSequenceNumber, audit: Mapping[str, object]
     ) -> None:
-        expr.set(LEASE_COUNTER, _n(lease.lease_counter + 1))
-        expr.set(CHECKPOINT, _s(target.sequence_number))
-        expr.set(CHECKPOINT_SUB, _n(target.sub_sequence_number))
-        expr.set(OWNER_SWITCHES, _n(0))
+        expr.set(LEASE_COUNTER, n_value(lease.lease_counter + 1))
+        expr.set(CHECKPOINT, s_value(target.sequence_number))
+        expr.set(CHECKPOINT_SUB, n_value(target.sub_sequence_number))
+        expr.set(OWNER_SWITCHES, n_value(0))
         expr.remove(PENDING_CHECKPOINT)
         expr.remove(PENDING_CHECKPOINT_SUB)
         expr.remove(PENDING_CHECKPOINT_STATE)

@@ -26,13 +26,14 @@ import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypedDict
+from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
 
 from kcl_daemon.aws.errors import error_code, map_aws_errors
 from kcl_daemon.aws.lean.client import lean_client_for
 from kcl_daemon.aws.lean.dynamodb import item_from_wire, wire_safe
+from kcl_daemon.aws.update_expression import Expression, n_value, s_value
 from kcl_daemon.core.leases.heartbeat import (
     BEAT,
     MODE,
@@ -85,7 +86,7 @@ if TYPE_CHECKING:
         TableDescriptionTypeDef,
     )
 
-    from kcl_daemon.aws.item_types import AttributeValue, Item
+    from kcl_daemon.aws.item_types import Item
 
 logger = logging.getLogger(__name__)
 
@@ -106,82 +107,6 @@ class ScanResult:
     leases: tuple[Lease, ...]
     skipped: tuple[str, ...]
     workers: tuple[Mapping[str, Any], ...] = ()
-
-
-def _s(value: str) -> AttributeValue:
-    return {"S": str(value)}
-
-
-def _n(value: int) -> AttributeValue:
-    return {"N": str(value)}
-
-
-#: a typed value to write: the core's codec builds them with ``object`` inside (a ``{"S": ...}`` mapping)
-_Value = Mapping[str, object]
-
-
-class _ExpressionArguments(TypedDict, total=False):
-    """One UpdateItem's expressions (the rest of its arguments are the call's own)."""
-
-    UpdateExpression: str
-    ConditionExpression: str
-    ExpressionAttributeNames: dict[str, str]
-    ExpressionAttributeValues: dict[str, _Value]
-
-
-class _Expression:
-    """Builds one UpdateItem's condition and update expressions with placeholder names and values."""
-
-    def __init__(self) -> None:
-        self.names: dict[str, str] = {}
-        self.values: dict[str, _Value] = {}
-        self.conditions: list[str] = []
-        self.sets: list[str] = []
-        self.removes: list[str] = []
-        self.adds: list[str] = []
-
-    def name(self, attribute: str) -> str:
-        placeholder = f"#{attribute}"  # every lease attribute name is alphanumeric
-        self.names[placeholder] = attribute
-        return placeholder
-
-    def value(self, value: _Value) -> str:
-        placeholder = f":v{len(self.values)}"
-        self.values[placeholder] = value
-        return placeholder
-
-    def require_equal(self, attribute: str, value: _Value) -> None:
-        self.conditions.append(f"{self.name(attribute)} = {self.value(value)}")
-
-    def require_exists(self, attribute: str) -> None:
-        self.conditions.append(f"attribute_exists({self.name(attribute)})")
-
-    def require_absent(self, attribute: str) -> None:
-        self.conditions.append(f"attribute_not_exists({self.name(attribute)})")
-
-    def set(self, attribute: str, value: _Value) -> None:
-        self.sets.append(f"{self.name(attribute)} = {self.value(value)}")
-
-    def remove(self, attribute: str) -> None:
-        self.removes.append(self.name(attribute))
-
-    def add(self, attribute: str, value: _Value) -> None:
-        self.adds.append(f"{self.name(attribute)} {self.value(value)}")
-
-    def arguments(self) -> _ExpressionArguments:
-        clauses = [
-            f"{verb} {', '.join(parts)}"
-            for verb, parts in (("SET", self.sets), ("REMOVE", self.removes), ("ADD", self.adds))
-            if parts
-        ]
-        args: _ExpressionArguments = {
-            "UpdateExpression": " ".join(clauses),
-            "ConditionExpression": " AND ".join(self.conditions),
-            "ExpressionAttributeNames": self.names,
-        }
-        if self.values:
-            args["ExpressionAttributeValues"] = self.values
-        return args
 
 
 class DynamoLeaseTable:
@@ -353,7 +278,7 @@ class DynamoLeaseTable:
     def _get_lease(self, lease_key: str, consistent: bool) -> Lease | None:
         with map_aws_errors(f"get lease {lease_key}"):
             response = self._client.get_item(
-                TableName=self.table_name, Key={LEASE_KEY: _s(lease_key)}, ConsistentRead=consistent
+                TableName=self.table_name, Key={LEASE_KEY: s_value(lease_key)}, ConsistentRead=consistent
             )
         item = response.get("Item")
         if item is None or not is_lease_item(item):
@@ -384,7 +309,7 @@ class DynamoLeaseTable:
         """The items of ``lease_keys`` (at most 100), asking again for what DynamoDB left unprocessed."""
         request: Mapping[str, KeysAndAttributesUnionTypeDef] = {
             self.table_name: {
-                "Keys": [{LEASE_KEY: _s(key)} for key in lease_keys],
+                "Keys": [{LEASE_KEY: s_value(key)} for key in lease_keys],
                 "ConsistentRead": consistent,
             }
         }
@@ -444,7 +369,7 @@ class DynamoLeaseTable:
         (Java's protection against a retried request). Otherwise :class:`LeaseConflict`: the lease is lost.
         """
         expr = self._fenced(lease)
-        expr.set(LEASE_COUNTER, _n(lease.lease_counter + 1))
+        expr.set(LEASE_COUNTER, n_value(lease.lease_counter + 1))
         self._extend_renew(lease, expr)
         try:
             return self._update(lease.lease_key, expr, "renew")
@@ -523,10 +448,10 @@ class DynamoLeaseTable:
         removed, as the 3.x take does (2.x tables never have one).
         """
         expr = self._fenced(lease)
-        expr.set(LEASE_COUNTER, _n(lease.lease_counter + 1))
-        expr.set(LEASE_OWNER, _s(owner))
+        expr.set(LEASE_COUNTER, n_value(lease.lease_counter + 1))
+        expr.set(LEASE_OWNER, s_value(owner))
         if lease.taken_by(owner).owner_switches_since_checkpoint > lease.owner_switches_since_checkpoint:
-            expr.add(OWNER_SWITCHES, _n(1))
+            expr.add(OWNER_SWITCHES, n_value(1))
         if lease.checkpoint_owner is not None:
             expr.remove(CHECKPOINT_OWNER)
         return self._update(lease.lease_key, expr, f"take by {owner}")
@@ -545,24 +470,24 @@ class DynamoLeaseTable:
         ``child_shard_ids`` are written too (shard end).
         """
         expr = self._fenced(lease)
-        expr.set(LEASE_COUNTER, _n(lease.lease_counter + 1))
-        expr.set(CHECKPOINT, _s(checkpoint.sequence_number))
-        expr.set(CHECKPOINT_SUB, _n(checkpoint.sub_sequence_number))
-        expr.set(OWNER_SWITCHES, _n(0))
+        expr.set(LEASE_COUNTER, n_value(lease.lease_counter + 1))
+        expr.set(CHECKPOINT, s_value(checkpoint.sequence_number))
+        expr.set(CHECKPOINT_SUB, n_value(checkpoint.sub_sequence_number))
+        expr.set(OWNER_SWITCHES, n_value(0))
         if pending is None:
             expr.remove(PENDING_CHECKPOINT)
             expr.remove(PENDING_CHECKPOINT_SUB)
         else:
-            expr.set(PENDING_CHECKPOINT, _s(pending.sequence_number))
-            expr.set(PENDING_CHECKPOINT_SUB, _n(pending.sub_sequence_number))
+            expr.set(PENDING_CHECKPOINT, s_value(pending.sequence_number))
+            expr.set(PENDING_CHECKPOINT_SUB, n_value(pending.sub_sequence_number))
         expr.remove(PENDING_CHECKPOINT_STATE)  # the multilang daemon never prepares application state
         children = sorted(set(child_shard_ids or ()))
         if children:
             expr.set(CHILD_SHARD_IDS, {"SS": children})
         stream = lease.stream
         if stream is not None:  # as Java's multi-stream serializer, for leases an older writer created
-            expr.set(STREAM_NAME, _s(stream))
-            expr.set(SHARD_ID, _s(lease.shard_id))
+            expr.set(STREAM_NAME, s_value(stream))
+            expr.set(SHARD_ID, s_value(lease.shard_id))
         return self._update(lease.lease_key, expr, f"checkpoint {checkpoint}")
 
     def update_child_shard_ids(self, lease_key: str, child_shard_ids: Iterable[str]) -> bool:
@@ -570,17 +495,17 @@ class DynamoLeaseTable:
         children = sorted(set(child_shard_ids))
         if not children:
             raise ValueError(f"lease {lease_key}: no child shard ids to write")
-        expr = _Expression()
+        expr = Expression()
         expr.require_exists(LEASE_KEY)
         expr.set(CHILD_SHARD_IDS, {"SS": children})
         return self._item_retry.call(self._meta_update, lease_key, expr, "set child shard ids")
 
     def update_hash_range(self, lease_key: str, starting_hash_key: int, ending_hash_key: int) -> bool:
         """Meta update (no counter change) if the lease exists; False if it does not."""
-        expr = _Expression()
+        expr = Expression()
         expr.require_exists(LEASE_KEY)
-        expr.set(STARTING_HASH_KEY, _s(str(starting_hash_key)))
-        expr.set(ENDING_HASH_KEY, _s(str(ending_hash_key)))
+        expr.set(STARTING_HASH_KEY, s_value(str(starting_hash_key)))
+        expr.set(ENDING_HASH_KEY, s_value(str(ending_hash_key)))
         return self._item_retry.call(self._meta_update, lease_key, expr, "set hash range")
 
     def evict(self, lease: Lease) -> Lease:
@@ -589,20 +514,20 @@ class DynamoLeaseTable:
         The counter is bumped with ``ADD 1`` rather than Java's ``SET :counter+1``: the condition is on
         the owner only, so a stale local counter must not move the fencing counter backwards.
         """
-        expr = _Expression()
+        expr = Expression()
         if lease.lease_owner is None:
             expr.require_absent(LEASE_OWNER)
             expr.require_exists(LEASE_KEY)
         else:
-            expr.require_equal(LEASE_OWNER, _s(lease.lease_owner))
+            expr.require_equal(LEASE_OWNER, s_value(lease.lease_owner))
         expr.remove(LEASE_OWNER)
-        expr.add(LEASE_COUNTER, _n(1))
+        expr.add(LEASE_COUNTER, n_value(1))
         return self._update(lease.lease_key, expr, "evict")
 
     def release(self, lease: Lease) -> Lease:
         """Our graceful release: fenced on the counter, removes the owner and bumps the counter."""
         expr = self._fenced(lease)
-        expr.set(LEASE_COUNTER, _n(lease.lease_counter + 1))
+        expr.set(LEASE_COUNTER, n_value(lease.lease_counter + 1))
         expr.remove(LEASE_OWNER)
         return self._update(lease.lease_key, expr, "release")
 
@@ -613,7 +538,7 @@ class DynamoLeaseTable:
         if lease.lease_owner is None:
             raise ValueError(f"lease {lease.lease_key}: only an owned lease can wait for its owner")
         expr = self._fenced(lease)
-        expr.set(LEASE_COUNTER, _n(lease.lease_counter + 1))
+        expr.set(LEASE_COUNTER, n_value(lease.lease_counter + 1))
         mark = RestartMark(lease.lease_owner, lease.lease_counter + 1, until_s)
         expr.set(RESTART_ATTRIBUTE, mark_attribute(mark))
         return self._update(lease.lease_key, expr, "restart mark")
@@ -624,25 +549,25 @@ class DynamoLeaseTable:
 
     def _delete(self, lease_key: str) -> None:
         with map_aws_errors(f"delete lease {lease_key}"):
-            self._client.delete_item(TableName=self.table_name, Key={LEASE_KEY: _s(lease_key)})
+            self._client.delete_item(TableName=self.table_name, Key={LEASE_KEY: s_value(lease_key)})
 
     # -- plumbing --------------------------------------------------------------------------------
 
-    def _extend_renew(self, lease: Lease, expr: _Expression) -> None:
+    def _extend_renew(self, lease: Lease, expr: Expression) -> None:
         """More attributes for a renewal (the 3.x table adds ``throughputKBps``); none here."""
 
     @staticmethod
-    def _fenced(lease: Lease) -> _Expression:
-        expr = _Expression()
-        expr.require_equal(LEASE_COUNTER, _n(lease.lease_counter))
+    def _fenced(lease: Lease) -> Expression:
+        expr = Expression()
+        expr.require_equal(LEASE_COUNTER, n_value(lease.lease_counter))
         return expr
 
-    def _update(self, lease_key: str, expr: _Expression, what: str) -> Lease:
+    def _update(self, lease_key: str, expr: Expression, what: str) -> Lease:
         """One fenced UpdateItem of a lease (renewals, takes, checkpoints, hand-offs): on the lean
         request path when the client allows it and the parameters need no conversion, else botocore."""
         params: dict[str, Any] = {
             "TableName": self.table_name,
-            "Key": {LEASE_KEY: _s(lease_key)},
+            "Key": {LEASE_KEY: s_value(lease_key)},
             "ReturnValues": "ALL_NEW",
             **expr.arguments(),
         }
@@ -659,11 +584,11 @@ class DynamoLeaseTable:
             raise InconsistentResponse(f"{what} lease {lease_key}: the reply carries no item")
         return lease_from_item(attributes)
 
-    def _meta_update(self, lease_key: str, expr: _Expression, what: str) -> bool:
+    def _meta_update(self, lease_key: str, expr: Expression, what: str) -> bool:
         try:
             with map_aws_errors(f"{what} of lease {lease_key}"):
                 self._client.update_item(
-                    TableName=self.table_name, Key={LEASE_KEY: _s(lease_key)}, **expr.arguments()
+                    TableName=self.table_name, Key={LEASE_KEY: s_value(lease_key)}, **expr.arguments()
                 )
         except LeaseConflict:
             return False

@@ -24,10 +24,8 @@ from kcl_daemon.aws.lease_table import (
     CHECKPOINT_OWNER,
     LEASE_OWNER_INDEX,
     DynamoLeaseTable,
-    _Expression,
-    _n,
-    _s,
 )
+from kcl_daemon.aws.update_expression import Expression, n_value, s_value
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.lease_codec import (
     LEASE_COUNTER,
@@ -74,7 +72,7 @@ class LeaseTable3x(DynamoLeaseTable):
             "IndexName": LEASE_OWNER_INDEX,
             "KeyConditionExpression": "#o = :o",
             "ExpressionAttributeNames": {"#o": LEASE_OWNER},
-            "ExpressionAttributeValues": {":o": _s(worker_id)},
+            "ExpressionAttributeValues": {":o": s_value(worker_id)},
         }
         while True:
             with map_aws_errors(f"query {LEASE_OWNER_INDEX} for {worker_id}"):
@@ -109,47 +107,47 @@ class LeaseTable3x(DynamoLeaseTable):
 
     def assign(self, lease: Lease, new_owner: str, *, fence_counter: bool = True) -> Lease:
         """Move ``lease`` (as read) to ``new_owner``; see the module docstring. Raises LeaseConflict."""
-        expr = _Expression()
+        expr = Expression()
         expr.require_exists(LEASE_KEY)
         if lease.lease_owner is None:
             expr.require_absent(LEASE_OWNER)
         else:
-            expr.require_equal(LEASE_OWNER, _s(lease.lease_owner))
+            expr.require_equal(LEASE_OWNER, s_value(lease.lease_owner))
         if lease.checkpoint_owner is None:
             expr.require_absent(CHECKPOINT_OWNER)
         else:
-            expr.require_equal(CHECKPOINT_OWNER, _s(lease.checkpoint_owner))
+            expr.require_equal(CHECKPOINT_OWNER, s_value(lease.checkpoint_owner))
         if fence_counter:
-            expr.require_equal(LEASE_COUNTER, _n(lease.lease_counter))
-        expr.set(LEASE_OWNER, _s(new_owner))
+            expr.require_equal(LEASE_COUNTER, n_value(lease.lease_counter))
+        expr.set(LEASE_OWNER, s_value(new_owner))
         expr.remove(CHECKPOINT_OWNER)
-        expr.add(LEASE_COUNTER, _n(1))
+        expr.add(LEASE_COUNTER, n_value(1))
         actual = lease.checkpoint_owner or lease.lease_owner
         if actual is not None and actual != new_owner:
-            expr.add(OWNER_SWITCHES, _n(1))
+            expr.add(OWNER_SWITCHES, n_value(1))
         return self._update(lease.lease_key, expr, f"assign to {new_owner}")
 
     def initiate_handoff(self, lease: Lease, new_owner: str) -> Lease:
         """Leader: start a graceful hand-off of an owned lease to ``new_owner`` (contract §5.3 step 1)."""
         if lease.lease_owner is None:
             raise ValueError(f"lease {lease.lease_key} has no owner to hand off from")
-        expr = _Expression()
-        expr.require_equal(LEASE_OWNER, _s(lease.lease_owner))
+        expr = Expression()
+        expr.require_equal(LEASE_OWNER, s_value(lease.lease_owner))
         expr.require_absent(CHECKPOINT_OWNER)
         expr.require_exists(LEASE_KEY)
-        expr.set(LEASE_OWNER, _s(new_owner))
-        expr.set(CHECKPOINT_OWNER, _s(lease.lease_owner))
+        expr.set(LEASE_OWNER, s_value(new_owner))
+        expr.set(CHECKPOINT_OWNER, s_value(lease.lease_owner))
         return self._update(lease.lease_key, expr, f"hand-off to {new_owner}")
 
     def release(self, lease: Lease) -> Lease:
         expr = self._fenced(lease)
-        expr.set(LEASE_COUNTER, _n(lease.lease_counter + 1))
+        expr.set(LEASE_COUNTER, n_value(lease.lease_counter + 1))
         expr.remove(LEASE_OWNER)
         # Always: our copy may predate the leader's hand-off mark (the counter does not change for it).
         expr.remove(CHECKPOINT_OWNER)
         return self._update(lease.lease_key, expr, "release")
 
-    def _extend_renew(self, lease: Lease, expr: _Expression) -> None:
+    def _extend_renew(self, lease: Lease, expr: Expression) -> None:
         source = (self._throughput_of or self).throughput_source
         if source is None:
             return

@@ -42,9 +42,10 @@ from typing import TypeVar, cast
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.core.leases.expiry import LeaseObservations
 from kcl_daemon.core.leases.heartbeat import RenewalMode
-from kcl_daemon.core.leases.keeping import KeepTimings, may_deliver
+from kcl_daemon.core.leases.keeping import may_deliver
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.taker import TakePlan
+from kcl_daemon.core.leases.timings import KeepTimings
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import KclError, LeaseConflict, LeaseTableGone, LeaseUnreadable
 from kcl_daemon.leases.coordinator_config import CoordinatorConfig, HeldLease, LeaseListeners, LeaseTableOps

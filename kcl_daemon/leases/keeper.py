@@ -5,7 +5,7 @@ never wait for the event loop, the shared I/O pools or each other's locks: a ``l
 wakes at each lease's next due time (:func:`~kcl_daemon.core.leases.keeping.next_wake`, on
 ``time.monotonic``), attempts run on the keeper's own pool (``lease-renew``) against a lease table on
 the keeper's own DynamoDB client, whose connect and read timeouts are one attempt's budget
-(:func:`~kcl_daemon.core.leases.keeping.attempt_timeout_for`), and every
+(:func:`~kcl_daemon.core.leases.timings.attempt_timeout_for`), and every
 answer is judged as it arrives, on the
 pool thread that got it. A CPU-starved or busy event loop therefore delays neither a renewal nor the
 moment a lease stops being deliverable.
@@ -36,7 +36,6 @@ from kcl_daemon.core.leases.keeping import (
     Failed,
     Failure,
     Judged,
-    KeepTimings,
     Kept,
     Lost,
     Op,
@@ -50,6 +49,7 @@ from kcl_daemon.core.leases.keeping import (
 )
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.lease_codec import CorruptLeaseItem
+from kcl_daemon.core.leases.timings import KeepTimings
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import (
     DependencyUnavailable,

@@ -42,7 +42,7 @@ from typing import Final
 from kcl_daemon.core.leases.expiry import held_lease_deadline, local_expiry_margin_s
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.reconcile import describe
-from kcl_daemon.core.leases.timings import LeaseTimings, renew_period_s
+from kcl_daemon.core.leases.timings import KeepTimings, renew_period_s
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 
 NEVER: Final = float("-inf")
@@ -70,35 +70,6 @@ class Failure(enum.StrEnum):
     LOST = "lost"  # the lease is someone else's (or gone): ShutdownException for a checkpoint
     THROTTLED = "throttled"  # the last attempt was throttled: ThrottlingException
     UNAVAILABLE = "unavailable"  # no confirmation in time: KinesisClientLibDependencyException
-
-
-@dataclass(frozen=True, slots=True)
-class KeepTimings:
-    failover_s: float
-    renew_every_s: float
-    hedge_after_s: float
-    give_up_after_s: float
-    release_wait_s: float = 4.0
-
-    @classmethod
-    def for_failover(cls, failover_s: float, *, attempt_timeout_s: float | None = None) -> KeepTimings:
-        """Java's renewal period (:attr:`LeaseTimings.renew_every_s`); hedging at half an attempt's
-        timeout."""
-        timeout = attempt_timeout_s if attempt_timeout_s is not None else attempt_timeout_for(failover_s)
-        return cls(
-            failover_s=failover_s,
-            renew_every_s=LeaseTimings.from_failover(failover_s).renew_every_s,
-            hedge_after_s=timeout / 2,
-            give_up_after_s=failover_s,
-        )
-
-
-def attempt_timeout_for(failover_s: float) -> float:
-    """How long one attempt may take (the keeper's read and connect timeouts): ``min(1 s, failover / 6)``,
-    so that several attempts fit between a renewal and the deadline, but not under ``min(0.5 s,
-    failover / 4)``: at a failover of 2 s a third of a second timed out most renewals of a loaded
-    moto_server, whose hedged twins then loaded it more."""
-    return max(min(1.0, failover_s / 6), min(0.5, failover_s / 4), 0.05)
 
 
 @dataclass(frozen=True, slots=True)
