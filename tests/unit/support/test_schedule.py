@@ -7,7 +7,7 @@ from pathlib import Path
 from types import ModuleType
 
 from tests.support.paths import REPO
-from tests.support.schedule import DURATIONS, SHARED_FIXTURES, load_durations, longest_first, shared_fixture
+from tests.support.schedule import DURATIONS, load_durations, longest_first
 
 
 def _durations_script() -> ModuleType:
@@ -24,21 +24,6 @@ def test_longest_first_and_unknown_files_keep_their_order_as_short() -> None:
     scopes = ["a.py", "b.py", "long.py", "c.py", "mid.py"]
     table = {"long.py": 200.0, "mid.py": 40.0, "c.py": 0.0}
     assert longest_first(scopes, table) == ["long.py", "mid.py", "a.py", "b.py", "c.py"]
-
-
-def test_the_files_of_the_spark_session_go_out_as_one_unit() -> None:
-    name = SHARED_FIXTURES[0]  # not spelled out: this file is no user of it
-    assert shared_fixture(f"def test_x(tmp_path: Path, {name}: Any) -> None:") == name
-    assert shared_fixture(f"@pytest.mark.usefixtures('{name}')") == name
-    assert shared_fixture(f"def test_x({name}_like: Any, my_{name}: Any) -> None:  # {name}") is None
-    spark = {
-        path.relative_to(REPO).as_posix()
-        for path in (REPO / "tests").rglob("test_*.py")
-        if shared_fixture(path.read_text()) is not None
-    }
-    assert "tests/integration/spark/test_source.py" in spark
-    assert "tests/e2e/test_spark_lease_bridge.py" in spark
-    assert "tests/unit/support/test_schedule.py" not in spark
 
 
 def test_a_missing_or_broken_table_is_empty(tmp_path: Path) -> None:
