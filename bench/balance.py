@@ -21,9 +21,9 @@ import statistics
 import time
 from dataclasses import replace
 
-from kcl_daemon.core.assignment.assignor import CooperativeAssignor
-from kcl_daemon.core.assignment.decider import DeciderConfig, DeciderState, LeaseView, WorkerView
-from kcl_daemon.core.assignment.variance import VarianceDecider
+from kcl_daemon.core.leader.assignor import CooperativeAssignor
+from kcl_daemon.core.leader.decider import DeciderConfig, DeciderState, LeaseView, WorkerView
+from kcl_daemon.core.leader.variance import VarianceDecider
 from kcl_daemon.sim.model import FleetConfig, Result
 from kcl_daemon.sim.report import compare, table
 from kcl_daemon.sim.scenarios import SCENARIOS, Size

@@ -18,8 +18,8 @@ import time
 
 from prometheus_client import generate_latest
 
-from kcl_daemon.consumer.shard_consumer import ConsumerSettings, ShardConsumer
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
+from kcl_daemon.lifecycle.shard_consumer import ConsumerSettings, ShardConsumer
 from kcl_daemon.metrics.observer import NULL_SHARD_OBSERVER, ShardObserver
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.process.child import ChildProcess

@@ -72,7 +72,7 @@ from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.aws.provision import MAX_PUT_RECORDS_ENTRIES, ensure_stream
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.local.producer import open_hash_ranges, partition_keys_for
 from tests.support.emulators import Backend, Emulator, free_port, use_dummy_credentials

@@ -33,8 +33,8 @@ from _daemons import cpu_seconds
 
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.aws.provision import ensure_stream
-from kcl_daemon.core.health import Check, HealthReport
-from kcl_daemon.core.status import FleetView, FleetWorker, ShardView, StatusSnapshot, WorkerView
+from kcl_daemon.core.worker.health import Check, HealthReport
+from kcl_daemon.core.worker.status import FleetView, FleetWorker, ShardView, StatusSnapshot, WorkerView
 from kcl_daemon.local import EmbeddedBackend
 from kcl_daemon.metrics.status_page import render_html
 

@@ -39,14 +39,12 @@ from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.blocking import BlockingPool
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
-from kcl_daemon.consumer.configure import consumer_settings
-from kcl_daemon.consumer.shard_consumer import make_child_launcher
-from kcl_daemon.core.assignment.client_version import ClientVersionConfig
-from kcl_daemon.core.assignment.decider import DeciderConfig
-from kcl_daemon.core.assignment.layout import LayoutReport, describe_layout
-from kcl_daemon.core.assignment.table_migration import TableLayoutConfig, effective_complete_bake_s
-from kcl_daemon.core.assignment.zones import resolve_zone
-from kcl_daemon.core.keeping import attempt_timeout_for
+from kcl_daemon.core.leader.client_version import ClientVersionConfig
+from kcl_daemon.core.leader.decider import DeciderConfig
+from kcl_daemon.core.leader.layout import LayoutReport, describe_layout
+from kcl_daemon.core.leader.table_migration import TableLayoutConfig, effective_complete_bake_s
+from kcl_daemon.core.leader.zones import resolve_zone
+from kcl_daemon.core.leases.keeping import attempt_timeout_for
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import StreamSpec, parse_stream_list, recreated_stream
 from kcl_daemon.core.stream_identity import parse_stream_identity, split_lease_key
@@ -59,6 +57,8 @@ from kcl_daemon.leader.tables import Tables, TablesConfig
 from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig
 from kcl_daemon.leader.zone_lookup import zone_from_environment
 from kcl_daemon.leases.coordinator import CoordinatorConfig
+from kcl_daemon.lifecycle.configure import consumer_settings
+from kcl_daemon.lifecycle.shard_consumer import make_child_launcher
 from kcl_daemon.metrics.prometheus import PrometheusEndpoint
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.metrics.runtime import MetricsOptions, MetricsRuntime, build_metrics
@@ -697,7 +697,7 @@ def migrate_from_settings(
     settings: Settings, mode: str, *, dry_run: bool, wait_s: float, out: Callable[[str], None]
 ) -> int:
     """`kcl-daemon migrate MODE` on the configured application's tables; returns the exit status."""
-    from kcl_daemon.core.assignment.migrate_plan import Mode
+    from kcl_daemon.core.migrate.plan import Mode
     from kcl_daemon.migrate.command import MigrateTarget, run_migrate
 
     table_name = settings.lease_table_name

@@ -1,7 +1,7 @@
 """``supervise``: run one of the worker's own long-running loops and never let it die silently.
 
 An unexpected exception is logged at ERROR at once, with its traceback, and the loop is started again
-after the backoff of :func:`kcl_daemon.core.loop_restart.after_loop_failure`; a loop that keeps failing,
+after the backoff of :func:`kcl_daemon.core.supervise.after_loop_failure`; a loop that keeps failing,
 or raises one of the policy's ``fatal`` errors, escalates through ``on_fatal`` (the worker then stops
 cleanly and exits non-zero). A loop that returns is a failure too: these loops run until cancelled.
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kcl_daemon.clock import Clock, current_activity
-from kcl_daemon.core.health import LoopFacts
-from kcl_daemon.core.loop_restart import GiveUp, LoopPolicy, after_loop_failure
+from kcl_daemon.core.supervise import GiveUp, LoopPolicy, after_loop_failure
+from kcl_daemon.core.worker.health import LoopFacts
 
 logger = logging.getLogger(__name__)
 

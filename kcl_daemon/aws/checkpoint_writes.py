@@ -24,8 +24,8 @@ from typing import Any, Final
 
 from kcl_daemon.aws.lease_table import CHECKPOINT_OWNER, _Expression, _n, _s
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
-from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.lease_codec import (
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.lease_codec import (
     CHECKPOINT,
     CHECKPOINT_SUB,
     LEASE_COUNTER,

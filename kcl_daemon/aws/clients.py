@@ -49,7 +49,7 @@ class ClientSettings:
     dynamodb_credentials: Chain | None = None  # None: same as credentials
     cloudwatch_credentials: Chain | None = None  # None: same as credentials
     #: a second DynamoDB client for the lease keeper, whose connect and read timeouts are this (one
-    #: renewal attempt's budget, kcl_daemon.core.keeping.attempt_timeout_for); None: no such client
+    #: renewal attempt's budget, kcl_daemon.core.leases.keeping.attempt_timeout_for); None: no such client
     lease_keeper_timeout_s: float | None = None
 
 

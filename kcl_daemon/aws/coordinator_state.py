@@ -4,7 +4,7 @@
 KCL 3.0-3.4 keep them in ``<applicationName>-CoordinatorState`` (partition key ``key``); KCL 3.5 keeps
 them in the lease table (partition key ``leaseKey``, each with its ``entityType``). One
 :class:`CoordinatorStore` is one of those places; which one a worker uses when is decided by the table
-migration (:mod:`kcl_daemon.core.assignment.table_migration`, followed by :mod:`kcl_daemon.leader.tables`).
+migration (:mod:`kcl_daemon.core.leader.table_migration`, followed by :mod:`kcl_daemon.leader.tables`).
 
 Every write is a single conditional PutItem / UpdateItem / DeleteItem, or one TransactWriteItems
 (:meth:`CoordinatorStore.transact`); a failed condition raises :class:`~kcl_daemon.errors.LeaseConflict`.

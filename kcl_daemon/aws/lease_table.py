@@ -9,10 +9,10 @@ raises :class:`LeaseConflict` and changes nothing. Writes return the item as Dyn
 Reads, creates, deletes and the meta updates are idempotent and retried here under the named policies
 of :mod:`kcl_daemon.retry` (``STARTUP`` for the table itself, ``LEASE_IO`` for items); the counter-fenced
 writes are tried once, because only the caller can judge an unknown outcome (see
-:mod:`kcl_daemon.core.reconcile`). A create whose outcome is unknown is reconciled here, by reading.
+:mod:`kcl_daemon.core.leases.reconcile`). A create whose outcome is unknown is reconciled here, by reading.
 
 Full scans use DynamoDB's parallel scan when ``leaseTableScanTotalSegments`` (or Java's automatic sizing,
-:mod:`kcl_daemon.core.scan_segments`) asks for more than one segment; the segments run on a bounded
+:mod:`kcl_daemon.core.leases.scan_segments`) asks for more than one segment; the segments run on a bounded
 ``lease-scan`` pool.
 
 Synchronous by design: the lease coordinator calls it on its own bounded thread pool.
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import ClientError
 
 from kcl_daemon.aws.errors import error_code, map_aws_errors
-from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.lease_codec import (
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.lease_codec import (
     CHECKPOINT,
     CHECKPOINT_SUB,
     CHILD_SHARD_IDS,
@@ -52,9 +52,9 @@ from kcl_daemon.core.lease_codec import (
     lease_from_item,
     new_lease_item,
 )
-from kcl_daemon.core.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
-from kcl_daemon.core.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
-from kcl_daemon.core.scan_segments import CACHE_S, scan_segments
+from kcl_daemon.core.leases.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
+from kcl_daemon.core.leases.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
+from kcl_daemon.core.leases.scan_segments import CACHE_S, scan_segments
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import (
     DependencyUnavailable,
@@ -513,7 +513,7 @@ class DynamoLeaseTable:
     def mark_restart(self, lease: Lease, until_s: float) -> Lease:
         """Our last write of a lease kept for this worker's restart: fenced on the counter, bumps it and
         writes the grace (until ``until_s``, epoch seconds) in :data:`RESTART_ATTRIBUTE`
-        (:mod:`kcl_daemon.core.restart_grace`); any later write of the lease voids it."""
+        (:mod:`kcl_daemon.core.leases.restart_grace`); any later write of the lease voids it."""
         if lease.lease_owner is None:
             raise ValueError(f"lease {lease.lease_key}: only an owned lease can wait for its owner")
         expr = self._fenced(lease)

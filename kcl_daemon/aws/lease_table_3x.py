@@ -28,8 +28,8 @@ from kcl_daemon.aws.lease_table import (
     _n,
     _s,
 )
-from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.lease_codec import (
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.lease_codec import (
     LEASE_COUNTER,
     LEASE_KEY,
     LEASE_OWNER,

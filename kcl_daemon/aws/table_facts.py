@@ -1,4 +1,4 @@
-"""Read what :func:`kcl_daemon.core.assignment.layout.describe_layout` needs from an application's tables:
+"""Read what :func:`kcl_daemon.core.leader.layout.describe_layout` needs from an application's tables:
 the lease table's non-lease items (one full scan), and whether the legacy coordinator-state and
 worker-metrics tables exist and what they hold. Read-only.
 """
@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from kcl_daemon.aws.coordinator_state import COORDINATOR_KEY, ENTITY_TYPE, LEASE_TABLE_KEY, CoordinatorStore
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
-from kcl_daemon.core.assignment.layout import COORDINATOR_KEYS, TableFacts
-from kcl_daemon.core.assignment.table_migration import MetricsRow
-from kcl_daemon.core.assignment.worker_metrics import ENTITY_TYPE as WORKER_METRICS_KIND
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricsItemError, WorkerMetricStats, from_item
-from kcl_daemon.core.lease_codec import LEASE_COUNTER
+from kcl_daemon.core.leader.layout import COORDINATOR_KEYS, TableFacts
+from kcl_daemon.core.leader.table_migration import MetricsRow
+from kcl_daemon.core.leader.worker_metrics import ENTITY_TYPE as WORKER_METRICS_KIND
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricsItemError, WorkerMetricStats, from_item
+from kcl_daemon.core.leases.lease_codec import LEASE_COUNTER
 from kcl_daemon.errors import DependencyUnavailable
 from kcl_daemon.retry import LEASE_IO
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kcl_daemon.aws.coordinator_state import LEASE_TABLE_KEY, CoordinatorStore
-from kcl_daemon.core.assignment.table_migration import Place
-from kcl_daemon.core.assignment.worker_metrics import (
+from kcl_daemon.core.leader.table_migration import Place
+from kcl_daemon.core.leader.worker_metrics import (
     ENTITY_TYPE,
     LAST_UPDATE,
     WORKER_ID,

@@ -45,8 +45,8 @@ from kcl_daemon.checkpoint_tool.plan import Action, Step, audit_record, plan
 from kcl_daemon.checkpoint_tool.resolve import resolve_at_timestamp
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
-from kcl_daemon.core.assignment.client_version import ClientVersion, parse_client_version
-from kcl_daemon.core.lease import Lease, LeaseKey
+from kcl_daemon.core.leader.client_version import ClientVersion, parse_client_version
+from kcl_daemon.core.leases.lease import Lease, LeaseKey
 from kcl_daemon.core.sequence import LATEST, TRIM_HORIZON, ExtendedSequenceNumber, Sentinel
 from kcl_daemon.core.shards.multi_stream import parse_stream_list
 from kcl_daemon.errors import ConfigError, DependencyUnavailable, KclError, LeaseConflict

@@ -16,8 +16,8 @@ from kcl_daemon.config.keys import IGNORED_BY_NAME, KEYS, Key, Kind
 from kcl_daemon.config.providers import describe, parse_providers
 from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.settings import Settings, graceful_stop_budget_s
-from kcl_daemon.core.assignment.layout import layout_summary
-from kcl_daemon.core.assignment.table_migration import TableLayoutConfig
+from kcl_daemon.core.leader.layout import layout_summary
+from kcl_daemon.core.leader.table_migration import TableLayoutConfig
 from kcl_daemon.core.shards.multi_stream import parse_stream_list
 
 _EXTERNAL_ID = re.compile(r"(externalId\s*=)[^|,]*")

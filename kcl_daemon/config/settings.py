@@ -35,7 +35,7 @@ from kcl_daemon.config.properties import PropertiesSyntaxError, parse_properties
 from kcl_daemon.config.providers import parse_providers
 from kcl_daemon.config.secrets import mask_url_password
 from kcl_daemon.config.validate import check_values
-from kcl_daemon.core.expiry import expiry_interval_for
+from kcl_daemon.core.leases.expiry import expiry_interval_for
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.errors import ConfigError
 from kcl_daemon.retry import LEASE_IO

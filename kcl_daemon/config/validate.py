@@ -14,7 +14,7 @@ Each check returns problems (errors) and warnings, each naming the key and where
   file);
 * the leader lock's duration must be at least twice its heartbeat (the lock client's rule);
 * ``tableMigrationCompleteBakeTimeSeconds`` outside Java's 3600-604800 is a warning, and so are
-  layout keys that contradict each other (:func:`kcl_daemon.core.assignment.layout.configuration_warnings`).
+  layout keys that contradict each other (:func:`kcl_daemon.core.leader.layout.configuration_warnings`).
 
 Endpoint URLs (port range, scheme, host) are checked where they are parsed (``settings.parse_value``).
 """
@@ -29,8 +29,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
-from kcl_daemon.core.assignment.layout import configuration_warnings
-from kcl_daemon.core.assignment.table_migration import TableLayoutConfig, effective_complete_bake_s
+from kcl_daemon.core.leader.layout import configuration_warnings
+from kcl_daemon.core.leader.table_migration import TableLayoutConfig, effective_complete_bake_s
 from kcl_daemon.core.lifecycle.dead_letter_address import policy_problems
 from kcl_daemon.core.shards.multi_stream import parse_stream_list
 

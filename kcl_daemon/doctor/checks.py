@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from kcl_daemon.core.assignment.layout import TableFacts, describe_layout
-from kcl_daemon.core.assignment.leader_lock import parse_lock
-from kcl_daemon.core.assignment.table_migration import MetricsRow as LayoutMetricsRow
-from kcl_daemon.core.assignment.table_migration import Place
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leader.layout import TableFacts, describe_layout
+from kcl_daemon.core.leader.leader_lock import parse_lock
+from kcl_daemon.core.leader.table_migration import MetricsRow as LayoutMetricsRow
+from kcl_daemon.core.leader.table_migration import Place
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.doctor.facts import (
     CredentialFacts,

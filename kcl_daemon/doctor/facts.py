@@ -10,8 +10,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kcl_daemon.core.fleet.distribution import Distribution
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.inspection.distribution import Distribution
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.shards.graph import Shard
 
 

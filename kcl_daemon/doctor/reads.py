@@ -25,10 +25,10 @@ from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import LEASE_OWNER_INDEX, DynamoLeaseTable
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
-from kcl_daemon.core.assignment.client_version import ClientVersion, ClientVersionConfig, parse_client_version
-from kcl_daemon.core.assignment.worker_metrics import LAST_UPDATE, WORKER_ID
-from kcl_daemon.core.assignment.zones import EXTRA_ATTRIBUTE
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leader.client_version import ClientVersion, ClientVersionConfig, parse_client_version
+from kcl_daemon.core.leader.worker_metrics import LAST_UPDATE, WORKER_ID
+from kcl_daemon.core.leader.zones import EXTRA_ATTRIBUTE
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType

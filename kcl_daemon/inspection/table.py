@@ -4,7 +4,7 @@ Expiry is a local observation in the KCL (contract §4.3): a lease is expired wh
 for ``failoverTimeMillis``. One scan cannot tell, so expiry is checked only on request, by scanning
 again after the failover time; otherwise it is reported as unknown. The shard list is optional: when
 ListShards fails, the report says so instead of failing. The table's layout and KCL 3.5 table-migration
-state (:mod:`kcl_daemon.core.assignment.layout`) are read alongside when the caller can. Rendering is in
+state (:mod:`kcl_daemon.core.leader.layout`) are read alongside when the caller can. Rendering is in
 :mod:`kcl_daemon.inspection.report`.
 """
 
@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.assignment.layout import LayoutReport
-from kcl_daemon.core.expiry import LeaseObservations
-from kcl_daemon.core.fleet.distribution import Distribution, cluster_of, summarize
-from kcl_daemon.core.lease_codec import ScanResultLike
+from kcl_daemon.core.inspection.distribution import Distribution, cluster_of, summarize
+from kcl_daemon.core.leader.layout import LayoutReport
+from kcl_daemon.core.leases.expiry import LeaseObservations
+from kcl_daemon.core.leases.lease_codec import ScanResultLike
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import KclError
 

@@ -19,10 +19,10 @@ from typing import TextIO
 
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
-from kcl_daemon.core.expiry import LeaseObservations
-from kcl_daemon.core.fleet.distribution import cluster_of, summarize
-from kcl_daemon.core.fleet.figures import FleetFigures, fleet_figures
-from kcl_daemon.core.lease_codec import ScanResultLike
+from kcl_daemon.core.inspection.distribution import cluster_of, summarize
+from kcl_daemon.core.inspection.figures import FleetFigures, fleet_figures
+from kcl_daemon.core.leases.expiry import LeaseObservations
+from kcl_daemon.core.leases.lease_codec import ScanResultLike
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import KclError
 from kcl_daemon.inspection.plot import Frame, render_html

@@ -19,12 +19,12 @@ hand-off's time for it kept a killed worker's shard idle for half a minute in th
 hand-off to a worker judged dead is placed at once too, by a plain assign to a live worker, instead of
 being completed to the dead one and expiring there.
 
-Runs are of two kinds (:mod:`kcl_daemon.core.assignment.passes`): a *balance* pass every
+Runs are of two kinds (:mod:`kcl_daemon.core.leader.passes`): a *balance* pass every
 ``leaseAssignmentIntervalMillis`` (the decider's whole round, as Java), and in between an *expiry* pass
 every ``min(1 s, failover / 10)`` and when the earliest observed lease comes due, which applies only
 plain assignments of leases that must be placed now (unowned, expired, a stuck hand-off) and passes a
 gone worker's finished (SHARD_END) lease to a live worker, whose cleanup deletes it. A dead worker (an
-expired lease and no metrics since: :func:`~kcl_daemon.core.assignment.passes.dead_workers`) is given
+expired lease and no metrics since: :func:`~kcl_daemon.core.leader.passes.dead_workers`) is given
 nothing, by any decider. So a dead worker's leases move one failover after their last renewal was seen,
 not one to two assignment intervals later.
 
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kcl_daemon.clock import Clock, sleep_unless_set
-from kcl_daemon.core.assignment.decider import (
+from kcl_daemon.core.leader.decider import (
     Decider,
     DeciderConfig,
     DeciderState,
@@ -55,7 +55,7 @@ from kcl_daemon.core.assignment.decider import (
     WorkerState,
     WorkerView,
 )
-from kcl_daemon.core.assignment.passes import (
+from kcl_daemon.core.leader.passes import (
     PassKind,
     dead_workers,
     earliest_due,
@@ -69,11 +69,11 @@ from kcl_daemon.core.assignment.passes import (
     still_arriving,
     with_lease_graces,
 )
-from kcl_daemon.core.assignment.worker_metrics import CPU, WorkerMetricStats, assignable
-from kcl_daemon.core.assignment.zones import WorkerExtras, WorkerExtrasError, extras_from_attribute
-from kcl_daemon.core.expiry import LeaseObservations, expiry_interval_for
-from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.restart_grace import graced_leases, restarting_owners
+from kcl_daemon.core.leader.worker_metrics import CPU, WorkerMetricStats, assignable
+from kcl_daemon.core.leader.zones import WorkerExtras, WorkerExtrasError, extras_from_attribute
+from kcl_daemon.core.leases.expiry import LeaseObservations, expiry_interval_for
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.restart_grace import graced_leases, restarting_owners
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.leader.election import LeaderElection
 from kcl_daemon.leader.fallback import FallbackTaker
@@ -241,7 +241,7 @@ class AssignmentLoop:
         self, leases: Sequence[Lease], entries: Sequence[WorkerMetricStats], now: float
     ) -> list[WorkerView]:
         """The workers of the metrics ``entries``, RESTARTING where a lease marks its owner's restart
-        grace (:mod:`kcl_daemon.core.restart_grace`): read from the leases of this very scan, so a
+        grace (:mod:`kcl_daemon.core.leases.restart_grace`): read from the leases of this very scan, so a
         metrics read older than the worker's stop cannot make it look quiet or dead."""
         wall = self._wall()
         graces = {worker: now + (until - wall) for worker, until in restarting_owners(leases, wall).items()}

@@ -16,7 +16,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from kcl_daemon.clock import Clock, sleep_unless_set
-from kcl_daemon.core.lease_codec import CorruptLeaseItem
+from kcl_daemon.core.leases.lease_codec import CorruptLeaseItem
 from kcl_daemon.errors import KclError
 from kcl_daemon.leases.coordinator import LeaseCoordinator
 

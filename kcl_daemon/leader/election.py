@@ -1,6 +1,6 @@
 """Leader election over the ``Leader`` lock item, compatible with Java KCL 3.x (contract §3.6).
 
-The shell around :mod:`kcl_daemon.core.assignment.leader_lock`. While not leader, the lock is read every
+The shell around :mod:`kcl_daemon.core.leader.leader_lock`. While not leader, the lock is read every
 ``check_s`` (each read feeds the observation that decides when a lock is stale) and taken when the rules
 allow; while leader, it is heartbeated every ``heartbeat_s`` with a new ``recordVersionNumber``,
 conditionally on the one we wrote. A heartbeat that fails its condition means someone took the lock:
@@ -22,7 +22,7 @@ Where the lock lives follows the table migration (contract §9.2): ``locate`` re
 holds it now. A held lock in the wrong place no longer makes us leader; it is released and the lock is
 taken where it now lives. After every acquisition ``confirm`` re-reads the migration status and returns
 where the lock belongs; if that is not where we took it, we give it back at once without leading
-(:func:`kcl_daemon.core.assignment.table_migration.after_acquire`), so the move of the lock never
+(:func:`kcl_daemon.core.leader.table_migration.after_acquire`), so the move of the lock never
 leaves two leaders.
 """
 
@@ -36,7 +36,7 @@ from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.assignment import leader_lock as rules
+from kcl_daemon.core.leader import leader_lock as rules
 from kcl_daemon.errors import KclError, LeaseConflict
 
 logger = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class LeaderElection:
 
     def leader_suspect(self) -> bool:
         """A follower that should observe the lease table: the lock it last read missed a heartbeat,
-        or there is none (see :func:`~kcl_daemon.core.assignment.leader_lock.leader_suspect`)."""
+        or there is none (see :func:`~kcl_daemon.core.leader.leader_lock.leader_suspect`)."""
         if self.is_leader():
             return False
         return rules.leader_suspect(self._seen_lock, self._seen, self._clock.monotonic())

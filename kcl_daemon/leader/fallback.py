@@ -1,4 +1,4 @@
-"""A 3.x follower's fallback taker: the shell around :mod:`kcl_daemon.core.assignment.fallback`.
+"""A 3.x follower's fallback taker: the shell around :mod:`kcl_daemon.core.leader.fallback`.
 
 The follower's assignment loop scans the lease table every :func:`watch_interval_s` (and every expiry
 interval while it suspects the leader) and hands each scan here, with its counter observations. When a
@@ -20,8 +20,8 @@ from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.assignment.decider import WorkerView
-from kcl_daemon.core.assignment.fallback import (
+from kcl_daemon.core.leader.decider import WorkerView
+from kcl_daemon.core.leader.fallback import (
     FallbackConfig,
     FallbackPlan,
     Watch,
@@ -30,12 +30,12 @@ from kcl_daemon.core.assignment.fallback import (
     plan_fallback,
     watch_interval_s,
 )
-from kcl_daemon.core.assignment.passes import with_lease_graces
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
-from kcl_daemon.core.expiry import LeaseObservations
-from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.restart_grace import restarting_owners
-from kcl_daemon.core.taking.taker import PlannedTake, TakeKind
+from kcl_daemon.core.leader.passes import with_lease_graces
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.leases.expiry import LeaseObservations
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.restart_grace import restarting_owners
+from kcl_daemon.core.leases.taker import PlannedTake, TakeKind
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -91,7 +91,7 @@ class FallbackTaker:
         wall = self._wall()
         offset = wall - at
         # a worker whose lease marks its restart grace is RESTARTING whatever its metrics item says: its
-        # leases wait for it (kcl_daemon.core.restart_grace), here as at the leader
+        # leases wait for it (kcl_daemon.core.leases.restart_grace), here as at the leader
         graces = {worker: until - offset for worker, until in restarting_owners(leases, wall).items()}
         views = with_lease_graces(self._views(entries, at), graces)
         plan = plan_fallback(found, me, self._held(), views, ours, at, config, wall_offset=offset)

@@ -14,7 +14,7 @@ from kcl_daemon.supervise import LoopFactory
 
 class WorkerHooks(Protocol):
     #: set on a graceful stop when a restart grace keeps this worker's leases for its return: until when
-    #: (epoch seconds); each lease is marked with it as the worker lets go (core.restart_grace)
+    #: (epoch seconds); each lease is marked with it as the worker lets go (core.leases.restart_grace)
     keep_leases_until: float | None
 
     @property

@@ -1,5 +1,5 @@
 """The ``layout-check`` loop: names the workers of a layout this application cannot share its table with
-(:mod:`kcl_daemon.core.assignment.layout_watch` decides), in a WARNING at most every 5 minutes per worker
+(:mod:`kcl_daemon.core.leader.layout_watch` decides), in a WARNING at most every 5 minutes per worker
 while it lasts, and in the ``kcl_incompatible_layout_workers`` gauge.
 
 Cheap reads only, every ``interval_s`` (the client-version poll, 60 s): while single-table, a DescribeTable
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.assignment.layout_watch import (
+from kcl_daemon.core.leader.layout_watch import (
     WARN_EVERY_S,
     LayoutView,
     LockSeen,
@@ -29,7 +29,7 @@ from kcl_daemon.core.assignment.layout_watch import (
     lock_seen,
     strangers,
 )
-from kcl_daemon.core.assignment.table_migration import (
+from kcl_daemon.core.leader.table_migration import (
     LEADER_KEY,
     MetricsRow,
     Place,

@@ -1,7 +1,7 @@
 """Chooses and runs the lease algorithm the fleet runs: the 2.x taker or KCL 3.x leader-based assignment.
 
 At start-up (and every ``migration_poll_s`` after) the ``Migration3.0`` item is read and resolved
-against ``clientVersionConfig`` (:mod:`kcl_daemon.core.assignment.client_version`): a fleet never runs both
+against ``clientVersionConfig`` (:mod:`kcl_daemon.core.leader.client_version`): a fleet never runs both
 algorithms on one table. In 3.x mode the worker runs, each as a supervised loop:
 
 * ``worker-metrics``: publishes its WorkerMetricStats item (without it a leader assigns it nothing),
@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.assignment.assignor import CooperativeAssignor
-from kcl_daemon.core.assignment.client_version import (
+from kcl_daemon.core.leader.assignor import CooperativeAssignor
+from kcl_daemon.core.leader.client_version import (
     MIGRATION_KEY,
     READY_STABLE_S,
     Algorithm,
@@ -56,12 +56,12 @@ from kcl_daemon.core.assignment.client_version import (
     publishes_worker_metrics,
     resolve,
 )
-from kcl_daemon.core.assignment.decider import Decider
-from kcl_daemon.core.assignment.fallback import FallbackConfig
-from kcl_daemon.core.assignment.lease_count import LeaseCountDecider
-from kcl_daemon.core.assignment.table_migration import COMPLETE_BAKE_DEFAULT_S, INIT_BAKE_S, LayoutConflict
-from kcl_daemon.core.assignment.variance import VarianceDecider
-from kcl_daemon.core.assignment.worker_metrics import java_workers_without_cpu
+from kcl_daemon.core.leader.decider import Decider
+from kcl_daemon.core.leader.fallback import FallbackConfig
+from kcl_daemon.core.leader.lease_count import LeaseCountDecider
+from kcl_daemon.core.leader.table_migration import COMPLETE_BAKE_DEFAULT_S, INIT_BAKE_S, LayoutConflict
+from kcl_daemon.core.leader.variance import VarianceDecider
+from kcl_daemon.core.leader.worker_metrics import java_workers_without_cpu
 from kcl_daemon.errors import ConfigError, KclError, LeaseConflict
 from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop, RunReport
 from kcl_daemon.leader.cpu import CpuSampler, default_reading
@@ -479,7 +479,7 @@ class LeaderMode:
 
         With a restart grace (either lease mode): tell the scheduler to keep the leases until the grace
         ends (checkpointed, then each marked as waiting for this worker as it lets go:
-        :mod:`kcl_daemon.core.restart_grace`), so a restart within the grace moves nothing; in 3.x mode
+        :mod:`kcl_daemon.core.leases.restart_grace`), so a restart within the grace moves nothing; in 3.x mode
         also publish RESTARTING instead of deleting the metrics item, so the leader assigns us nothing
         meanwhile."""
         for task in self._algorithm_loops:

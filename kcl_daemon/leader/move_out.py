@@ -1,5 +1,5 @@
 """Moves kcl-daemon's non-lease items out of a lease table that KCL 2.x workers may read, as
-:func:`kcl_daemon.core.assignment.keep_out.choose_layout` decided (docs/migrating.md).
+:func:`kcl_daemon.core.leader.keep_out.choose_layout` decided (docs/migrating.md).
 
 * ``Migration3.0``: one TransactWriteItems puts it into ``<app>-CoordinatorState`` (if absent there) and
   deletes it from the lease table on condition that its ``cv`` and ``mts`` are still the ones read, so a
@@ -19,8 +19,8 @@ import logging
 from typing import Any
 
 from kcl_daemon.aws.coordinator_state import ENTITY_TYPE
-from kcl_daemon.core.assignment.keep_out import LayoutChoice
-from kcl_daemon.core.assignment.table_migration import MIGRATION_KEY
+from kcl_daemon.core.leader.keep_out import LayoutChoice
+from kcl_daemon.core.leader.table_migration import MIGRATION_KEY
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.retry import STARTUP
 

@@ -5,7 +5,7 @@
 * :meth:`TableMigrationDriver.confirm`: the election's check after taking a lock (re-read, then where the
   lock belongs);
 * :meth:`TableMigrationDriver.step`: called by the leader after each assignment run, with the owners of
-  the unexpired leases it just saw; asks :func:`~kcl_daemon.core.assignment.table_migration.leader_step`
+  the unexpired leases it just saw; asks :func:`~kcl_daemon.core.leader.table_migration.leader_step`
   for the transition and makes it: each write conditional on the status read, the moves and COMPLETE as
   transactions fenced on the legacy ``Leader`` item naming this worker (Java's fencing).
 """
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.assignment import table_migration as tm
-from kcl_daemon.core.assignment.client_version import MIGRATION_KEY
+from kcl_daemon.core.leader import table_migration as tm
+from kcl_daemon.core.leader.client_version import MIGRATION_KEY
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.leader.tables import FleetMetrics, Tables
 

@@ -2,10 +2,10 @@
 
 :class:`Tables` owns the two places (the legacy ``<app>-CoordinatorState`` / ``<app>-WorkerMetricStats``
 tables and the lease table) and this worker's live table-migration status
-(:mod:`kcl_daemon.core.assignment.table_migration` decides; this class reads and remembers):
+(:mod:`kcl_daemon.core.leader.table_migration` decides; this class reads and remembers):
 
 * :meth:`Tables.start` finds the status at start-up (and whether a new application gets the legacy
-  tables: ``leaseTableLayout``, else :mod:`kcl_daemon.core.assignment.keep_out`, which keeps the lease
+  tables: ``leaseTableLayout``, else :mod:`kcl_daemon.core.leader.keep_out`, which keeps the lease
   table free of non-lease items while KCL 2.x workers may read it, moving them out with
   :mod:`kcl_daemon.leader.move_out`); :meth:`Tables.refresh` re-reads the stored status (consistently; never
   once COMPLETE) and re-derives the local status, so write targets follow the live state;
@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kcl_daemon.core.assignment.client_version import ClientVersionConfig
-from kcl_daemon.core.assignment.keep_out import LayoutChoice, LeaseTableItems, choose_layout, two_x_about
-from kcl_daemon.core.assignment.table_migration import (
+from kcl_daemon.core.leader.client_version import ClientVersionConfig
+from kcl_daemon.core.leader.keep_out import LayoutChoice, LeaseTableItems, choose_layout, two_x_about
+from kcl_daemon.core.leader.table_migration import (
     LEADER_KEY,
     MIGRATION_KEY,
     TABLE_MIGRATION_KEY,
@@ -43,7 +43,7 @@ from kcl_daemon.core.assignment.table_migration import (
     routing,
     start_status,
 )
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
 from kcl_daemon.errors import DependencyUnavailable, KclError
 from kcl_daemon.leader.move_out import move_out
 from kcl_daemon.retry import STARTUP
@@ -57,7 +57,7 @@ class TablesConfig:
     #: ``migrateAllEntitiesToLeaseTable``
     migrate_all: bool = False
     #: ``leaseTableLayout``: what a new application gets (None: not set, chosen by
-    #: :func:`~kcl_daemon.core.assignment.keep_out.choose_layout`)
+    #: :func:`~kcl_daemon.core.leader.keep_out.choose_layout`)
     layout: TableLayoutConfig | None = None
     #: ``clientVersionConfig`` (whether KCL 2.x workers may be about)
     client_version: ClientVersionConfig = ClientVersionConfig.V3X

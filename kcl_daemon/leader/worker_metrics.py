@@ -7,7 +7,7 @@ is upserted with ``lut`` = now (epoch seconds). With ``disableWorkerMetrics`` th
 worker is assignable from its first seconds. :meth:`withdraw` deletes the item on a graceful stop, so the
 leader stops assigning to this worker at once (Java keeps doing so for 60 s, KCL#1452); with a restart
 grace, :meth:`declare_restart` publishes the RESTARTING state instead, so its leases wait for it. Each item
-carries kcl-daemon's extra attribute (zone, capacity, state; :mod:`kcl_daemon.core.assignment.zones`) and
+carries kcl-daemon's extra attribute (zone, capacity, state; :mod:`kcl_daemon.core.leader.zones`) and
 KCL 3.5's support code (``sup`` = 1, refreshed ``slu``), without which a 3.5 leader never starts the table
 migration.
 
@@ -27,10 +27,10 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.assignment.decider import WorkerState
-from kcl_daemon.core.assignment.table_migration import SUPPORT_CODE
-from kcl_daemon.core.assignment.worker_metrics import CPU, FAILED_SAMPLE, WorkerMetricStats, append_sample
-from kcl_daemon.core.assignment.zones import WorkerExtras, extras_to_attribute
+from kcl_daemon.core.leader.decider import WorkerState
+from kcl_daemon.core.leader.table_migration import SUPPORT_CODE
+from kcl_daemon.core.leader.worker_metrics import CPU, FAILED_SAMPLE, WorkerMetricStats, append_sample
+from kcl_daemon.core.leader.zones import WorkerExtras, extras_to_attribute
 from kcl_daemon.errors import KclError
 from kcl_daemon.leader.cpu import CpuSampler
 

@@ -8,7 +8,7 @@ and is logged at debug level (the worker then falls back to the worker-id prefix
   ``GET /latest/meta-data/placement/availability-zone`` (skipped when
   ``AWS_EC2_METADATA_DISABLED=true``, as the AWS SDKs do).
 
-Parsing is pure (:mod:`kcl_daemon.core.assignment.zones`); this module only does the HTTP.
+Parsing is pure (:mod:`kcl_daemon.core.leader.zones`); this module only does the HTTP.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Final
 
-from kcl_daemon.core.assignment.zones import zone_from_ecs_task_metadata, zone_from_imds
+from kcl_daemon.core.leader.zones import zone_from_ecs_task_metadata, zone_from_imds
 
 logger = logging.getLogger(__name__)
 

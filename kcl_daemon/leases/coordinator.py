@@ -1,12 +1,12 @@
 """The leases this worker holds, and the 2.x taker that takes new ones (contract §4).
 
 The asyncio face of the :class:`~kcl_daemon.leases.keeper.LeaseKeeper`, and the shell around
-:func:`kcl_daemon.core.taking.taker.plan_takes`, :class:`LeaseObservations` and
-:func:`kcl_daemon.core.reconcile.reconcile`:
+:func:`kcl_daemon.core.leases.taker.plan_takes`, :class:`LeaseObservations` and
+:func:`kcl_daemon.core.leases.reconcile.reconcile`:
 
 * every write of a held lease (renewal, checkpoint, release) is the keeper's: on its own thread, with
   short attempts repeated until the lease's own deadline, unknown outcomes settled by a consistent read
-  (:mod:`kcl_daemon.core.keeping`). A lease is lost when the table shows another owner or its item
+  (:mod:`kcl_daemon.core.leases.keeping`). A lease is lost when the table shows another owner or its item
   cannot be read, or when no write has been confirmed for a whole failover time past its deadline;
   past the deadline and until then, its records are held back (:meth:`LeaseCoordinator.may_deliver`)
   while the writes go on;
@@ -37,14 +37,13 @@ from typing import Protocol, TypeVar
 
 from kcl_daemon.blocking import run_blocking
 from kcl_daemon.clock import Clock, SystemClock
-from kcl_daemon.core import restart_grace
-from kcl_daemon.core.expiry import LeaseObservations, expiry_interval_for, held_lease_deadline
-from kcl_daemon.core.keeping import KeepTimings, may_deliver
-from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.lease_codec import CorruptLeaseItem, ScanResultLike
-from kcl_daemon.core.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
-from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.core.taking.taker import (
+from kcl_daemon.core.leases import restart_grace
+from kcl_daemon.core.leases.expiry import LeaseObservations, expiry_interval_for, held_lease_deadline
+from kcl_daemon.core.leases.keeping import KeepTimings, may_deliver
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.lease_codec import CorruptLeaseItem, ScanResultLike
+from kcl_daemon.core.leases.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
+from kcl_daemon.core.leases.taker import (
     PlannedTake,
     TakeKind,
     TakePlan,
@@ -52,6 +51,7 @@ from kcl_daemon.core.taking.taker import (
     next_taker_pass,
     plan_takes,
 )
+from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import (
     DependencyUnavailable,
     KclError,
@@ -106,7 +106,7 @@ class CoordinatorConfig:
 
     def taker_config(self) -> TakerConfig:
         """The taker's settings; an expired lease this worker does not take is evicted half an expiry
-        pass after it expired (:func:`~kcl_daemon.core.taking.taker.plan_takes` step 7), so a worker
+        pass after it expired (:func:`~kcl_daemon.core.leases.taker.plan_takes` step 7), so a worker
         under its target that has had one pass to take it has had it."""
         return TakerConfig(
             failover_s=self.failover_s,
@@ -440,7 +440,7 @@ class LeaseCoordinator:
 
     async def keep_for_restart(self, lease_key: str, until_s: float) -> bool:
         """Graceful stop with a restart grace: stop keeping the lease and mark it as waiting for this
-        worker until ``until_s`` (epoch seconds), as its last write (:mod:`kcl_daemon.core.restart_grace`).
+        worker until ``until_s`` (epoch seconds), as its last write (:mod:`kcl_daemon.core.leases.restart_grace`).
 
         Renewals stop first; the mark is fenced on the counter held, and after a condition failure or an
         unknown outcome the lease is read again: marked already (our write landed), still ours (a renewal

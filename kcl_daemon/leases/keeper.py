@@ -1,11 +1,11 @@
 """The lease keeper: every write of the leases this worker holds, on a thread of its own.
 
-The shell around :mod:`kcl_daemon.core.keeping`. Renewals, checkpoints and releases of held leases
+The shell around :mod:`kcl_daemon.core.leases.keeping`. Renewals, checkpoints and releases of held leases
 never wait for the event loop, the shared I/O pools or each other's locks: a ``lease-keeper`` thread
-wakes at each lease's next due time (:func:`~kcl_daemon.core.keeping.next_wake`, on
+wakes at each lease's next due time (:func:`~kcl_daemon.core.leases.keeping.next_wake`, on
 ``time.monotonic``), attempts run on the keeper's own pool (``lease-renew``) against a lease table on
 the keeper's own DynamoDB client, whose connect and read timeouts are one attempt's budget
-(:func:`~kcl_daemon.core.keeping.attempt_timeout_for`), and every answer is judged as it arrives, on the
+(:func:`~kcl_daemon.core.leases.keeping.attempt_timeout_for`), and every answer is judged as it arrives, on the
 pool thread that got it. A CPU-starved or busy event loop therefore delays neither a renewal nor the
 moment a lease stops being deliverable.
 
@@ -26,8 +26,8 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Protocol
 
-from kcl_daemon.core import keeping
-from kcl_daemon.core.keeping import (
+from kcl_daemon.core.leases import keeping
+from kcl_daemon.core.leases.keeping import (
     Answer,
     Ask,
     Confirmed,
@@ -47,8 +47,8 @@ from kcl_daemon.core.keeping import (
     Send,
     Tick,
 )
-from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.lease_codec import CorruptLeaseItem
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.lease_codec import CorruptLeaseItem
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import (
     DependencyUnavailable,

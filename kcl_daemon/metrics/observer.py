@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 
 #: A metric's dimensions: (name, value) pairs.
 Dims = tuple[tuple[str, str], ...]

@@ -31,8 +31,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import orjson
 from prometheus_client import make_wsgi_app
 
-from kcl_daemon.core.health import Check, HealthReport
-from kcl_daemon.core.status import StatusSnapshot
+from kcl_daemon.core.worker.health import Check, HealthReport
+from kcl_daemon.core.worker.status import StatusSnapshot
 from kcl_daemon.errors import ConfigError
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.metrics.status_page import render_html, render_json

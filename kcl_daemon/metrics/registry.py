@@ -17,9 +17,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summ
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.process_collector import ProcessCollector
 
-from kcl_daemon.core.fleet.distribution import cluster_of
-from kcl_daemon.core.fleet.figures import FleetFigures, fleet_figures
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.inspection.distribution import cluster_of
+from kcl_daemon.core.inspection.figures import FleetFigures, fleet_figures
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.metrics.catalog import CHILD_METRIC, METRICS, Kind
 
 #: A metric's dimensions: (name, value) pairs.

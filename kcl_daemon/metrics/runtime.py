@@ -58,7 +58,7 @@ class MetricsRuntime:
     def start(self, clock: Clock) -> None:
         """Start the background publishing (call on the event loop)."""
         if self.cloudwatch is not None:
-            from kcl_daemon.core.loop_restart import WORKER_LOOP
+            from kcl_daemon.core.supervise import WORKER_LOOP
             from kcl_daemon.supervise import supervise
 
             cloudwatch = self.cloudwatch
@@ -96,7 +96,7 @@ def build_metrics(
 ) -> MetricsRuntime:
     """The registry with every exporter the settings and options ask for (raises OSError for a busy
     port, ConfigError for a missing extra)."""
-    from kcl_daemon.core.fleet.distribution import cluster_of
+    from kcl_daemon.core.inspection.distribution import cluster_of
 
     separator = settings.lease_cluster_separator
     metrics = DaemonMetrics(zone_of=lambda worker: cluster_of(worker, separator))

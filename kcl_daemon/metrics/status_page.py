@@ -1,4 +1,4 @@
-"""The status page's two renderings of a :class:`~kcl_daemon.core.status.StatusSnapshot`: HTML and JSON.
+"""The status page's two renderings of a :class:`~kcl_daemon.core.worker.status.StatusSnapshot`: HTML and JSON.
 
 Pure functions, no I/O. The HTML is complete on its own: no JavaScript, no stylesheet or font to fetch,
 the sparklines inline SVG; it reloads itself (``<meta http-equiv="refresh">``, the same address) and
@@ -15,8 +15,8 @@ from html import escape
 
 import orjson
 
-from kcl_daemon.core.health import HealthReport
-from kcl_daemon.core.status import ShardView, StatusSnapshot, snapshot_json, sparkline_points
+from kcl_daemon.core.worker.health import HealthReport
+from kcl_daemon.core.worker.status import ShardView, StatusSnapshot, snapshot_json, sparkline_points
 
 SPARK_W = 120
 SPARK_H = 22
@@ -43,7 +43,7 @@ ul.checks{margin:0;padding-left:1.1em}
 
 
 def render_json(snapshot: StatusSnapshot) -> bytes:
-    """``/status.json``: the snapshot's JSON (see :func:`kcl_daemon.core.status.snapshot_json`)."""
+    """``/status.json``: the snapshot's JSON (see :func:`kcl_daemon.core.worker.status.snapshot_json`)."""
     return orjson.dumps(snapshot_json(snapshot), option=orjson.OPT_INDENT_2) + b"\n"
 
 

@@ -2,7 +2,7 @@
 ``--dry-run``.
 
 Reads are the same as the workers' (``Migration3.0`` in the legacy coordinator-state table first, else
-in the lease table; the layout of :func:`kcl_daemon.core.assignment.layout.describe_layout`). Each write
+in the lease table; the layout of :func:`kcl_daemon.core.leader.layout.describe_layout`). Each write
 is printed before it is made; a failed condition (someone changed ``Migration3.0`` meanwhile) stops the
 command with exit 1 and nothing further is written.
 """
@@ -18,10 +18,10 @@ from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.coordinator_state import COORDINATOR_KEY, LEASE_TABLE_KEY, CoordinatorStore
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
 from kcl_daemon.aws.table_facts import read_table_facts
-from kcl_daemon.core.assignment import migrate_plan as mp
-from kcl_daemon.core.assignment.client_version import MIGRATION_KEY
-from kcl_daemon.core.assignment.layout import LayoutReport, describe_layout
-from kcl_daemon.core.assignment.table_migration import Place
+from kcl_daemon.core.leader.client_version import MIGRATION_KEY
+from kcl_daemon.core.leader.layout import LayoutReport, describe_layout
+from kcl_daemon.core.leader.table_migration import Place
+from kcl_daemon.core.migrate import plan as mp
 from kcl_daemon.errors import DependencyUnavailable, ExitStatus, LeaseConflict
 
 

@@ -16,15 +16,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kcl_daemon.config.settings import Settings
-from kcl_daemon.consumer.configure import consumer_settings
-from kcl_daemon.consumer.shard_consumer import (
+from kcl_daemon.core.lifecycle.states import ShardState, ShutdownReason
+from kcl_daemon.core.sequence import ExtendedSequenceNumber
+from kcl_daemon.errors import CheckpointRefused
+from kcl_daemon.lifecycle.configure import consumer_settings
+from kcl_daemon.lifecycle.shard_consumer import (
     ShardConsumer,
     ShardOutcome,
     make_child_launcher,
 )
-from kcl_daemon.core.lifecycle.states import ShardState, ShutdownReason
-from kcl_daemon.core.sequence import ExtendedSequenceNumber
-from kcl_daemon.errors import CheckpointRefused
 from kcl_daemon.replay.input import InjectedFailure
 from kcl_daemon.retrieval.source import Batch
 from kcl_daemon.stopping import StoppedAtOnce, StopSignals

@@ -40,7 +40,7 @@ from aws_kinesis_agg import deaggregator
 
 from kcl_daemon.aws.kinesis import AnyRawRecord, RawRecord
 from kcl_daemon.aws.records_page import EncodedRawRecord
-from kcl_daemon.core.lease import MAX_HASH_KEY
+from kcl_daemon.core.leases.lease import MAX_HASH_KEY
 from kcl_daemon.core.shards.hash_keys import effective_hash_key
 from kcl_protocol import AnyRecord, EncodedRecord, Record
 

@@ -24,8 +24,8 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.lease import Lease, lease_key_for
-from kcl_daemon.core.lease_codec import CorruptLeaseItem
+from kcl_daemon.core.leases.lease import Lease, lease_key_for
+from kcl_daemon.core.leases.lease_codec import CorruptLeaseItem
 from kcl_daemon.core.shards.cleanup import CleanupDecision, CleanupOutcome, parent_lease_deletable
 from kcl_daemon.errors import KclError
 

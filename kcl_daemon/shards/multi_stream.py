@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.lease_codec import ScanResultLike
+from kcl_daemon.core.leases.lease_codec import ScanResultLike
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import StreamSpec, former_streams_due
 from kcl_daemon.core.stream_identity import StreamIdentity

@@ -26,8 +26,8 @@ from typing import Protocol, TypeVar
 
 from kcl_daemon.aws.kinesis import ShardFilter, ShardFilterType
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.lease_codec import ScanResultLike
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.lease_codec import ScanResultLike
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.core.shards.graph import (
     InconsistentShards,

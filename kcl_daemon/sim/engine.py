@@ -4,7 +4,7 @@ Time advances in steps of ``dt`` seconds. In each step, in this order: scenario 
 graceful hand-offs; renewals (each worker renews all it holds every ``failover/3 - 25 ms`` on its own
 phase; a lease whose owner changed is dropped at that renewal, so a taken lease is served twice until
 then); then either every 2.x worker's taker (on its own ``(failover + 25 ms) x 2`` phase, through
-:func:`~kcl_daemon.core.taking.taker.plan_takes`, each take conditional on the counter it read), or the 3.x
+:func:`~kcl_daemon.core.leases.taker.plan_takes`, each take conditional on the counter it read), or the 3.x
 leader's round (every assignment interval, leader-local expiry like Java's LAM, the decider's moves
 applied as hand-offs or assigns) and each worker's lease discovery (every ``interval/2 - 25 ms``);
 finally the meters.
@@ -24,8 +24,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kcl_daemon.core.assignment.assignor import compute_targets
-from kcl_daemon.core.assignment.decider import (
+from kcl_daemon.core.leader.assignor import compute_targets
+from kcl_daemon.core.leader.decider import (
     DeciderConfig,
     DeciderState,
     LeaseView,
@@ -33,10 +33,10 @@ from kcl_daemon.core.assignment.decider import (
     WorkerState,
     WorkerView,
 )
-from kcl_daemon.core.expiry import NEVER_CHANGED, CounterObservation, LeaseObservations
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.expiry import NEVER_CHANGED, CounterObservation, LeaseObservations
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.taker import TakerConfig, plan_takes
 from kcl_daemon.core.sequence import TRIM_HORIZON
-from kcl_daemon.core.taking.taker import TakerConfig, plan_takes
 from kcl_daemon.sim.model import Event, EventKind, FleetConfig, Result, Scenario
 from kcl_daemon.sim.policies import Mode, Policy
 

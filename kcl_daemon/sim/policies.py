@@ -15,10 +15,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from kcl_daemon.core.assignment.assignor import CooperativeAssignor
-from kcl_daemon.core.assignment.decider import Decider
-from kcl_daemon.core.assignment.lease_count import LeaseCountDecider
-from kcl_daemon.core.assignment.variance import VarianceDecider
+from kcl_daemon.core.leader.assignor import CooperativeAssignor
+from kcl_daemon.core.leader.decider import Decider
+from kcl_daemon.core.leader.lease_count import LeaseCountDecider
+from kcl_daemon.core.leader.variance import VarianceDecider
 
 
 class Mode(enum.Enum):

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import Shard, ShardEndAction, child_leases_at_shard_end
 from kcl_daemon.core.spark.leases import (

@@ -1,4 +1,4 @@
-"""The worker's answers to ``/healthz`` and ``/readyz``: gathers the facts, :mod:`kcl_daemon.core.health`
+"""The worker's answers to ``/healthz`` and ``/readyz``: gathers the facts, :mod:`kcl_daemon.core.worker.health`
 judges them.
 
 Called on the health endpoint's own thread (:mod:`kcl_daemon.metrics.prometheus`), never on the event
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from kcl_daemon.aws.instrument import TableContact
-from kcl_daemon.core.health import (
+from kcl_daemon.core.worker.health import (
     HealthReport,
     LivenessFacts,
     Phase,

@@ -31,18 +31,18 @@ from typing import Any, Protocol, TypeVar
 
 from kcl_daemon.blocking import BlockingPool
 from kcl_daemon.clock import Clock
-from kcl_daemon.consumer.ports import ChildLauncher
-from kcl_daemon.consumer.shard_consumer import ConsumerSettings
-from kcl_daemon.consumer.shard_failures import TaskFailures, decide_after_failure, is_retriable
-from kcl_daemon.consumer.shard_task import ShardTask, ShardTaskContext
-from kcl_daemon.core.health import Phase
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.lifecycle.restart_policy import Park
 from kcl_daemon.core.lifecycle.states import ShardState, ShutdownReason
-from kcl_daemon.core.loop_restart import WORKER_LOOP, LoopPolicy
 from kcl_daemon.core.shards.graph import Shard
+from kcl_daemon.core.supervise import WORKER_LOOP, LoopPolicy
+from kcl_daemon.core.worker.health import Phase
 from kcl_daemon.errors import LeaseTableGone
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
+from kcl_daemon.lifecycle.ports import ChildLauncher
+from kcl_daemon.lifecycle.shard_consumer import ConsumerSettings
+from kcl_daemon.lifecycle.shard_failures import TaskFailures, decide_after_failure, is_retriable
+from kcl_daemon.lifecycle.shard_task import ShardTask, ShardTaskContext
 from kcl_daemon.metrics.observer import no_shard_observer
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.retrieval.source import ShardRecordSource
@@ -245,7 +245,7 @@ class Scheduler:
         except Exception as exc:  # noqa: BLE001 - logged; the periodic sync retries
             logger.warning("initial shard sync failed, the periodic sync retries: %s", exc)
         # The renewer's own rounds are short (it starts one renewal task per lease and ticks every
-        # 0.25 s); the leases themselves are watched through their local expiry (core.health).
+        # 0.25 s); the leases themselves are watched through their local expiry (core.worker.health).
         self._renewer = self._supervised(
             "lease-renewer",
             self.coordinator.run_renewer,
@@ -370,7 +370,7 @@ class Scheduler:
 
     async def _back_off_or_park(self, lease: Lease, failures: TaskFailures, retriable: bool) -> bool:
         """After a failed task: wait the backoff and return True, or park the shard until its lease is
-        lost or the worker stops and return False (see ``kcl_daemon.consumer.shard_failures``)."""
+        lost or the worker stops and return False (see ``kcl_daemon.lifecycle.shard_failures``)."""
         restart = self.config.consumer.restart
         policy = replace(restart, initial_backoff_s=self.config.task_backoff_s)
         decision = decide_after_failure(policy, failures, retriable)

@@ -1,4 +1,4 @@
-"""The worker's status page data: a :class:`~kcl_daemon.core.status.StatusSnapshot` of one :class:`Scheduler`.
+"""The worker's status page data: a :class:`~kcl_daemon.core.worker.status.StatusSnapshot` of one :class:`Scheduler`.
 
 Built only when someone asks (``/`` or ``/status.json``), on the metrics server's own thread, never on
 the event loop, like the health answers (:mod:`kcl_daemon.worker.health`): it reads plain attributes the
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kcl_daemon.clock import Clock
-from kcl_daemon.core.health import Check, HealthReport
-from kcl_daemon.core.status import (
+from kcl_daemon.core.worker.health import Check, HealthReport
+from kcl_daemon.core.worker.status import (
     LISTED_LEASES,
     FleetView,
     FleetWorker,

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from kcl_daemon.clock import SystemClock
-from kcl_daemon.core.loop_restart import LoopPolicy
+from kcl_daemon.core.supervise import LoopPolicy
 from kcl_daemon.errors import LeaseTableGone
 from kcl_daemon.supervise import supervise
 from tests.support.clocks import FakeClock
@@ -93,8 +93,8 @@ class NoShards:
 
 
 async def test_a_scheduler_loop_that_keeps_failing_stops_the_worker_instead_of_running_headless() -> None:
-    from kcl_daemon.consumer.shard_consumer import ConsumerSettings
     from kcl_daemon.leases.coordinator import CoordinatorConfig
+    from kcl_daemon.lifecycle.shard_consumer import ConsumerSettings
     from kcl_daemon.shards.sync import ShardSyncConfig
     from kcl_daemon.worker.scheduler import Scheduler, SchedulerConfig
 

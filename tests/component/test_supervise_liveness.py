@@ -8,7 +8,7 @@ import threading
 import time
 
 from kcl_daemon.clock import SystemClock
-from kcl_daemon.core.loop_restart import WORKER_LOOP
+from kcl_daemon.core.supervise import WORKER_LOOP
 from kcl_daemon.supervise import EventLoopWatchdog, LoopBoard, supervise
 
 CLOCK = SystemClock()

@@ -22,7 +22,7 @@ from kcl_daemon.aws.checkpoint_writes import AUDIT_ATTRIBUTE
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.aws.streams import describe_stream_identity
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
 from tests.support.daemon import run_cli
 from tests.support.emulators import REGION, Backend

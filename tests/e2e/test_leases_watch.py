@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from tests.support.daemon import run_cli
 from tests.support.emulators import Backend

@@ -9,9 +9,9 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from kcl_daemon.core.assignment.client_version import ClientVersionConfig
-from kcl_daemon.core.assignment.table_migration import Place, TableLayoutConfig
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.leader.client_version import ClientVersionConfig
+from kcl_daemon.core.leader.table_migration import Place, TableLayoutConfig
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
 from kcl_daemon.errors import DependencyUnavailable, LeaseConflict, TransientNetwork
 from kcl_daemon.leader.tables import Tables, TablesConfig
 

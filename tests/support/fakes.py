@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.errors import LeaseConflict, TransientNetwork
 

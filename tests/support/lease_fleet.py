@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from random import Random
 
-from kcl_daemon.core.taking.taker import next_taker_pass
+from kcl_daemon.core.leases.taker import next_taker_pass
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator, LeaseTableOps
 from tests.support.clocks import SteppedClock
 

@@ -20,7 +20,7 @@ import enum
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from kcl_daemon.core.lease import Lease, lease_key_for
+from kcl_daemon.core.leases.lease import Lease, lease_key_for
 from kcl_daemon.core.sequence import AT_TIMESTAMP, TRIM_HORIZON
 
 _NOT_STARTED = (TRIM_HORIZON, AT_TIMESTAMP)

@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import TYPE_CHECKING, Final
 
-from kcl_daemon.core.lease import MAX_HASH_KEY, Lease, lease_key_for
-from kcl_daemon.core.lease_codec import LEASE_ENTITY_TYPE
+from kcl_daemon.core.leases.lease import MAX_HASH_KEY, Lease, lease_key_for
+from kcl_daemon.core.leases.lease_codec import LEASE_ENTITY_TYPE
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber, Sentinel
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.lease_codec import LEASE_ENTITY_TYPE
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.lease_codec import LEASE_ENTITY_TYPE
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, Sentinel
 from kcl_daemon.core.shards.graph import ChildShard, Shard
 from kcl_daemon.core.spark.offsets import ShardPos, SourceOffset

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from kcl_daemon.core.lease import MAX_HASH_KEY
+from kcl_daemon.core.leases.lease import MAX_HASH_KEY
 from kcl_daemon.core.shards.graph import Shard
 
 MAX_ENTRIES_PER_CALL: Final = 500

@@ -25,8 +25,8 @@ from kcl_daemon.aws.fanout import Fanout
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
 from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
 from kcl_daemon.errors import KclError

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.errors import DependencyUnavailable

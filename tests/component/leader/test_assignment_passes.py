@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from kcl_daemon.aws.lease_table import ScanResult
-from kcl_daemon.core.assignment.passes import PassKind
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
-from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
+from kcl_daemon.core.leader.passes import PassKind
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON
 from kcl_daemon.errors import LeaseConflict
 from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop

@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from kcl_daemon.core.assignment.assignor import CooperativeAssignor
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leader.assignor import CooperativeAssignor
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
 from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
 from tests.support.clocks import FakeClock

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from kcl_daemon.aws.lease_table import ScanResult
-from kcl_daemon.core.assignment.decider import WorkerState
-from kcl_daemon.core.assignment.fallback import FallbackConfig
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
-from kcl_daemon.core.assignment.zones import WorkerExtras, extras_to_attribute
-from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
+from kcl_daemon.core.leader.decider import WorkerState
+from kcl_daemon.core.leader.fallback import FallbackConfig
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.leader.zones import WorkerExtras, extras_to_attribute
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
+from kcl_daemon.core.leases.taker import PlannedTake, TakeKind
 from kcl_daemon.core.sequence import TRIM_HORIZON
-from kcl_daemon.core.taking.taker import PlannedTake, TakeKind
 from kcl_daemon.errors import LeaseConflict
 from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
 from kcl_daemon.leader.fallback import FallbackTaker
@@ -232,7 +232,7 @@ async def test_a_take_that_loses_the_race_to_the_leaders_assign_is_skipped(pool:
 async def test_a_lease_marked_with_its_owners_restart_grace_waits_whatever_the_metrics_say(
     pool: ThreadPoolExecutor,
 ) -> None:
-    """The restart grace marked on the lease (kcl_daemon.core.restart_grace) holds for the fallback too:
+    """The restart grace marked on the lease (kcl_daemon.core.leases.restart_grace) holds for the fallback too:
     the stopping worker's metrics item was last read ACTIVE (or is gone), its lease stands still past
     failover + grace, and still the follower leaves it for the worker's return; an unmarked lease of the
     same dead-looking owner is taken."""

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from kcl_daemon.core.assignment.client_version import ClientVersionConfig
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.leader.client_version import ClientVersionConfig
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
 from kcl_daemon.leader.cpu import CpuSampler
 from kcl_daemon.leader.mode import LeaderMode, LeaderModeConfig
 from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig, WorkerMetricsPublisher

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from kcl_daemon.core.assignment.client_version import ClientVersionConfig
-from kcl_daemon.core.assignment.table_migration import LayoutConflict, Place, TableMigrationStatus
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.leader.client_version import ClientVersionConfig
+from kcl_daemon.core.leader.table_migration import LayoutConflict, Place, TableMigrationStatus
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
 from kcl_daemon.leader.tables import FleetMetrics, Tables
 from tests.support.fake_tables import FakeCoordinatorStore, FakeMetricsTable, fake_tables
 

@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from kcl_daemon.core.assignment.table_migration import TableMigrationStatus
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.leader.table_migration import TableMigrationStatus
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
 from kcl_daemon.leader.layout_watch import LayoutWatch, LayoutWatchConfig
 from kcl_daemon.leader.tables import FleetMetrics, Tables
 from kcl_daemon.metrics.registry import DaemonMetrics

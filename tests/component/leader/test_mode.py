@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kcl_daemon.core.assignment.client_version import (
+from kcl_daemon.core.leader.client_version import (
     Algorithm,
     ClientVersion,
     ClientVersionConfig,

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from kcl_daemon.core.assignment.table_migration import Place, Step, TableLayoutConfig
-from kcl_daemon.core.assignment.table_migration import TableMigrationStatus as S
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.leader.table_migration import Place, Step, TableLayoutConfig
+from kcl_daemon.core.leader.table_migration import TableMigrationStatus as S
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
 from kcl_daemon.errors import ConfigError
 from kcl_daemon.leader.election import LeaderElection
 from kcl_daemon.leader.mode import LeaderMode, LeaderModeConfig

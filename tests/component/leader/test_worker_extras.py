@@ -6,10 +6,10 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kcl_daemon.core.assignment.assignor import CooperativeAssignor
-from kcl_daemon.core.assignment.decider import WorkerState, WorkerView
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats, from_item, to_item
-from kcl_daemon.core.assignment.zones import EXTRA_ATTRIBUTE
+from kcl_daemon.core.leader.assignor import CooperativeAssignor
+from kcl_daemon.core.leader.decider import WorkerState, WorkerView
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats, from_item, to_item
+from kcl_daemon.core.leader.zones import EXTRA_ATTRIBUTE
 from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
 from kcl_daemon.leader.mode import make_decider
 from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig, WorkerMetricsPublisher

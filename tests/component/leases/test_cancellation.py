@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kcl_daemon.clock import SystemClock
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from tests.support.fakes import FakeTable, shards
 

@@ -13,8 +13,8 @@ from random import Random
 
 import pytest
 
-from kcl_daemon.core.expiry import DUE_EPSILON_S
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.expiry import DUE_EPSILON_S
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import LeaseConflict
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator

@@ -13,7 +13,7 @@ from random import Random
 
 import pytest
 
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, ExtendedSequenceNumber
 from kcl_daemon.errors import LeaseConflict
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator

@@ -17,8 +17,8 @@ from random import Random
 import pytest
 
 from kcl_daemon.clock import SystemClock
-from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.lease_codec import CorruptLeaseItem
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.lease_codec import CorruptLeaseItem
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.errors import (
     DependencyUnavailable,

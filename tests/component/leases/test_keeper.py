@@ -8,7 +8,7 @@ import threading
 import time
 
 from kcl_daemon.clock import SystemClock
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from tests.support.fakes import FakeTable, shards
 
@@ -74,7 +74,7 @@ def test_renew_now_waits_for_a_renewal_sent_after_it_not_for_one_already_in_flig
     leader marked it for hand-off): :meth:`LeaseKeeper.renew_now` answers only with a later one."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kcl_daemon.core.keeping import KeepTimings
+    from kcl_daemon.core.leases.keeping import KeepTimings
     from kcl_daemon.leases.keeper import LeaseKeeper
 
     gate = threading.Event()
@@ -139,7 +139,7 @@ def test_checkpoints_wake_the_keeper_thread_only_for_what_is_due_sooner() -> Non
     answer kept the thread busy and took the GIL from the event loop). Its passes follow the renewals."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kcl_daemon.core.keeping import KeepTimings
+    from kcl_daemon.core.leases.keeping import KeepTimings
     from kcl_daemon.core.sequence import ExtendedSequenceNumber
     from kcl_daemon.leases.keeper import LeaseKeeper
 

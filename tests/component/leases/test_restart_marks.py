@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from random import Random
 
-from kcl_daemon.core.restart_grace import grace_until
+from kcl_daemon.core.leases.restart_grace import grace_until
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from tests.support.clocks import SteppedClock
 from tests.support.fakes import FakeTable, shards

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kcl_daemon.core.health import Check, HealthReport
+from kcl_daemon.core.worker.health import Check, HealthReport
 from kcl_daemon.metrics.prometheus import PrometheusEndpoint, serve
 from kcl_daemon.metrics.registry import DaemonMetrics
 

@@ -48,14 +48,14 @@ def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
     [
         # an upward import: the pure core reaching for the worker
         (
-            "kcl_daemon/core/taking/taker.py",
+            "kcl_daemon/core/leases/taker.py",
             "from kcl_daemon.worker import scheduler",
             "points down the layers",
         ),
         # a sideways import between shells of one layer
         ("kcl_daemon/leases/coordinator.py", "from kcl_daemon.shards import sync", "points down the layers"),
         # boto3 outside aws/
-        ("kcl_daemon/consumer/shard_task.py", "import boto3", "imported in kcl_daemon.aws only"),
+        ("kcl_daemon/lifecycle/shard_task.py", "import boto3", "imported in kcl_daemon.aws only"),
         # I/O in the pure core
         ("kcl_daemon/core/sequence.py", "import time", "do no I/O"),
     ],

@@ -13,7 +13,7 @@ import pytest
 
 from kcl_daemon.aws.fanout import FanoutEvent, starting_position
 from kcl_daemon.aws.kinesis import RawRecord
-from kcl_daemon.core.lease import MAX_HASH_KEY
+from kcl_daemon.core.leases.lease import MAX_HASH_KEY
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import ChildShard, Shard
 from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType

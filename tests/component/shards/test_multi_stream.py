@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from kcl_daemon.aws.kinesis import ShardFilter
-from kcl_daemon.core.fleet.distribution import summarize
-from kcl_daemon.core.lease import MAX_HASH_KEY, Lease
-from kcl_daemon.core.lease_codec import new_lease_item
+from kcl_daemon.core.inspection.distribution import summarize
+from kcl_daemon.core.leases.lease import MAX_HASH_KEY, Lease
+from kcl_daemon.core.leases.lease_codec import new_lease_item
 from kcl_daemon.core.sequence import Sentinel
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import StreamSpec

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from kcl_daemon.aws.kinesis import ShardFilter, ShardFilterType
-from kcl_daemon.core.lease import MAX_HASH_KEY, Lease
+from kcl_daemon.core.leases.lease import MAX_HASH_KEY, Lease
 from kcl_daemon.core.sequence import (
     LATEST,
     SHARD_END,
@@ -305,7 +305,7 @@ async def test_a_failed_read_keeps_the_entry_for_the_next_run(caplog: pytest.Log
 
 
 async def test_a_corrupt_item_in_cleanup_affects_that_lease_only(caplog: pytest.LogCaptureFixture) -> None:
-    from kcl_daemon.core.lease_codec import CorruptLeaseItem
+    from kcl_daemon.core.leases.lease_codec import CorruptLeaseItem
 
     class CorruptA(FakeTable):
         def get_lease(self, lease_key: str, *, consistent: bool = False) -> Lease | None:

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from kcl_daemon.aws.lease_table import ScanResult
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.spark.offsets import AT_SHARD_END, SourceOffset, after

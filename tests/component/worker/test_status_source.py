@@ -7,11 +7,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from kcl_daemon.core.assignment.client_version import Algorithm, ClientVersion
-from kcl_daemon.core.health import Phase
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leader.client_version import Algorithm, ClientVersion
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.lifecycle.states import ShardState
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
+from kcl_daemon.core.worker.health import Phase
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.worker.status import HISTORY_SAMPLES, StatusInfo, WorkerStatus
 

@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from kcl_daemon.consumer.shard_consumer import ConsumerSettings
 from kcl_daemon.leases.coordinator import CoordinatorConfig
+from kcl_daemon.lifecycle.shard_consumer import ConsumerSettings
 from kcl_daemon.shards.sync import ShardSyncConfig
 from kcl_daemon.worker.scheduler import Scheduler, SchedulerConfig
 from tests.support.clocks import FakeClock
@@ -73,9 +73,9 @@ async def test_a_lease_held_again_while_its_lost_shard_stops_starts_a_new_run(
 ) -> None:
     # Lost, then re-assigned to us before the old shard task ended: _on_taken finds the runner busy,
     # so the runner itself must start the shard again (it ended for good, leaving a held lease idle).
-    from kcl_daemon.consumer.shard_consumer import ShardOutcome
     from kcl_daemon.core.lifecycle.states import ShardState, ShutdownReason
     from kcl_daemon.leases.coordinator import HeldLease
+    from kcl_daemon.lifecycle.shard_consumer import ShardOutcome
     from kcl_daemon.worker import scheduler as module
 
     [lease] = [lease.taken_by("me") for lease in shards(1)]

@@ -18,9 +18,9 @@ import pytest
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
-from kcl_daemon.core.assignment.decider import WorkerState
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
-from kcl_daemon.core.assignment.zones import WorkerExtras, extras_to_attribute
+from kcl_daemon.core.leader.decider import WorkerState
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.leader.zones import WorkerExtras, extras_to_attribute
 from tests.support.emulators import Backend
 from tests.support.paths import FIXTURES, REPO
 

@@ -14,8 +14,8 @@ import pytest
 from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients
 from kcl_daemon.aws.kinesis import Kinesis, ShardFilter, ShardFilterType
 from kcl_daemon.aws.lease_table import LEASE_OWNER_INDEX, DynamoLeaseTable
-from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.restart_grace import RESTART_ATTRIBUTE, grace_until
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.restart_grace import RESTART_ATTRIBUTE, grace_until
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import hash_range_is_complete
 from kcl_daemon.errors import DependencyUnavailable, LeaseConflict, TransientNetwork

@@ -6,8 +6,8 @@ import pytest
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from kcl_daemon.core.lease import Lease
-from kcl_daemon.core.lease_codec import CorruptLeaseItem
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.lease_codec import CorruptLeaseItem
 from kcl_daemon.core.sequence import TRIM_HORIZON
 
 pytestmark = pytest.mark.integration

@@ -16,9 +16,9 @@ from kcl_daemon.aws.coordinator_state import COORDINATOR_KEY, LEASE_TABLE_KEY, C
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.aws.table_facts import read_table_facts
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
-from kcl_daemon.core.assignment.layout import TableLayout, describe_layout
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leader.layout import TableLayout, describe_layout
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
 from kcl_daemon.errors import LeaseConflict
 from tests.support.java35 import ScriptedJava35

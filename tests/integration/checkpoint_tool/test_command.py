@@ -21,7 +21,7 @@ from kcl_daemon.checkpoint_tool.command import CheckpointTool, Selection, SetOpt
 from kcl_daemon.checkpoint_tool.plan import Action
 from kcl_daemon.checkpoint_tool.resolve import resolve_at_timestamp
 from kcl_daemon.config.settings import Settings
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from tests.support.emulators import REGION, Backend
 

@@ -18,7 +18,7 @@ from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.coordinator_state import CoordinatorStore
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.config.settings import Settings
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
 from kcl_daemon.doctor.findings import DoctorReport
 from kcl_daemon.doctor.reads import run_doctor

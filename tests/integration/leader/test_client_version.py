@@ -13,8 +13,8 @@ from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.coordinator_state import LEASE_TABLE_KEY, CoordinatorStore
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
-from kcl_daemon.core.assignment.client_version import ClientVersion, ClientVersionConfig
-from kcl_daemon.core.assignment.table_migration import TableLayoutConfig
+from kcl_daemon.core.leader.client_version import ClientVersion, ClientVersionConfig
+from kcl_daemon.core.leader.table_migration import TableLayoutConfig
 from kcl_daemon.leader.mode import LeaderMode, LeaderModeConfig
 from kcl_daemon.leader.tables import Tables, TablesConfig
 from tests.support.clocks import FakeClock

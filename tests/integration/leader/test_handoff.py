@@ -14,10 +14,10 @@ import pytest
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
-from kcl_daemon.core.assignment.decider import DeciderConfig
-from kcl_daemon.core.assignment.lease_count import LeaseCountDecider
-from kcl_daemon.core.assignment.worker_metrics import WorkerMetricStats
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leader.decider import DeciderConfig
+from kcl_daemon.core.leader.lease_count import LeaseCountDecider
+from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, Sentinel
 from kcl_daemon.errors import LeaseConflict
 from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
@@ -194,7 +194,7 @@ class _MoveEverything:
     name = "move-everything"
 
     def decide(self, leases: Any, workers: Any, now: float, state: Any, config: Any) -> Any:
-        from kcl_daemon.core.assignment.decider import Decision, Move
+        from kcl_daemon.core.leader.decider import Decision, Move
 
         return Decision(tuple(Move(v.lease_key, v.lease_counter, v.owner, "b", False) for v in leases), state)
 

@@ -16,7 +16,7 @@ from kcl_daemon.aws.coordinator_state import LEASE_TABLE_KEY, CoordinatorStore
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.clock import SystemClock
-from kcl_daemon.core.assignment.table_migration import Place
+from kcl_daemon.core.leader.table_migration import Place
 from kcl_daemon.leader.election import LeaderElection
 from kcl_daemon.leader.table_migration import MigrationConfig, TableMigrationDriver
 from kcl_daemon.leader.tables import FleetMetrics, Tables, TablesConfig

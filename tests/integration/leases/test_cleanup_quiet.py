@@ -12,7 +12,7 @@ import pytest
 
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.clock import SystemClock
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, ExtendedSequenceNumber
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from kcl_daemon.shards.cleanup import LeaseCleaner

@@ -21,7 +21,7 @@ import pytest
 from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.clock import SystemClock
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.errors import ExitStatus
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator

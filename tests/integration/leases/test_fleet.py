@@ -25,9 +25,9 @@ from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.clock import SystemClock
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.taker import TakeKind
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber, Sentinel
-from kcl_daemon.core.taking.taker import TakeKind
 from kcl_daemon.errors import LeaseConflict
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from kcl_daemon.shards.cleanup import LeaseCleaner

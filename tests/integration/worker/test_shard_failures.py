@@ -13,7 +13,7 @@ import pytest
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.clock import SystemClock
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.run import build_scheduler, plan_worker
 from tests.support.worker import settings_for, wait_until
@@ -28,7 +28,7 @@ SHARD = "shardId-000000000000"
     [
         ExtendedSequenceNumber("4" * 5000, 0),
         # (a subSequenceNumber past Java's long no longer reaches a shard: the lease item is unreadable,
-        # so it is skipped with a warning, tests/unit/core/test_lease_codec.py)
+        # so it is skipped with a warning, tests/unit/core/leases/test_lease_codec.py)
     ],
     ids=["5000-digit-sequence-number"],
 )

@@ -16,7 +16,7 @@ from kcl_daemon.checkpoint_tool.plan import (
     plan,
     plan_step,
 )
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 
 SEQ = ExtendedSequenceNumber("500")

@@ -20,7 +20,7 @@ def _load(tmp_path: Path, text: str) -> Settings:
 
 def test_defaults_are_javas_and_a_new_application_is_single_table(tmp_path: Path) -> None:
     settings = _load(tmp_path, "")
-    assert settings.lease_table_layout is None  # unset: chosen from the table (core.assignment.keep_out)
+    assert settings.lease_table_layout is None  # unset: chosen from the table (core.leader.keep_out)
     assert not settings.migrate_all_entities_to_lease_table
     assert (settings.table_migration_complete_bake_s, settings.table_migration_init_bake_s) == (
         86400.0,

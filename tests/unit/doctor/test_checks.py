@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kcl_daemon.core.fleet.distribution import summarize
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.inspection.distribution import summarize
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.doctor import checks

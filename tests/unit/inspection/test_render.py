@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kcl_daemon.core.fleet.figures import fleet_figures
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.inspection.figures import fleet_figures
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 
 

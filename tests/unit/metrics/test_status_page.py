@@ -1,5 +1,5 @@
 """The status page's renderers (kcl_daemon.metrics.status_page) and the snapshot's helpers
-(kcl_daemon.core.status): every shard listed, everything escaped, relative links only, the JSON keys."""
+(kcl_daemon.core.worker.status): every shard listed, everything escaped, relative links only, the JSON keys."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcl_daemon.core.health import Check, HealthReport
-from kcl_daemon.core.status import (
+from kcl_daemon.core.worker.health import Check, HealthReport
+from kcl_daemon.core.worker.status import (
     FleetView,
     FleetWorker,
     ShardView,

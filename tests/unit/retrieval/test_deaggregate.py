@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kcl_daemon.aws.kinesis import RawRecord
-from kcl_daemon.core.lease import MAX_HASH_KEY
+from kcl_daemon.core.leases.lease import MAX_HASH_KEY
 from kcl_daemon.retrieval.deaggregate import Deaggregator, effective_hash_key, messages_pb2
 from kcl_protocol import Record
 

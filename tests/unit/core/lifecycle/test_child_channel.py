@@ -1,5 +1,5 @@
 """The child's log/metric channel: the daemon's policy (pure) and the codec. One shard consumer whose real
-child uses the channel: tests/component/consumer/test_child_channel.py."""
+child uses the channel: tests/component/lifecycle/test_child_channel.py."""
 
 from __future__ import annotations
 

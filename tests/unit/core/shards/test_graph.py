@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kcl_daemon.core.lease import MAX_HASH_KEY, Lease
-from kcl_daemon.core.lease_codec import lease_from_item, new_lease_item
+from kcl_daemon.core.leases.lease import MAX_HASH_KEY, Lease
+from kcl_daemon.core.leases.lease_codec import lease_from_item, new_lease_item
 from kcl_daemon.core.sequence import (
     AT_TIMESTAMP,
     LATEST,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kcl_daemon.core.lease import Lease
+from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import LATEST, SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.spark.leases import (
