@@ -20,7 +20,8 @@ lint: bootstrap
 	@bash scripts/lint.sh
 
 # The suite waits on emulators, children and JVMs far more than it computes: three pytest-xdist workers
-# on 2 cores run it in about half the time; each test file stays on one worker (its fixtures are shared).
+# on 2 cores run it in about half the time; each test file stays on one worker (its fixtures are shared),
+# and the files go out longest first (tests/support/schedule.py, docs/development.md).
 TEST_WORKERS ?= 3
 test: bootstrap
 	@bash scripts/lint.sh

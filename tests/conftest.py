@@ -5,7 +5,8 @@ test asks for one, are checked around every test (one that died is restarted on 
 stopped by PID at the end; start-up times, restarts and the figures tests measured are printed at the
 end of the run. ``backend`` is parametrized, so every test using it runs against both ("moto" and
 "kinesalite+dynalite"). Dummy credentials are set in the environment here and nowhere else. A missing
-node, npm package or moto_server skips locally and fails under CI.
+node, npm package or moto_server skips locally and fails under CI. Under ``--dist loadfile`` the
+pytest-xdist workers get the test files longest first (``tests.support.schedule``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tests.support.emulators import (
 from tests.support.figures import FIGURES
 from tests.support.layout import misplaced
 from tests.support.requirements import missing
+from tests.support.schedule import make_scheduler
 from tests.support.streams import wait_for_stream
 
 # Hypothesis judges each example's duration against a 200 ms deadline by default: on 2 cores shared with
@@ -57,6 +59,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ]
     if wrong:
         raise pytest.UsageError("tests in the wrong layer (see docs/development.md):\n" + "\n".join(wrong))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under ``--dist loadfile`` (``make test``) the workers get the test files longest first, from the
+    table of a recorded run (tests.support.schedule), so no long file starts last and runs alone."""
+    return make_scheduler(config, log)
 
 
 def _run_emulator(emulator: Emulator) -> Iterator[str]:
