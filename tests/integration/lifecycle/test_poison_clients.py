@@ -24,6 +24,9 @@ from tests.support.clocks import FakeClock
 from tests.support.paths import CHILDREN
 from tests.support.requirements import require_tool
 
+# real Python, Node and shell children: a client toolchain, so not in the fast loop (tests/support/layout.py)
+pytestmark = [pytest.mark.integration, pytest.mark.clients]
+
 COUNT = 200
 POISON = {61}
 BAD = {17, 150}
