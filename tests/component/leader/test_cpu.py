@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -36,21 +39,27 @@ def test_cgroup_v1_with_a_limit(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_process_tree_counts_a_busy_child() -> None:
-    before = process_tree_reading()
-    assert before is not None
-    # The child spins on CPU time, not wall time, so a loaded machine only makes the test slower.
-    child = subprocess.Popen([sys.executable, "-c", "import time\nwhile time.process_time() < 5: pass"])
+    """The tree measured is a parent of our own that starts one busy child: the test process's tree
+    (the emulators and daemons other tests of this worker started) gains and loses processes meanwhile."""
+    busy = "import time\nwhile time.process_time() < 5: pass"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {busy!r}])"]
+    )
     try:
+        before = process_tree_reading(parent.pid)
+        assert before is not None
+        # The child spins on CPU time, not wall time, so a loaded machine only makes the test slower.
         deadline = time.monotonic() + 20
         gained = 0.0
-        while gained < 0.2 and time.monotonic() < deadline and child.poll() is None:
+        while gained < 0.2 and time.monotonic() < deadline and parent.poll() is None:
             time.sleep(0.1)
-            during = process_tree_reading()
+            during = process_tree_reading(parent.pid)
             assert during is not None
             gained = during.cpu_seconds - before.cpu_seconds
     finally:
-        child.kill()
-        child.wait()
+        _kill_children(parent.pid)
+        parent.kill()
+        parent.wait()
     assert gained >= 0.2
 
 
@@ -100,3 +109,14 @@ def test_throughput_ema_per_renewal() -> None:
     delivered["s"] = 1024  # the consumer restarted: its counter starts again
     assert tracker.on_renew("s") == pytest.approx(1.0)
     assert tracker.on_renew("unknown") is None
+
+
+def _kill_children(pid: int) -> None:
+    """SIGKILL the children of ``pid`` (from /proc), before their parent."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return
+    for child in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(child), signal.SIGKILL)
