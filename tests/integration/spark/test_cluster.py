@@ -35,7 +35,8 @@ from tests.support.spark import (
 )
 from tests.support.streams import kinesis_client, new_stream
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+# the first Spark test on a worker also waits for its SparkSession (JVMs) to start: 300 s, not 120
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(300)]
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from tests.support.fanout_server import FanoutServer
 from tests.support.spark import numbered, put_numbered, rows, run_query
 from tests.support.streams import kinesis_client, new_stream
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+# the first Spark test on a worker also waits for its SparkSession (JVMs) to start: 300 s, not 120
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(300)]
 
 
 def test_executors_read_through_one_consumer_registered_once_and_every_record_comes_once(

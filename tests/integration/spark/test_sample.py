@@ -12,7 +12,8 @@ import pytest
 
 from tests.support.paths import REPO
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+# the first Spark test on a worker also waits for its SparkSession (JVMs) to start: 300 s, not 120
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(300)]
 
 
 def load_sample() -> Any:

@@ -20,7 +20,8 @@ from tests.support.emulators import REGION
 from tests.support.spark import rows, run_query, source_options
 from tests.support.streams import put, wait_for_stream
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+# the first Spark test on a worker also waits for its SparkSession (JVMs) to start: 300 s, not 120
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
