@@ -162,8 +162,10 @@ def test_a_signal_during_start_up_stops_promptly_even_with_a_hanging_endpoint(tm
         )
         env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
         daemon = Daemon("run", properties=props, log=tmp_path / "daemon.log", env=env)
-        time.sleep(2.5)  # importing, then blocked on the lease table's DescribeTable
-        assert daemon.exit_status is None
+        # past the imports and the signal handlers, then blocked on the lease table's DescribeTable
+        wait_for(lambda: " starting: " in daemon.text() or daemon.exit_status is not None, 60, "start-up")
+        time.sleep(0.5)
+        assert daemon.exit_status is None, daemon.text()[-3000:]
         sent = time.monotonic()
         daemon.send(signal.SIGTERM)
         code, err = finish(daemon, 20)
