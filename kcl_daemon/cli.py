@@ -189,7 +189,7 @@ def main(ctx: click.Context, properties: Path | None, log_level: str, log_format
     type=click.FloatRange(min=0),
     default=30.0,
     show_default=True,
-    help="With --workers: SIGKILL one worker after this many seconds to watch a takeover (0: never).",
+    help="With --workers: SIGKILL one worker after this many seconds, once each holds leases (0: never).",
 )
 @click.option("--refreshes", type=click.IntRange(min=1), default=None, hidden=True)
 def run(

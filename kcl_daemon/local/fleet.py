@@ -3,9 +3,9 @@
 The parent starts the embedded Kinesis + DynamoDB and the sample producer once, then N real daemons
 (``kcl-daemon run`` subprocesses, worker ids ``local-1`` ... ``local-N``) pointed at it, each with its
 log in a file. Instead of a wall of per-record lines it shows the live view of the lease table
-(:mod:`kcl_daemon.inspection.watch`): the leases spread over the workers; after ``kill_after_s`` it SIGKILLs
-one worker, and its leases expire and are taken over by the others. Ctrl-C stops every worker
-gracefully (SIGTERM) and exits 0.
+(:mod:`kcl_daemon.inspection.watch`): the leases spread over the workers; after ``kill_after_s``, once
+every worker holds leases, it SIGKILLs one worker, and its leases expire and are taken over by the
+others. Ctrl-C stops every worker gracefully (SIGTERM) and exits 0.
 
 The workers' properties are the user's file with the endpoints, region, credentials provider, stream
 and worker id replaced (a ``.properties`` file, written next to the worker logs).
@@ -95,6 +95,15 @@ class LocalFleet:
                 )
                 return
 
+    def kill_due(self, elapsed_s: float, kill_after_s: float, holding: frozenset[str]) -> bool:
+        """Whether to SIGKILL a worker now: ``kill_after_s`` has passed and every worker holds leases
+        (so the takeover shows), or three times that has passed (fewer shards than workers, say)."""
+        if len(self.workers) < 2 or any(w.killed_at is not None for w in self.workers):
+            return False
+        if elapsed_s >= 3 * kill_after_s:
+            return True
+        return elapsed_s >= kill_after_s and all(w.worker_id in holding for w in self.workers)
+
     def stop(self, timeout_s: float = 30.0) -> None:
         for worker in self.workers:
             if worker.process.poll() is None:
@@ -126,12 +135,12 @@ async def _show(
     clock = SystemClock()
     started = time.monotonic()
     frames: list[Frame] = []
+    holding: frozenset[str] = frozenset()  # the workers holding leases at the last screen
     drawn = 0
     while refreshes is None or drawn < refreshes:
         if drawn:
             await clock.sleep(every_s)
-        due = kill_after_s is not None and time.monotonic() - started >= kill_after_s
-        if due and len(fleet.workers) > 1 and all(w.killed_at is None for w in fleet.workers):
+        if kill_after_s is not None and fleet.kill_due(time.monotonic() - started, kill_after_s, holding):
             fleet.kill_one()
         for worker in fleet.exited():
             raise ConfigError(
@@ -148,6 +157,7 @@ async def _show(
         out.write((CLEAR if clear else "") + "\n".join(fleet.events[-6:]) + "\n\n" + screen)
         out.flush()
         frames.append(Frame(time.time(), dict(snapshot.figures.per_worker), snapshot.figures.unclaimed))
+        holding = frozenset(w for w, count in snapshot.figures.per_worker.items() if count)
         if html is not None:
             page = render_html(frames, title="local fleet: leases per worker")
             await asyncio.to_thread(html.write_text, page, encoding="utf-8")

@@ -9,11 +9,30 @@ from pathlib import Path
 
 import pytest
 
-from kcl_daemon.local.fleet import worker_properties
+from kcl_daemon.local.fleet import LocalFleet, Worker, worker_properties
 from tests.support.daemon import run_cli
 from tests.support.paths import REPO, VENV_BIN
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.parametrize(
+    ("elapsed_s", "holding", "due"),
+    [
+        (5.0, {"local-1", "local-2"}, False),  # too early
+        (8.0, {"local-1"}, False),  # local-2 holds nothing yet: the takeover would not show
+        (8.0, {"local-1", "local-2"}, True),
+        (24.0, {"local-1"}, True),  # three times kill_after: kill anyway
+    ],
+)
+def test_a_worker_is_killed_after_the_delay_once_every_worker_holds_leases(
+    elapsed_s: float, holding: set[str], due: bool
+) -> None:
+    fleet = LocalFleet()
+    fleet.workers = [Worker(f"local-{n}", Path("/dev/null"), None) for n in (1, 2)]  # type: ignore[arg-type]
+    assert fleet.kill_due(elapsed_s, 8.0, frozenset(holding)) is due
+    fleet.workers[1].killed_at = 1.0
+    assert fleet.kill_due(elapsed_s, 8.0, frozenset(holding)) is False  # one kill only
 
 
 def test_worker_properties_replace_endpoints_credentials_stream_and_worker_id() -> None:
@@ -35,7 +54,7 @@ def test_three_workers_share_the_shards_and_take_over_from_a_killed_one(tmp_path
         "failoverTimeMillis = 2000\nidleTimeBetweenReadsInMillis = 250\n"
     )
     env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    args = ("--local", "--workers", "3", "--kill-after", "8", "--status-interval", "1", "--refreshes", "20")
+    args = ("--local", "--workers", "3", "--kill-after", "6", "--status-interval", "1", "--refreshes", "26")
     done = run_cli("run", *args, properties=properties, env=env, cwd=tmp_path, timeout_s=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     screens = done.stdout.split("lease table fleet-test at ")
