@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, TypeVar
 from kcl_daemon.clock import Clock
 from kcl_daemon.core.leader import leader_lock as rules
 from kcl_daemon.errors import KclError, LeaseConflict
+from kcl_daemon.retry import LEASE_IO
 
 if TYPE_CHECKING:
     from kcl_daemon.leader.ports import LockStore
@@ -275,11 +276,27 @@ class LeaderElection:
         self._unconfirmed = []
 
     async def _delete(self, store: LockStore, held: rules.Held, why: str, *, again: bool = True) -> None:
+        """Delete our lock item on its record version, under ``LEASE_IO``. An attempt answered with an
+        error may have applied: a conflict after one is reconciled by reading the lock before saying
+        the delete failed."""
         expected = {rules.RECORD_VERSION: held.record_version, rules.OWNER_NAME: self.worker_id}
+        unknown = False
+
+        async def attempt() -> None:
+            nonlocal unknown
+            try:
+                await self._call(lambda: store.delete(rules.LEADER_KEY, require_equal=expected))
+            except KclError as exc:
+                unknown = unknown or (exc.retriable and not isinstance(exc, LeaseConflict))
+                raise
+
         try:
-            await self._call(lambda: store.delete(rules.LEADER_KEY, require_equal=expected))
+            await LEASE_IO.run_async(attempt, sleep=self._clock.sleep, monotonic=self._clock.monotonic)
             logger.info("leader lock released: %s", why)
         except LeaseConflict as exc:
+            if unknown and await self._gone(store, held):
+                logger.info("leader lock released: %s (an attempt answered with an error had applied)", why)
+                return
             landed = await self._landed(store) if again else None
             if landed is not None:  # a heartbeat answered with an error had applied: delete that version
                 await self._delete(store, landed, why, again=False)
@@ -287,6 +304,15 @@ class LeaderElection:
             logger.warning("releasing the leader lock failed (it expires instead): %s", exc)
         except KclError as exc:
             logger.warning("releasing the leader lock failed (it expires instead): %s", exc)
+
+    async def _gone(self, store: LockStore, held: rules.Held) -> bool:
+        """Whether the lock no longer stands as ``held`` (absent, or another version or owner)."""
+        try:
+            lock = rules.parse_lock(await self._call(lambda: store.get(rules.LEADER_KEY)))
+        except KclError as exc:
+            logger.warning("cannot read the leader lock after releasing it: %s", exc)
+            return False
+        return lock is None or lock.owner != self.worker_id or lock.record_version != held.record_version
 
     async def run(self) -> None:
         while True:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -179,3 +180,37 @@ async def test_a_lock_read_that_fails_is_a_warning_and_no_leadership_not_a_crash
     assert "cannot read the leader lock" in caplog.text
     store.failing = False
     assert await election.check_once()
+
+
+class FlakyDeleteStore(FakeStore):
+    """A lock store whose deletes fail ``failures`` times: before applying, or (``applied``) after."""
+
+    def __init__(self, failures: int, *, applied: bool) -> None:
+        super().__init__()
+        self.failures, self.applied, self.deletes = failures, applied, 0
+
+    def delete(self, key: str, *, require_equal: Any) -> None:
+        self.deletes += 1
+        if self.failures and not self.applied:
+            self.failures -= 1
+            raise TransientNetwork("connection reset")
+        super().delete(key, require_equal=require_equal)
+        if self.failures:
+            self.failures -= 1
+            raise TransientNetwork("connection closed before the reply")
+
+
+@pytest.mark.parametrize("applied", [False, True], ids=["failed-before-applying", "applied-reply-lost"])
+async def test_release_retries_a_delete_that_failed_and_reconciles_one_that_applied(
+    applied: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="kcl_daemon.leader.election")
+    store, clock = FlakyDeleteStore(0, applied=applied), FakeClock()
+    a = _election(store, "a", clock)
+    assert await a.check_once()
+    store.failures = 2
+    await a.release("shutdown")
+    assert "Leader" not in store.items, "the lock is deleted, not left to expire"
+    assert store.deletes == (2 if applied else 3)
+    assert "releasing the leader lock failed" not in caplog.text
+    assert "leader lock released: shutdown" in caplog.text
