@@ -119,10 +119,13 @@ def assert_healthy_shard_unaffected(outcome: ShardOutcome, delivered: Counter[st
             "exited while waiting for processRecords, but a process it started still holds its stdout "
             "open: child pid \\d+ exited with status 3",
         ),
-        ("hang", {"processRecords": 0.5}, "no answer to processRecords within 0.5s"),
+        # hang, long-line and stop-reading: the child sleeps after its fault and never sees the end of
+        # its input, so a short end-of-input grace before the SIGTERM that stops it (the escalation has
+        # a test of its own)
+        ("hang", {"processRecords": 0.5, "stop": 0.3}, "no answer to processRecords within 0.5s"),
         ("wrong-status", {}, "child answered 'processRecords' with a status for 'initialize'"),
-        ("long-line", {}, "longer than the 1048576 byte limit \\(childMaxLineBytes\\)"),
-        ("stop-reading", {"write": 0.5}, "did not read .* bytes from its stdin within 0.5s"),
+        ("long-line", {"stop": 0.3}, "longer than the 1048576 byte limit \\(childMaxLineBytes\\)"),
+        ("stop-reading", {"write": 0.5, "stop": 0.3}, "did not read .* bytes from its stdin within 0.5s"),
         ("no-shard-end", {}, "answered shardEnded without checkpointing SHARD_END"),
     ],
 )
@@ -250,7 +253,7 @@ async def test_a_silent_child_is_reported_stalled_once_per_stall(
     launch = make_child_launcher((sys.executable, FAULTY, "hang", str(state)), line_limit_bytes=1 << 20)
     consumer_settings = ConsumerSettings(
         timeouts=ActionTimeouts(default_s=None, write_s=10.0, stall_warning_s=0.3),
-        stop=StopTimeouts(after_eof_s=1.0, after_sigterm_s=1.0),
+        stop=StopTimeouts(after_eof_s=0.3, after_sigterm_s=1.0),  # it never sees the end of input
         return_when_parked=True,
     )
     consumer = ShardConsumer(
