@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -138,7 +139,7 @@ async def test_a_failed_child_is_restarted_from_its_checkpoint(
     assert faulty.reason is ShutdownReason.SHARD_END and faulty.checkpoint == SHARD_END
     assert faulty.stats.child_failures == 1 and faulty.stats.child_starts == 2
     assert faulty.stats.failure_messages[0].startswith("[Child")
-    assert __import__("re").search(message, faulty.stats.failure_messages[0]), faulty.stats.failure_messages
+    assert re.search(message, faulty.stats.failure_messages[0]), faulty.stats.failure_messages
     assert sleep.sleeps == [1.0]  # one backoff, through the injected clock
     # at least once: every record reached a child; re-delivery only after the last checkpoint
     assert len(delivered["shard-A"]) == RECORDS
@@ -277,4 +278,8 @@ async def test_a_silent_child_is_reported_stalled_once_per_stall(
         await task
     warnings = [r.getMessage() for r in caplog.records if "has not answered" in r.getMessage()]
     assert len(warnings) == 1, warnings
-    assert "has not answered processRecords for 0.3s (no timeoutInSeconds is set" in warnings[0]
+    # the warning says how long the child has been silent: 0.3 s, or more on a loaded machine
+    found = re.search(
+        r"has not answered processRecords for (\d+\.\d)s \(no timeoutInSeconds is set", warnings[0]
+    )
+    assert found is not None and float(found.group(1)) >= 0.3, warnings[0]
