@@ -21,7 +21,7 @@ import pytest
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
-from tests.support import hypothesis_profiles
+from tests.support import botocore_models, hypothesis_profiles
 from tests.support.emulators import (
     DUMMY_ENV,
     REAL_ACCOUNT_ENV,
@@ -40,6 +40,8 @@ from tests.support.streams import wait_for_stream
 # The thorough Hypothesis profile, without deadlines; make test-fast switches to the fast one
 # (tests.support.hypothesis_profiles).
 hypothesis_profiles.register()
+# The sessions the tests build by the hundred parse botocore's models once per process, not once each.
+botocore_models.share_loaders()
 
 TESTS = Path(__file__).resolve().parent
 
