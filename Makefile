@@ -28,5 +28,10 @@ test: bootstrap
 	@bash scripts/lint.sh
 	@bash scripts/test.sh -n $(TEST_WORKERS) --dist loadfile
 
+# The editing loop: a worker per core, each test file on one worker and the long files first (as in
+# make test), and Hypothesis's fast profile - a quarter of each property's examples; make test runs them
+# all (tests/support/hypothesis_profiles.py, docs/development.md).
+TEST_FAST_WORKERS ?= auto
 test-fast: bootstrap
-	@bash scripts/test.sh -q -n auto tests/unit tests/component
+	@bash scripts/test.sh -q -n $(TEST_FAST_WORKERS) --dist loadfile --hypothesis-profile=kcl-daemon-fast \
+		tests/unit tests/component

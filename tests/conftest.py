@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings as hypothesis_settings
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from tests.support import botocore_models, hypothesis_profiles
 from tests.support.emulators import (
     DUMMY_ENV,
     REAL_ACCOUNT_ENV,
@@ -37,11 +37,11 @@ from tests.support.requirements import missing
 from tests.support.schedule import make_scheduler
 from tests.support.streams import wait_for_stream
 
-# Hypothesis judges each example's duration against a 200 ms deadline by default: on 2 cores shared with
-# emulators and JVMs an example can wait that long for the CPU, and the test fails on the machine's load,
-# not on the property. The properties are checked without a deadline; pytest-timeout still ends a hang.
-hypothesis_settings.register_profile("kcl-daemon", deadline=None)
-hypothesis_settings.load_profile("kcl-daemon")
+# The thorough Hypothesis profile, without deadlines; make test-fast switches to the fast one
+# (tests.support.hypothesis_profiles).
+hypothesis_profiles.register()
+# The sessions the tests build by the hundred parse botocore's models once per process, not once each.
+botocore_models.share_loaders()
 
 TESTS = Path(__file__).resolve().parent
 

@@ -1,7 +1,9 @@
 """Each concern's slice of the settings: small frozen records, each built from :class:`Settings` in one
 place (``settings.leases()``, ``settings.retrieval()``, ...), so a package reads what it is about and
 nothing else. The values are the settings' (seconds as floats, the ``effective_*`` defaults applied);
-what a concern derives from them (the renewal period, the lease timings) stays with that concern.
+what a concern derives from them (the renewal period, the lease timings) stays with that concern. The
+slices have no defaults of their own: every default is stated once, in the key table
+(``kcl_daemon.config.keys``) and :class:`Settings`; a test builds a slice from ``Settings(...)``.
 
 The AWS clients' slice is ``kcl_daemon.aws.clients.client_settings_from``.
 """
@@ -33,21 +35,21 @@ class TableNames:
 class LeaseSlice:
     """Taking, keeping and balancing leases (the 2.x rules, and what the 3.x leader shares with them)."""
 
-    failover_s: float = 10.0
-    max_leases_for_worker: int = 2**31 - 1
-    max_leases_to_steal_at_one_time: int = 1
-    enable_priority_lease_assignment: bool = True
+    failover_s: float
+    max_leases_for_worker: int
+    max_leases_to_steal_at_one_time: int
+    enable_priority_lease_assignment: bool
     #: leaseExpiryCheckIntervalMillis, else min(1 s, failover / 10)
-    expiry_check_s: float = 1.0
+    expiry_check_s: float
     #: leaseAssignmentIntervalMillis, else 2 x failover
-    assignment_interval_s: float = 20.0
-    max_lease_renewal_threads: int = 20
-    cleanup_leases_upon_shard_completion: bool = True
-    cluster_separator: str = "-"
+    assignment_interval_s: float
+    max_lease_renewal_threads: int
+    cleanup_leases_upon_shard_completion: bool
+    cluster_separator: str
     #: leaseTableScanTotalSegments (0: Java's automatic sizing)
-    scan_segments: int = 0
+    scan_segments: int
     #: leaseRenewal: PER_LEASE (Java's) or PER_WORKER (one heartbeat per worker)
-    lease_renewal: str = "PER_LEASE"
+    lease_renewal: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,116 +57,116 @@ class ShardSlice:
     """Which stream(s) the leases cover, where new shards start, and how often they are listed."""
 
     #: the stream to read (streamArn's name, else streamName); None with streamNames only
-    stream_name: str | None = None
+    stream_name: str | None
     #: streamNames parsed (empty: the single stream ``stream_name``)
-    streams: tuple[StreamSpec, ...] = ()
-    initial_position: Sentinel = Sentinel.LATEST
-    initial_timestamp: datetime | None = None
-    ignore_unexpected_child_shards: bool = False
-    sync_interval_s: float = 60.0
-    parent_poll_s: float = 10.0
-    former_streams_wait_s: float = 3600.0
+    streams: tuple[StreamSpec, ...]
+    initial_position: Sentinel
+    initial_timestamp: datetime | None
+    ignore_unexpected_child_shards: bool
+    sync_interval_s: float
+    parent_poll_s: float
+    former_streams_wait_s: float
 
 
 @dataclass(frozen=True, slots=True)
 class RetrievalSlice:
     """Reading records: polling (GetRecords) or enhanced fan-out, and the stream consumer."""
 
-    max_records: int = 10000
-    idle_between_reads_s: float = 1.5
-    reduced_tps_threshold_s: float = 0.0
-    at_timestamp: datetime | None = None
+    max_records: int
+    idle_between_reads_s: float
+    reduced_tps_threshold_s: float
+    at_timestamp: datetime | None
     #: retrievalMode as set (DEFAULT, POLLING, FANOUT)
-    mode_setting: str = "DEFAULT"
+    mode_setting: str
     #: what DEFAULT means by Java's rule (fan-out unless a polling key is set)
-    mode_by_java_rule: str = "FANOUT"
+    mode_by_java_rule: str
     #: the settings came from a file (DEFAULT follows Java's rule only then)
-    from_file: bool = False
+    from_file: bool
     #: fanoutConfig.consumerName, else applicationName
-    consumer_name: str | None = None
-    consumer_arn: str | None = None
-    stream_name: str | None = None
-    stream_arn: str | None = None
+    consumer_name: str | None
+    consumer_arn: str | None
+    stream_name: str | None
+    stream_arn: str | None
 
 
 @dataclass(frozen=True, slots=True)
 class ConsumerSlice:
     """One shard's child and its conversation: timeouts, restarts, poison records, dead letters."""
 
-    application_name: str = ""
-    action_timeout_s: float | None = None
-    initialize_timeout_s: float | None = None
-    process_records_timeout_s: float | None = None
-    shutdown_timeout_s: float | None = None
-    child_write_timeout_s: float = 30.0
-    child_stall_warning_s: float = 60.0
-    child_stop_timeout_s: float = 5.0
-    child_restart_backoff_s: float = 1.0
-    child_restart_max_backoff_s: float = 60.0
-    child_max_consecutive_failures: int = 5
-    call_process_records_even_for_empty_record_list: bool = False
-    child_channel: bool = True
-    poison_record_policy: str = "RETRY"
-    max_delivery_attempts: int = 3
-    dead_letter_destination: str | None = None
+    application_name: str
+    action_timeout_s: float | None
+    initialize_timeout_s: float | None
+    process_records_timeout_s: float | None
+    shutdown_timeout_s: float | None
+    child_write_timeout_s: float
+    child_stall_warning_s: float
+    child_stop_timeout_s: float
+    child_restart_backoff_s: float
+    child_restart_max_backoff_s: float
+    child_max_consecutive_failures: int
+    call_process_records_even_for_empty_record_list: bool
+    child_channel: bool
+    poison_record_policy: str
+    max_delivery_attempts: int
+    dead_letter_destination: str | None
 
 
 @dataclass(frozen=True, slots=True)
 class LeaderSlice:
     """KCL 3.x: client version, the leader's assignment, worker metrics, zones, the 3.5 table layout."""
 
-    client_version_config: str = "CLIENT_VERSION_CONFIG_3X"
-    strategy: str = "COOPERATIVE"
-    handoff_timeout_s: float = 30.0
-    graceful_handoff: bool = True
-    worker_metrics_capture_s: float = 1.0
-    worker_metrics_report_s: float = 30.0
-    worker_metrics_history: int = 10
-    disable_worker_metrics: bool = False
-    rebalance_threshold_percent: int = 10
-    dampening_percent: int = 60
-    allow_throughput_overshoot: bool = True
-    balancing_frequency: int = 3
-    lock_duration_s: float = 10.0
-    lock_heartbeat_s: float = 2.5
-    migrate_all: bool = False
-    complete_bake_s: float = 86400.0
-    init_bake_s: float = 3600.0
-    table_layout: str | None = None
-    worker_zone: str | None = None
-    zone_from_environment: bool = False
-    max_handoffs_per_worker: int = 2
+    client_version_config: str
+    strategy: str
+    handoff_timeout_s: float
+    graceful_handoff: bool
+    worker_metrics_capture_s: float
+    worker_metrics_report_s: float
+    worker_metrics_history: int
+    disable_worker_metrics: bool
+    rebalance_threshold_percent: int
+    dampening_percent: int
+    allow_throughput_overshoot: bool
+    balancing_frequency: int
+    lock_duration_s: float
+    lock_heartbeat_s: float
+    migrate_all: bool
+    complete_bake_s: float
+    init_bake_s: float
+    table_layout: str | None
+    worker_zone: str | None
+    zone_from_environment: bool
+    max_handoffs_per_worker: int
     #: restartGraceMillis as set (it needs a fixed workerId: ``leader.configure.restart_grace_s``)
-    restart_grace_s: float = 0.0
+    restart_grace_s: float
     #: workerId is set (a restart grace needs a worker id that comes back)
-    fixed_worker_id: bool = False
+    fixed_worker_id: bool
 
 
 @dataclass(frozen=True, slots=True)
 class MetricsSlice:
     """What the worker publishes where: CloudWatch level, dimensions and buffering."""
 
-    application_name: str | None = None
-    level: str = "DETAILED"
-    enabled_dimensions: tuple[str, ...] = ("ALL",)
-    buffer_s: float = 10.0
-    max_queue: int = 10000
-    cloudwatch_endpoint: str | None = None
+    application_name: str | None
+    level: str
+    enabled_dimensions: tuple[str, ...]
+    buffer_s: float
+    max_queue: int
+    cloudwatch_endpoint: str | None
     #: kinesisEndpoint or dynamoDBEndpoint is set (an emulator: CloudWatch only when asked)
-    custom_endpoints: bool = False
-    cluster_separator: str = "-"
+    custom_endpoints: bool
+    cluster_separator: str
 
 
 @dataclass(frozen=True, slots=True)
 class WorkerSlice:
     """The worker itself: who it is, the processor it starts, how long a graceful stop may take."""
 
-    worker_id: str | None = None
-    executable: tuple[str, ...] | None = None
-    child_max_line_bytes: int = 1024 * 1024
-    shard_stall_s: float = 300.0
-    shutdown_grace_s: float = 20.0
-    task_backoff_s: float = 0.5
+    worker_id: str | None
+    executable: tuple[str, ...] | None
+    child_max_line_bytes: int
+    shard_stall_s: float
+    shutdown_grace_s: float
+    task_backoff_s: float
 
 
 def table_names(settings: Settings) -> TableNames | None:

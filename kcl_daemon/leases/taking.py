@@ -5,7 +5,8 @@ The shell around :func:`kcl_daemon.core.leases.taker.plan_takes` and the worker'
 passes (no steals) in between (:func:`~kcl_daemon.core.leases.taker.next_taker_pass`). A take or steal
 is a counter-fenced write (:class:`~kcl_daemon.leases.fenced_writes.FencedWrites`); a steal re-reads its
 lease first and its shard starts only after the victim's next renewal has had time to fail
-(:attr:`~kcl_daemon.core.leases.timings.LeaseTimings.steal_quiet_s`). A mixin of
+(:attr:`~kcl_daemon.core.leases.timings.LeaseTimings.steal_quiet_s`; renewing per worker, after its next
+scan has shown it the steal: ``per_worker_steal_quiet_s``). A mixin of
 :class:`~kcl_daemon.leases.coordinator.LeaseCoordinator`.
 """
 
@@ -165,13 +166,9 @@ class Taking(FencedWrites):
         return min((due for due in dues if due is not None), default=None)
 
     def _victim_stops_s(self) -> float:
-        """How long a stolen lease waits before this worker delivers: until the victim's next renewal has
-        failed, or, renewing per worker, until its next taker scan has shown it the steal (two expiry
-        passes, to cover the scan's own time)."""
-        quiet = self.config.timings.steal_quiet_s
-        if self.renewal is None:
-            return quiet
-        return max(quiet, 2 * self.config.expiry_pass_s + (quiet - self.config.renew_interval_s))
+        """How long a stolen lease waits before this worker delivers (the rule is LeaseTimings')."""
+        timings = self.config.timings
+        return timings.steal_quiet_s if self.renewal is None else timings.per_worker_steal_quiet_s
 
     async def _per_worker_scan(self, leases: Iterable[Lease]) -> None:
         """Per-worker renewal: no renewal write tells this worker that a held lease moved on, so each

@@ -15,7 +15,8 @@ discovery, the simulator, the checkpoint tool, the Spark lease bridge) reads its
 * a held lease is lost by our own clock ``min(10 % of L, 1 s)`` before anyone may see it expire
   (:func:`~kcl_daemon.core.leases.expiry.local_expiry_margin_s`);
 * a stolen lease delivers nothing for one renewal period plus ``2 ε`` (the victim's next renewal has
-  failed by then).
+  failed by then); renewing per worker, where no renewal write fails and the victim learns of the steal
+  from its taker scan, for at least two expiry passes plus ``2 ε`` (the scan's own time covered).
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ class LeaseTimings:
     #: this daemon's: Java's, at least 100 ms, no slower than the expiry passes
     discovery_s: float
     local_expiry_margin_s: float
+    #: how long a stolen lease delivers nothing: until the victim's next renewal has failed
     steal_quiet_s: float
+    #: the same when renewing per worker: also until the victim's next taker scan has shown it the steal
+    per_worker_steal_quiet_s: float
 
     @classmethod
     def from_failover(
@@ -75,6 +79,7 @@ class LeaseTimings:
             discovery_s=discovery_period_s(interval, expiry),
             local_expiry_margin_s=local_expiry_margin_s(failover_s),
             steal_quiet_s=renew + 2 * EPSILON_S,
+            per_worker_steal_quiet_s=max(renew, 2 * expiry) + 2 * EPSILON_S,
         )
 
 

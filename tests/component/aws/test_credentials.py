@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from moto import mock_aws
 
 from kcl_daemon.aws.clients import ClientSettings, build_clients, client_settings_from, make_client
 from kcl_daemon.aws.credentials import AssumeRoleProvider, credential_providers, is_anonymous, session_for
@@ -242,6 +241,9 @@ def test_chain_order_falls_through(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 def test_assume_role_fetches_and_refreshes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDBASE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    # moto here, not at the top: its import costs every pytest-xdist worker half a second at collection
+    from moto import mock_aws
+
     chain = parse_providers(f"StsAssumeRoleCredentialsProvider|{ROLE}|kcl|externalId=e1").chain
     with mock_aws():
         credentials = session_for(chain, "us-east-1").get_credentials()

@@ -18,9 +18,10 @@ from datetime import UTC, datetime
 import pytest
 
 from kcl_daemon.aws import coordinator_state, worker_metrics_table
-from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients
-from kcl_daemon.aws.cloudwatch import CloudWatchPublisher, Datum, build_cloudwatch_client
+from kcl_daemon.aws.clients import AwsClients, ClientSettings, build_clients, make_client
+from kcl_daemon.aws.cloudwatch import CloudWatchPublisher, Datum
 from kcl_daemon.aws.coordinator_state import CoordinatorStore
+from kcl_daemon.aws.credentials import session_for
 from kcl_daemon.aws.fanout import Fanout
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
@@ -54,9 +55,14 @@ def _settings(endpoint: str) -> ClientSettings:
     )
 
 
+#: One boto3 session for every client of the module, as the daemon shares one per credential chain:
+#: botocore then reads its service models and endpoint tables once, not once per fault's endpoint.
+SESSION = session_for(None, "us-east-1")
+
+
 @functools.cache
 def _clients(endpoint: str) -> AwsClients:
-    return build_clients(_settings(endpoint))
+    return build_clients(_settings(endpoint), session=SESSION)
 
 
 def _table(endpoint: str) -> LeaseTable3x:
@@ -86,7 +92,9 @@ def _subscribe(endpoint: str) -> object:
 
 @functools.cache
 def _cloudwatch_publisher(endpoint: str) -> CloudWatchPublisher:
-    return CloudWatchPublisher(build_cloudwatch_client(_settings(endpoint), endpoint))
+    return CloudWatchPublisher(
+        make_client(_settings(endpoint), "cloudwatch", endpoint=endpoint, session=SESSION)
+    )
 
 
 def _cloudwatch(endpoint: str) -> object:

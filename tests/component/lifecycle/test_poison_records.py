@@ -141,12 +141,16 @@ def test_skip_drops_the_poison_record_and_delivers_the_rest(tmp_path: Path) -> N
 
 
 def test_a_hanging_processor_times_out_and_is_dead_lettered(tmp_path: Path) -> None:
-    poison = {9}  # a small batch: each failure costs the timeout (the hung child gets SIGTERM at once)
+    # A small batch: each failure costs the timeout in real time (the hung child gets SIGTERM at once).
+    # Four records: the whole batch three times, then [0, 1] goes through, [2, 3] and [2] time out and
+    # [3] goes through - five timeouts, of half a second (a child that is up answers within milliseconds).
+    poison = {2}
     outcome, processed, _ = asyncio.run(
-        run_shard(tmp_path, "hang", PoisonPolicy.DEAD_LETTER, poison, count=16, timeout=1.0, stop=5.0)
+        run_shard(tmp_path, "hang", PoisonPolicy.DEAD_LETTER, poison, count=4, timeout=0.5, stop=5.0)
     )
     assert outcome.checkpoint == SHARD_END
-    assert_every_good_record_in_order(processed, 16, poison)
+    assert_every_good_record_in_order(processed, 4, poison)
+    assert outcome.stats.failed_deliveries == 5 and outcome.stats.set_aside == 1
     [(_, _, letter)] = list(read_file_letters(tmp_path / "dead"))
     assert isinstance(letter, DeadLetter) and letter.failure.kind == "timeout"
 

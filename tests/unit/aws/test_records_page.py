@@ -19,6 +19,7 @@ from kcl_daemon.aws.kinesis import record_from_response
 from kcl_daemon.aws.records_page import EncodedRawRecord, epoch_millis_of, parse_page
 from kcl_daemon.retrieval.deaggregate import MAGIC_B64_PREFIX, Deaggregator
 from kcl_protocol import EncodedRecord, ProcessRecords, Record, encode_daemon_message
+from tests.support.hypothesis_profiles import examples
 
 _OUTPUT_SHAPE = (
     boto3.session.Session(region_name="us-east-1")
@@ -76,7 +77,7 @@ def body_of(records: list[tuple[bytes, str, float]], behind: int) -> bytes:
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.tuples(payloads, keys, arrivals), max_size=12), st.integers(0, 10**9))
 def test_pass_through_is_byte_identical_to_the_decoded_path(
     records: list[tuple[bytes, str, float]], behind: int

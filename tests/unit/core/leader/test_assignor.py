@@ -17,6 +17,7 @@ from kcl_daemon.core.leader.decider import (
     WorkerState,
     WorkerView,
 )
+from tests.support.hypothesis_profiles import examples
 
 CONFIG = DeciderConfig(max_handoffs_per_worker=2)
 NOW = 1000.0
@@ -241,7 +242,7 @@ def _fractional_ok(owners: dict[str, str | None], workers: list[WorkerView]) -> 
             assert math.floor(zone_counts[z] / n) <= counts[w.worker_id] <= math.ceil(zone_counts[z] / n)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(fleets())
 def test_converges_balanced_per_worker_and_zone_then_stays_still(
     fleet: tuple[dict[str, str | None], list[WorkerView], int],
@@ -269,7 +270,7 @@ def test_converges_balanced_per_worker_and_zone_then_stays_still(
     _fractional_ok(owners, workers)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.integers(0, 12), min_size=1, max_size=8), st.integers(0, 10))
 def test_moves_equal_the_lower_bound(counts: list[int], unowned: int) -> None:
     """One zone, equal workers: moves = unowned + sum over ceil + workers at ceil beyond the remainder."""
@@ -288,7 +289,7 @@ def test_moves_equal_the_lower_bound(counts: list[int], unowned: int) -> None:
     assert moves[0] == unowned + over and moves[1:] == [0, 0]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(st.floats(0, 1000), min_size=1, max_size=40),
     st.integers(1, 6),

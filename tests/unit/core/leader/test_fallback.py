@@ -25,6 +25,7 @@ from kcl_daemon.core.leader.fallback import (
 from kcl_daemon.core.leases.expiry import LeaseObservations
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON
+from tests.support.hypothesis_profiles import examples
 
 L = 10.0
 CONFIG = FallbackConfig.derive(L, 2 * L)  # the defaults: grace 2 s, adopt 13.3 s
@@ -259,7 +260,7 @@ def histories(draw: st.DrawFn) -> tuple[list[tuple[float, list[Lease]]], float]:
     return scans, now + draw(st.floats(0.0, 30.0))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(histories(), st.booleans())
 def test_never_a_lease_that_changed_within_failover_and_grace(
     history: tuple[list[tuple[float, list[Lease]]], float], suspect: bool
@@ -276,7 +277,7 @@ def test_never_a_lease_that_changed_within_failover_and_grace(
         assert c.lease.lease_counter == observed.lease_counter  # the take is fenced on what stood still
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(st.sampled_from(KEYS), min_size=0, max_size=12, unique=True),
     st.lists(st.sampled_from(["py-a", "py-b", "py-c", "py-d", "py-e"]), min_size=1, max_size=5, unique=True),
@@ -297,7 +298,7 @@ def test_takers_that_saw_the_same_scan_split_the_candidates_without_a_race(
     assert sorted(taken) == sorted(keys)  # every candidate once: no two followers write the same lease
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(st.sampled_from(KEYS), min_size=1, max_size=12, unique=True),
     st.lists(st.sampled_from(["py-b", "py-c", "py-d"]), min_size=1, max_size=3, unique=True),
@@ -325,7 +326,7 @@ def test_what_fell_to_a_silent_taker_is_taken_once_it_is_open(keys: list[str], s
     assert now <= due + CONFIG.open_after + (len(keys) + 1) * CONFIG.grace_s
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(["py-b", "py-c", "java-1"])), max_size=10),
     st.sets(st.sampled_from(["py-b", "py-c", "java-1"])),

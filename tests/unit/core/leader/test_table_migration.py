@@ -19,6 +19,7 @@ from kcl_daemon.core.leader.table_migration import (
     TableLayoutConfig,
 )
 from kcl_daemon.core.leader.table_migration import TableMigrationStatus as S
+from tests.support.hypothesis_profiles import examples
 
 SINGLE, LEGACY_LAYOUT = TableLayoutConfig.SINGLE_TABLE, TableLayoutConfig.KCL_3_0_TO_3_4
 
@@ -192,7 +193,7 @@ rows_strategy = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     events=st.lists(
         st.tuples(
@@ -388,4 +389,4 @@ class NeverTwoLeaders(RuleBasedStateMachine):
 
 
 TestNeverTwoLeaders = NeverTwoLeaders.TestCase
-TestNeverTwoLeaders.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
+TestNeverTwoLeaders.settings = settings(max_examples=examples(200), stateful_step_count=40, deadline=None)

@@ -17,6 +17,7 @@ from kcl_daemon.core.leader.decider import (
     WorkerView,
 )
 from kcl_daemon.core.leader.variance import RUN_COUNTER, VarianceDecider, ema
+from tests.support.hypothesis_profiles import examples
 
 DEFAULT = DeciderConfig()
 NOW = 1000.0
@@ -242,7 +243,7 @@ def fleets(draw: st.DrawFn) -> tuple[list[LeaseView], list[WorkerView], DeciderC
     return ls, ws, config
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(fleets(), st.integers(0, 5))
 def test_invariants(fleet: tuple[list[LeaseView], list[WorkerView], DeciderConfig], run: int) -> None:
     ls, ws, config = fleet

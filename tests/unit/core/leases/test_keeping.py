@@ -39,6 +39,7 @@ from kcl_daemon.core.leases.keeping import (
 )
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
+from tests.support.hypothesis_profiles import examples
 
 ME = "me"
 L = 3.0
@@ -312,7 +313,7 @@ class Thief:
             table.lease = replace(lease, lease_owner="thief", lease_counter=lease.lease_counter + 1)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     seed=st.integers(0, 2**32),
     fault_rate=st.floats(0.0, 0.9),

@@ -21,6 +21,7 @@ from kcl_daemon.core.leases.taker import (
     plan_takes,
 )
 from kcl_daemon.core.sequence import TRIM_HORIZON
+from tests.support.hypothesis_profiles import examples
 
 L = 10.0
 NOW = 1000.0
@@ -633,7 +634,7 @@ def test_seed_000_stable_imbalance_when_clusters_are_added() -> None:
     assert fleet.changes == before  # a 2 needing 1 never steals from a 3 whose target is 3
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     n_workers=st.integers(1, 6),
     n_leases=st.integers(0, 40),

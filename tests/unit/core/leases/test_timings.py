@@ -10,25 +10,27 @@ from kcl_daemon.core.leases.keeping import KeepTimings
 from kcl_daemon.core.leases.timings import EPSILON_S, MIN_DISCOVERY_S, LeaseTimings, renew_period_s
 
 #: the columns: renewal, 2.x take, expiry passes, assignment interval, discovery, local-expiry margin,
-#: a stolen lease's quiet time
-COLUMNS = ("renew", "take", "expiry", "interval", "discovery", "margin", "quiet")
+#: a stolen lease's quiet time, and that time when renewing per worker
+COLUMNS = ("renew", "take", "expiry", "interval", "discovery", "margin", "quiet", "per-worker quiet")
 
 
 @pytest.mark.parametrize(
     ("failover_s", "expiry_check_s", "interval_s", "expected"),
     [
-        # the contract's defaults: L = 10 s
-        (10.0, None, None, (3.308333, 20.05, 1.0, 20.0, 1.0, 1.0, 3.358333)),
+        # the contract's defaults: L = 10 s (per worker too, a stolen lease waits a renewal period)
+        (10.0, None, None, (3.308333, 20.05, 1.0, 20.0, 1.0, 1.0, 3.358333, 3.358333)),
         # a short failover: expiry passes at L/10, the margin at 10 % of L
-        (2.0, None, None, (0.641667, 4.05, 0.2, 4.0, 0.2, 0.2, 0.691667)),
-        # expiry passes never under 50 ms; discovery then clamped to the expiry passes
-        (0.3, None, None, (0.075, 0.65, 0.05, 0.6, 0.05, 0.03, 0.125)),
-        # a configured expiry check slower than Java's discovery: Java's interval/2 - ε wins
-        (10.0, 30.0, None, (3.308333, 20.05, 30.0, 20.0, 9.975, 1.0, 3.358333)),
+        (2.0, None, None, (0.641667, 4.05, 0.2, 4.0, 0.2, 0.2, 0.691667, 0.691667)),
+        # expiry passes never under 50 ms; discovery then clamped to the expiry passes; per worker, two
+        # expiry passes are longer than the renewal period
+        (0.3, None, None, (0.075, 0.65, 0.05, 0.6, 0.05, 0.03, 0.125, 0.15)),
+        # a configured expiry check slower than Java's discovery: Java's interval/2 - ε wins; per worker,
+        # the steal waits two of those slow passes
+        (10.0, 30.0, None, (3.308333, 20.05, 30.0, 20.0, 9.975, 1.0, 3.358333, 60.05)),
         # a tiny configured assignment interval: discovery never under 100 ms
-        (10.0, 5.0, 0.1, (3.308333, 20.05, 5.0, 0.1, 0.1, 1.0, 3.358333)),
+        (10.0, 5.0, 0.1, (3.308333, 20.05, 5.0, 0.1, 0.1, 1.0, 3.358333, 10.05)),
         # a long failover: the margin stops at 1 s, the expiry passes at 1 s
-        (60.0, None, None, (19.975, 120.05, 1.0, 120.0, 1.0, 1.0, 20.025)),
+        (60.0, None, None, (19.975, 120.05, 1.0, 120.0, 1.0, 1.0, 20.025, 20.025)),
     ],
 )
 def test_timings_follow_the_contract(
@@ -45,6 +47,7 @@ def test_timings_follow_the_contract(
         t.discovery_s,
         t.local_expiry_margin_s,
         t.steal_quiet_s,
+        t.per_worker_steal_quiet_s,
     )
     assert dict(zip(COLUMNS, got, strict=True)) == pytest.approx(
         dict(zip(COLUMNS, expected, strict=True)), abs=1e-6
@@ -76,8 +79,10 @@ def test_timing_invariants(failover_s: float, expiry_check_s: float | None, inte
     assert t.take_every_s > 2 * failover_s
     # a held lease is given up before anyone may see it expire, by at most 1 s
     assert 0 < t.local_expiry_margin_s <= min(1.0, failover_s / 10) + 1e-12
-    # a stolen lease waits out the victim's next renewal
+    # a stolen lease waits out the victim's next renewal; renewing per worker, also two of its scans
     assert t.steal_quiet_s > t.renew_every_s
+    assert t.per_worker_steal_quiet_s >= t.steal_quiet_s
+    assert t.per_worker_steal_quiet_s > 2 * t.expiry_check_s
     # discovery: never faster than 100 ms (unless the expiry passes are), never slower than the expiry
     # passes, never slower than Java's
     assert t.discovery_s <= t.expiry_check_s

@@ -27,6 +27,7 @@ from kcl_daemon.core.sequence import SHARD_END, ExtendedSequenceNumber
 from kcl_protocol import CheckpointErrorName, CheckpointRequest
 from kcl_protocol.codec import NoiseLine, decode_child_line
 from kcl_protocol.extensions import LogLine, MetricLine
+from tests.support.hypothesis_profiles import examples
 
 JAVA_NAMES = {name.value for name in CheckpointErrorName}
 ILLEGAL = CheckpointErrorName.ILLEGAL_ARGUMENT.value
@@ -92,7 +93,7 @@ def _check_decision(decision: object) -> None:
         assert decision.java_name in JAVA_NAMES and len(decision.reason) < 1000, decision
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     sequence=st.one_of(st.none(), odd_strings),
     sequence_quoted=st.booleans(),
@@ -116,7 +117,7 @@ def test_every_checkpoint_request_is_decided_or_refused_with_a_java_name(
     _check_decision(_answer(decoded, bounds))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(value=odd_strings, quoted=st.booleans())
 def test_every_metric_value_is_accepted_refused_or_noise(value: str, quoted: bool) -> None:
     text = _field(value, quoted or not _valid_json_number(value))

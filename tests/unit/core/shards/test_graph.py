@@ -31,6 +31,7 @@ from kcl_daemon.core.shards.graph import (
     parents_block,
     shards_at_initial_position,
 )
+from tests.support.hypothesis_profiles import examples
 
 Q = (MAX_HASH_KEY + 1) // 8
 
@@ -542,7 +543,7 @@ def process_to_the_tip(shards: list[Shard], leased_ids: set[str]) -> set[str]:
     return leased_ids
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(histories(), positions, st.data())
 def test_sync_properties(shards: list[Shard], position: Sentinel, data: st.DataObject) -> None:
     ids = sorted(s.shard_id for s in shards)
@@ -571,7 +572,7 @@ def test_sync_properties(shards: list[Shard], position: Sentinel, data: st.DataO
     assert sync(list(reversed(shards)), leased(*existing_ids), position) == result
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(histories(), positions)
 def test_history_from_scratch(shards: list[Shard], position: Sentinel) -> None:
     """A table with none of this stream's leases: from the oldest position the whole history is read,

@@ -44,6 +44,7 @@ from kcl_daemon.core.spark.offsets import (
     after,
     at_timestamp,
 )
+from tests.support.hypothesis_profiles import examples
 
 # -- decisions (tables) -------------------------------------------------------------------------
 
@@ -288,7 +289,7 @@ def worlds(draw: st.DrawFn) -> tuple[list[list[int]], int | None, int, bool]:
     return rounds, max_rows, cap, draw(st.booleans())
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(worlds())
 def test_every_record_is_delivered_once_parents_first_and_available_now_ends(
     world: tuple[list[list[int]], int | None, int, bool],
