@@ -2,6 +2,11 @@
 
 * Input is read as bytes, one line at a time with no length limit (a ``processRecords`` line can be
   far over 10 MB). Blank lines are skipped; a line that is not JSON is logged and skipped.
+* Lines are parsed with ``orjson`` when it is importable (the daemon's environment has it), else with
+  the standard library. orjson is strict where the standard library is lenient (NaN, lone surrogates)
+  and reads integers past 64 bits as floats, so a line orjson refuses, or whose message does not decode
+  from orjson's values, is parsed again with the standard library: the outcome is always the standard
+  library's, orjson only makes the ordinary line fast.
 * Output is one message per write: ``"\\n" + compact JSON + "\\n"``, flushed at once.
 * A checkpoint request and its reply form one exchange under a lock, so a handler that checkpoints from
   several threads can never read another thread's reply.
@@ -21,7 +26,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import BinaryIO, Final
 
+from kcl_client._errors import ProtocolError
 from kcl_client._messages import DaemonMessage, decode
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover - the standard library only
+    orjson = None  # type: ignore[assignment]
 
 logger = logging.getLogger("kcl_client")
 
@@ -47,6 +58,11 @@ class Channel:
                 return None
             if not line.strip():
                 continue
+            if orjson is not None:
+                try:
+                    return decode(orjson.loads(line))
+                except (orjson.JSONDecodeError, ProtocolError):
+                    pass  # the standard library decides: see the module docstring
             try:
                 obj = json.loads(line)
             except ValueError:

@@ -140,6 +140,41 @@ def _decode_record(obj: object, index: int) -> Record:
     )
 
 
+_new_record = tuple.__new__  # Record is a named tuple: build it without the keyword-parsing __new__
+
+
+def _decode_records(objs: list[Any]) -> tuple[Record, ...]:
+    """Every record of a batch: a record whose fields all have their usual JSON types is built directly;
+    any other goes through :func:`_decode_record`, which coerces what daemons may send differently (a
+    numeric sequence number, a null sub-sequence number) and names what is wrong."""
+    a2b = binascii.a2b_base64
+    out: list[Record] = []
+    append = out.append
+    for index, obj in enumerate(objs):
+        if type(obj) is dict:
+            data = obj.get("data")
+            partition_key = obj.get("partitionKey")
+            sequence_number = obj.get("sequenceNumber")
+            sub = obj.get("subSequenceNumber")
+            arrival = obj.get("approximateArrivalTimestamp")
+            if (
+                type(data) is str
+                and type(partition_key) is str
+                and type(sequence_number) is str
+                and type(sub) is int
+                and type(arrival) is int
+            ):
+                try:
+                    payload = a2b(data)
+                except binascii.Error:
+                    pass  # _decode_record raises the error that names the record
+                else:
+                    append(_new_record(Record, (payload, partition_key, sequence_number, sub, arrival)))
+                    continue
+        append(_decode_record(obj, index))
+    return tuple(out)
+
+
 def decode(obj: object) -> DaemonMessage:
     """One decoded JSON value from the daemon as a message; raises :class:`ProtocolError` if malformed."""
     if not isinstance(obj, Mapping):
@@ -168,7 +203,7 @@ def decode(obj: object) -> DaemonMessage:
             if not isinstance(records, list):
                 raise ProtocolError(f"processRecords: records must be a list, got {type(records).__name__}")
             return ProcessRecords(
-                tuple(_decode_record(r, i) for i, r in enumerate(records)),
+                _decode_records(records),
                 _optional_int(obj, "millisBehindLatest", "processRecords"),
             )
         case "leaseLost":

@@ -185,6 +185,23 @@ def test_lenient_fields_kcl1_null_sub_sequence_and_missing_millis_behind() -> No
     assert batch.records[0].sub_sequence_number == 0
 
 
+def test_lines_the_fast_parse_cannot_hold_decode_as_the_standard_library_does() -> None:
+    """The fast path (orjson, records built directly) falls back to the standard library and the careful
+    decoder: a numeric sequence number past 64 bits stays exact, NaN in an unused field is accepted, and
+    an odd record in the middle of a batch keeps its place."""
+    processor = Scripted()
+    big = 10**40 + 1
+    huge_sequence = {**record("b", SEQ_B), "sequenceNumber": big}
+    line = json.dumps(process(record("a", SEQ_A), huge_sequence, record("c", SEQ_A, sub=None)))
+    drive(processor, line[:-1] + ', "unused": NaN}')
+    (batch,) = processor.batches
+    assert [r.data for r in batch.records] == [b"a", b"b", b"c"]
+    assert batch.records[1].sequence_number == str(big)
+    assert batch.records[2].sub_sequence_number == 0
+    with pytest.raises(ProtocolError, match="record 1: data is not valid base64"):
+        drive(Minimal(), process(record("a", SEQ_A), {**record("b", SEQ_B), "data": "a"}))
+
+
 # --------------------------------------------------------------------------------------------------
 # framing and the protocol rules
 
