@@ -76,11 +76,12 @@ KCLRS_VERSION: Final = "0.1.4"
 KCLRS_VENV: Final = REPO / ".cache" / "bench-kclrs-venv"
 PROCESSORS: Final = {
     "kcl-daemon": BENCH / "tree_processor.py",
+    "kcl-daemon-lanes": BENCH / "tree_processor.py",
     "kcl-daemon-kclpy": BENCH / "tree_kclpy_processor.py",
     "java": BENCH / "tree_kclpy_processor.py",
 }
 KCLRS_WORKER: Final = BENCH / "tree_kclrs_worker.py"
-VARIANTS: Final = ("kcl-rs", "kcl-daemon", "kcl-daemon-kclpy", "java")
+VARIANTS: Final = ("kcl-rs", "kcl-daemon", "kcl-daemon-lanes", "kcl-daemon-kclpy", "java")
 POLL_S: Final = 0.25
 PAGE_MB: Final = os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
 
@@ -266,6 +267,7 @@ class Setup:
     warmup_s: float
     steady_s: float
     limit_s: float
+    lanes: int = 8
     profile_children: Path | None = None
 
 
@@ -292,6 +294,7 @@ def start(setup: Setup, variant: str, stream: Stream, app: str, directory: Path,
             java=java,
             max_records=setup.max_records,
             idle_ms=setup.idle_ms,
+            extra={"shardsPerChild": str(setup.lanes)} if variant == "kcl-daemon-lanes" else None,
         )
     )
     argv = daemon_argv("java" if java else "kcl-daemon", props, setup.jars)
@@ -307,7 +310,7 @@ def run_session(setup: Setup, stream: Stream, variant: str, run: int, work: Path
     directory.mkdir(parents=True)
     batch_log = BatchLog(directory / "batches.log")
     env = daemon_env({"BENCH_BATCH_LOG": str(batch_log.path)})
-    if setup.profile_children is not None and variant == "kcl-daemon":
+    if setup.profile_children is not None and variant in ("kcl-daemon", "kcl-daemon-lanes"):
         setup.profile_children.mkdir(parents=True, exist_ok=True)
         env["BENCH_PROFILE_DIR"] = str(setup.profile_children)
     total = stream.total
@@ -438,7 +441,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shards", default="4,16,64", help="comma-separated shard counts")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--variants", default=",".join(VARIANTS))  # kcl-daemon-lanes: shardsPerChild
     parser.add_argument("--backlog", type=int, default=1000, help="records per shard for the drain")
     parser.add_argument("--min-total", type=int, default=80000, help="at least this many backlog records")
     parser.add_argument("--max-records", type=int, default=10000, help="at most; a shard's backlog takes 4 batches")
@@ -447,6 +450,7 @@ def main() -> None:
     parser.add_argument("--warmup-s", type=float, default=5.0)
     parser.add_argument("--steady-s", type=float, default=15.0)
     parser.add_argument("--limit-s", type=float, default=300.0, help="give up on a phase after this")
+    parser.add_argument("--lanes", type=int, default=8, help="shardsPerChild of kcl-daemon-lanes")
     parser.add_argument("--kclrs-python", type=Path, default=None, help="a Python with kcl-rs installed")
     parser.add_argument(
         "--profile-children", type=Path, default=None, help="cProfile kcl-daemon's kcl_client children into DIR"
@@ -477,7 +481,7 @@ def main() -> None:
             stream.put(backlog)
             max_records = max(1, min(args.max_records, backlog // shards // 4))
             setup = Setup(backend, clients, java_kinesis, jars, kclrs, max_records, args.idle_ms, args.rate,
-                          args.warmup_s, args.steady_s, args.limit_s, args.profile_children)
+                          args.warmup_s, args.steady_s, args.limit_s, args.lanes, args.profile_children)
             print(f"\n{shards} shards: {backlog:,} records put in {time.monotonic() - put_began:.1f}s; "
                   f"maxRecords {max_records}, steady {args.rate:g} records/s per shard", flush=True)
             for run in range(args.runs):

@@ -41,12 +41,12 @@ def main() -> None:
     """Serve the protocol; with ``BENCH_PROFILE_DIR`` set, under cProfile (``<dir>/<pid>.prof``)."""
     profile_dir = os.environ.get("BENCH_PROFILE_DIR")
     if not profile_dir:
-        run(DecodingProcessor())
+        run(DecodingProcessor)  # the class: several shards in this process when kcl-daemon offers lanes
         return
     import cProfile
 
     profiler = cProfile.Profile()
-    profiler.runcall(run, DecodingProcessor())
+    profiler.runcall(run, DecodingProcessor)
     profiler.dump_stats(os.path.join(profile_dir, f"{os.getpid()}.prof"))
 
 

@@ -162,6 +162,7 @@ class WorkerSlice:
     worker_id: str | None = None
     executable: tuple[str, ...] | None = None
     child_max_line_bytes: int = 1024 * 1024
+    shards_per_child: int = 1
     shard_stall_s: float = 300.0
     shutdown_grace_s: float = 20.0
     task_backoff_s: float = 0.5
@@ -294,6 +295,7 @@ def worker_slice(settings: Settings) -> WorkerSlice:
         worker_id=settings.worker_id,
         executable=settings.executable,
         child_max_line_bytes=settings.child_max_line_bytes,
+        shards_per_child=settings.shards_per_child,
         shard_stall_s=settings.shard_stall_s,
         shutdown_grace_s=settings.shutdown_grace_s,
         task_backoff_s=settings.task_backoff_s,

@@ -24,7 +24,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import BinaryIO, Final
+from typing import BinaryIO, Final, NamedTuple, Protocol
 
 from kcl_client._errors import ProtocolError
 from kcl_client._messages import DaemonMessage, decode
@@ -39,6 +39,36 @@ logger = logging.getLogger("kcl_client")
 _PREVIEW_BYTES: Final = 120
 
 
+class Parsed(NamedTuple):
+    """One daemon line as parsed JSON, the line itself, and whether orjson parsed it."""
+
+    obj: object
+    line: bytes
+    fast: bool
+
+
+def decode_parsed(parsed: Parsed) -> DaemonMessage:
+    """The message of a parsed line; one orjson's values cannot decode is parsed again exactly."""
+    if not parsed.fast:
+        return decode(parsed.obj)
+    try:
+        return decode(parsed.obj)
+    except ProtocolError:
+        return decode(json.loads(parsed.line))
+
+
+class ChannelLike(Protocol):
+    """What a session needs of its channel: :class:`Channel`, or one lane of a shared child."""
+
+    closed: bool
+
+    def receive(self) -> DaemonMessage | None: ...
+
+    def send(self, line: bytes) -> None: ...
+
+    def exchange(self, line: bytes) -> DaemonMessage | None: ...
+
+
 class Channel:
     """The two protocol pipes: messages in from the daemon, reply lines out to it."""
 
@@ -51,6 +81,11 @@ class Channel:
 
     def receive(self) -> DaemonMessage | None:
         """The next message from the daemon, or ``None`` at end of input."""
+        parsed = self.receive_parsed()
+        return None if parsed is None else decode_parsed(parsed)
+
+    def receive_parsed(self) -> Parsed | None:
+        """The next JSON line from the daemon, parsed but not yet decoded, or ``None`` at end of input."""
         while True:
             line = self._reader.readline()
             if not line:
@@ -60,15 +95,13 @@ class Channel:
                 continue
             if orjson is not None:
                 try:
-                    return decode(orjson.loads(line))
-                except (orjson.JSONDecodeError, ProtocolError):
+                    return Parsed(orjson.loads(line), line, True)
+                except orjson.JSONDecodeError:
                     pass  # the standard library decides: see the module docstring
             try:
-                obj = json.loads(line)
+                return Parsed(json.loads(line), line, False)
             except ValueError:
                 logger.warning("skipping a stdin line that is not JSON: %r", line[:_PREVIEW_BYTES])
-                continue
-            return decode(obj)
 
     def send(self, line: bytes) -> None:
         """Write one encoded message line and flush it."""

@@ -32,6 +32,8 @@ class Initialize:
     stream_name: str | None = None
     #: ``accountId:streamName:creationEpoch`` of that stream, else None
     stream_identifier: str | None = None
+    #: kcl-daemon's offer of lanes (several shards in this process): how many, else 0
+    lanes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +199,7 @@ def decode(obj: object) -> DaemonMessage:
                 channel,
                 _optional_str(obj, "streamName", "initialize"),
                 _optional_str(obj, "streamIdentifier", "initialize"),
+                lanes_offered(obj),
             )
         case "processRecords":
             records = obj.get("records")
@@ -224,9 +227,20 @@ def decode(obj: object) -> DaemonMessage:
             return UnknownAction(action)
 
 
+def lanes_offered(obj: Mapping[str, Any]) -> int:
+    """The ``lanes`` an ``initialize`` offers (kcl-daemon's shardsPerChild), 0 when none is offered."""
+    value = obj.get("lanes")
+    return value if type(value) is int and value > 1 else 0
+
+
 def _line(message: dict[str, object]) -> bytes:
     # Surrounding newlines keep stray output from gluing onto a protocol line (as every official client does).
     return b"\n" + json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def lanes_accepted() -> bytes:
+    """The line that takes kcl-daemon's offer of lanes; written before the first initialize's status."""
+    return _line({"action": "lanes"})
 
 
 def status(response_for: str) -> bytes:
