@@ -40,8 +40,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -172,7 +170,9 @@ class Stream:
             with self._lock:
                 first, self.total = self.total, self.total + n
             keys = self.keys
-            entries = [{"Data": payload(first + i), "PartitionKey": keys[(first + i) % len(keys)]} for i in range(n)]
+            entries = [
+                {"Data": payload(first + i), "PartitionKey": keys[(first + i) % len(keys)]} for i in range(n)
+            ]
             response = self.clients.kinesis.put_records(StreamName=self.name, Records=entries)  # type: ignore[arg-type]
             if response.get("FailedRecordCount"):
                 raise RuntimeError(f"PutRecords rejected {response['FailedRecordCount']} record(s)")
@@ -271,9 +271,18 @@ class Setup:
     profile_children: Path | None = None
 
 
-def start(setup: Setup, variant: str, stream: Stream, app: str, directory: Path, env: dict[str, str]) -> DaemonProcess:
+def start(
+    setup: Setup, variant: str, stream: Stream, app: str, directory: Path, env: dict[str, str]
+) -> DaemonProcess:
     if variant == "kcl-rs":
-        argv = [str(setup.kclrs), str(KCLRS_WORKER), stream.name, app, str(setup.max_records), str(setup.idle_ms)]
+        argv = [
+            str(setup.kclrs),
+            str(KCLRS_WORKER),
+            stream.name,
+            app,
+            str(setup.max_records),
+            str(setup.idle_ms),
+        ]
         env = {
             **env,
             "AWS_ENDPOINT_URL_KINESIS": setup.backend.kinesis_endpoint,
@@ -336,8 +345,10 @@ def run_session(setup: Setup, stream: Stream, variant: str, run: int, work: Path
         while not done():
             if time.monotonic() > deadline:
                 tail = "\n".join(process.log.read_text(errors="replace").splitlines()[-20:])
-                raise TimeoutError(f"{variant}, {shards} shards: {what} not done after {setup.limit_s}s "
-                                   f"({delivered} records); the log ends:\n{tail}")
+                raise TimeoutError(
+                    f"{variant}, {shards} shards: {what} not done after {setup.limit_s}s "
+                    f"({delivered} records); the log ends:\n{tail}"
+                )
             time.sleep(POLL_S)
             poll()
 
@@ -396,7 +407,11 @@ COLUMNS: Final = [
     ("tree_rss_mb", "tree RSS MB", ",.0f"),
     ("processes", "processes", ".0f"),
 ]
-RATIOS: Final = [("drain_cpu_per_10k", "drain CPU"), ("steady_cpu_per_10k", "steady CPU"), ("tree_rss_mb", "RSS")]
+RATIOS: Final = [
+    ("drain_cpu_per_10k", "drain CPU"),
+    ("steady_cpu_per_10k", "steady CPU"),
+    ("tree_rss_mb", "RSS"),
+]
 
 
 def spread(values: list[float], fmt: str) -> str:
@@ -444,8 +459,12 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))  # kcl-daemon-lanes: shardsPerChild
     parser.add_argument("--backlog", type=int, default=1000, help="records per shard for the drain")
     parser.add_argument("--min-total", type=int, default=80000, help="at least this many backlog records")
-    parser.add_argument("--max-records", type=int, default=10000, help="at most; a shard's backlog takes 4 batches")
-    parser.add_argument("--idle-ms", type=int, default=500, help="idleTimeBetweenReadsInMillis (all variants)")
+    parser.add_argument(
+        "--max-records", type=int, default=10000, help="at most; a shard's backlog takes 4 batches"
+    )
+    parser.add_argument(
+        "--idle-ms", type=int, default=500, help="idleTimeBetweenReadsInMillis (all variants)"
+    )
     parser.add_argument("--rate", type=float, default=20.0, help="records/s per shard in the steady phase")
     parser.add_argument("--warmup-s", type=float, default=5.0)
     parser.add_argument("--steady-s", type=float, default=15.0)
@@ -453,7 +472,10 @@ def main() -> None:
     parser.add_argument("--lanes", type=int, default=8, help="shardsPerChild of kcl-daemon-lanes")
     parser.add_argument("--kclrs-python", type=Path, default=None, help="a Python with kcl-rs installed")
     parser.add_argument(
-        "--profile-children", type=Path, default=None, help="cProfile kcl-daemon's kcl_client children into DIR"
+        "--profile-children",
+        type=Path,
+        default=None,
+        help="cProfile kcl-daemon's kcl_client children into DIR",
     )
     parser.add_argument("--keep", type=Path, default=None, help="keep the logs in this directory")
     parser.add_argument("--out", type=Path, default=None, help="write process_tree.{json,md} here")
@@ -480,10 +502,26 @@ def main() -> None:
             put_began = time.monotonic()
             stream.put(backlog)
             max_records = max(1, min(args.max_records, backlog // shards // 4))
-            setup = Setup(backend, clients, java_kinesis, jars, kclrs, max_records, args.idle_ms, args.rate,
-                          args.warmup_s, args.steady_s, args.limit_s, args.lanes, args.profile_children)
-            print(f"\n{shards} shards: {backlog:,} records put in {time.monotonic() - put_began:.1f}s; "
-                  f"maxRecords {max_records}, steady {args.rate:g} records/s per shard", flush=True)
+            setup = Setup(
+                backend,
+                clients,
+                java_kinesis,
+                jars,
+                kclrs,
+                max_records,
+                args.idle_ms,
+                args.rate,
+                args.warmup_s,
+                args.steady_s,
+                args.limit_s,
+                args.lanes,
+                args.profile_children,
+            )
+            print(
+                f"\n{shards} shards: {backlog:,} records put in {time.monotonic() - put_began:.1f}s; "
+                f"maxRecords {max_records}, steady {args.rate:g} records/s per shard",
+                flush=True,
+            )
             for run in range(args.runs):
                 shift = run % len(variants)
                 for variant in variants[shift:] + variants[:shift]:
@@ -500,7 +538,9 @@ def main() -> None:
     print(table)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "process_tree.json").write_text(json.dumps([asdict(s) for s in sessions], indent=1) + "\n")
+        (args.out / "process_tree.json").write_text(
+            json.dumps([asdict(s) for s in sessions], indent=1) + "\n"
+        )
         (args.out / "process_tree.md").write_text(table)
 
 

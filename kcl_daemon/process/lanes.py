@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 OFFER_KEY: Final = "lanes"
 ACCEPT_LINE_ACTION: Final = "lanes"
 _CLOSE: Final = b'{"action":"close","lane":%d}\n'
+_DEFAULT_STOP: Final = StopTimeouts()
 
 Spawn = Callable[[], Awaitable[ChildProcess]]
 
@@ -206,7 +207,7 @@ class Lane:
             raise ChildExited(f"stdout closed while waiting for {waiting_for}: {self.describe_exit()}")
         return line
 
-    async def stop(self, timeouts: StopTimeouts = StopTimeouts()) -> int | None:
+    async def stop(self, timeouts: StopTimeouts = _DEFAULT_STOP) -> int | None:
         """Close this lane; the child itself stops with its last lane, or at once when it hung (a lane
         stopped with no grace after end of input is the shard consumer's "hung" stop)."""
         if self._closed:

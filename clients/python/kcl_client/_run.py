@@ -70,7 +70,11 @@ def run(
         first = channel.receive_parsed()
         if first is None:
             return
-        if isinstance(first.obj, dict) and first.obj.get("action") == "initialize" and lanes_offered(first.obj):
+        if (
+            isinstance(first.obj, dict)
+            and first.obj.get("action") == "initialize"
+            and lanes_offered(first.obj)
+        ):
             from kcl_client._lanes import serve_lanes  # only a child that takes the offer needs threads
 
             serve_lanes(processor, channel, first, _Session)
