@@ -577,3 +577,67 @@ def test_checkpointer_is_exported_for_type_hints() -> None:
     drive(processor, process())
     assert isinstance(processor.batches[0].checkpointer, Checkpointer)
     assert processor.batches[0].records == ()
+
+
+# --------------------------------------------------------------------------------------------------
+# lanes: several shards in one process (protocol README, section 11)
+
+
+def lane(number: int, message: dict[str, Any]) -> dict[str, Any]:
+    return {"lane": number, **message}
+
+
+class Checkpointing(RecordProcessor):
+    made: list[Checkpointing] = []
+
+    def __init__(self) -> None:
+        self.shard = "?"
+        self.data: list[bytes] = []
+        Checkpointing.made.append(self)
+
+    def initialize(self, shard_id: str, checkpoint: Position) -> None:
+        self.shard = shard_id
+
+    def process_records(self, batch: ProcessRecordsInput) -> None:
+        self.data += [r.data for r in batch.records]
+        batch.checkpointer.checkpoint(batch.records[-1])
+
+
+def test_a_factory_takes_the_offer_of_lanes_and_serves_each_lane_with_its_own_processor() -> None:
+    Checkpointing.made = []
+    offer = {**initialize(), "lanes": 4}
+    second = {**initialize(), "shardId": "shardId-000000000002"}
+    written = drive(
+        Checkpointing,  # type: ignore[arg-type]  # drive's hint names an instance; run takes either
+        offer,
+        lane(1, second),
+        lane(0, process(record("a", SEQ_A))),
+        lane(1, process(record("b", SEQ_B))),
+        lane(1, reply(SEQ_B, 0)),
+        lane(0, reply(SEQ_A, 0)),
+        lane(1, {"action": "leaseLost"}),
+        {"action": "close", "lane": 1},
+        "not a lane line",
+    )
+    assert written[0] == {"action": "lanes"}
+    by_lane: dict[int, list[dict[str, Any]]] = {}
+    for message in written[1:]:
+        by_lane.setdefault(message.pop("lane"), []).append(message)
+    assert by_lane[0] == [status("initialize"), request(SEQ_A, 0), status("processRecords")]
+    assert by_lane[1] == [
+        status("initialize"),
+        request(SEQ_B, 0),
+        status("processRecords"),
+        status("leaseLost"),
+    ]
+    assert sorted((p.shard, p.data) for p in Checkpointing.made) == [
+        ("shardId-000000000001", [b"a"]),
+        ("shardId-000000000002", [b"b"]),
+    ]
+
+
+def test_a_factory_without_an_offer_and_an_instance_with_one_serve_one_shard() -> None:
+    written = drive(Scripted, initialize(), process(record("a", SEQ_A)))  # type: ignore[arg-type]
+    assert written == [status("initialize"), status("processRecords")]
+    written = drive(Scripted(), {**initialize(), "lanes": 4}, process(record("a", SEQ_A)))
+    assert written == [status("initialize"), status("processRecords")]
