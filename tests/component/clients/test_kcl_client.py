@@ -18,7 +18,7 @@ import textwrap
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -588,7 +588,7 @@ def lane(number: int, message: dict[str, Any]) -> dict[str, Any]:
 
 
 class Checkpointing(RecordProcessor):
-    made: list[Checkpointing] = []
+    made: ClassVar[list[Checkpointing]] = []
 
     def __init__(self) -> None:
         self.shard = "?"
