@@ -34,6 +34,7 @@ import contextlib
 import itertools
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -480,6 +481,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None, help="keep the logs in this directory")
     parser.add_argument("--out", type=Path, default=None, help="write process_tree.{json,md} here")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the emulators and daemons on the way out
     quiet_logs()
     variants = [v for v in args.variants.split(",") if v]
     jars = java_jars(disabled="java" not in variants)
