@@ -19,10 +19,11 @@ The pieces:
 * :class:`Lane` looks like a :class:`ChildProcess` to :class:`~kcl_daemon.process.session.ChildSession`
   (``write``, ``read_line``, ``stop``, ``pid``...), so a shard consumer drives it unchanged.
 
-A lane stopped in the ordinary way (its shard ended, its lease was lost, the worker stops) only closes its
-lane; the child is stopped when its last lane closes. A lane stopped because its child hung stops the
-child, and with it the other lanes of that child, whose shards restart their processors as after any
-child failure: the price of sharing a process.
+A lane stopped between actions (its shard ended, its lease was lost, the worker stops, the child answered
+something wrong) only closes its lane; the child is stopped when its last lane closes. A lane stopped while
+an action it was sent is still unanswered (a timeout, a stall) stops the child, and with it the other lanes
+of that child, whose shards restart their processors as after any child failure: a handler that does not
+return cannot be taken out of a shared process any other way. That is the price of sharing a process.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ logger = logging.getLogger(__name__)
 OFFER_KEY: Final = "lanes"
 ACCEPT_LINE_ACTION: Final = "lanes"
 _CLOSE: Final = b'{"action":"close","lane":%d}\n'
+_CHECKPOINT_REPLY: Final = b'{"action":"checkpoint"'
 _DEFAULT_STOP: Final = StopTimeouts()
 
 Spawn = Callable[[], Awaitable[ChildProcess]]
@@ -125,6 +127,7 @@ class _SharedChild:
                 return
             if action == "status":
                 self.decided.set()  # answered initialize without taking the offer: one shard only
+                self.lanes[0].outstanding = False
             self.lanes[0].inbox.put_nowait(line)
             return
         if not self.accepted:
@@ -135,6 +138,8 @@ class _SharedChild:
         number = obj.get("lane") if obj is not None else None
         lane = self.lanes.get(number) if type(number) is int else None
         if lane is not None:
+            if obj is not None and obj.get("action") == "status":
+                lane.outstanding = False
             lane.inbox.put_nowait(line)
         elif line.strip():
             logger.info("child pid %d: a stdout line for no open lane skipped: %.200r", self.child.pid, line)
@@ -166,6 +171,8 @@ class Lane:
         self.number = number
         self.inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._closed = False
+        #: an action was sent on this lane and its status has not come back yet
+        self.outstanding = False
 
     @property
     def pid(self) -> int:
@@ -191,6 +198,8 @@ class Lane:
         return f"lane {self.number} of {self._shared.child.describe_exit()}"
 
     async def write(self, data: bytes, timeout_s: float | None) -> None:
+        if not data.startswith(_CHECKPOINT_REPLY):
+            self.outstanding = True
         await self._shared.write(self, data, timeout_s)
 
     async def read_line(self, timeout_s: float | None, waiting_for: str) -> bytes:
@@ -208,13 +217,14 @@ class Lane:
         return line
 
     async def stop(self, timeouts: StopTimeouts = _DEFAULT_STOP) -> int | None:
-        """Close this lane; the child itself stops with its last lane, or at once when it hung (a lane
-        stopped with no grace after end of input is the shard consumer's "hung" stop)."""
+        """Close this lane; the child itself stops with its last lane, or at once when the lane still
+        waits for an action's status (the child is stuck in it), or when the shard consumer asks for its
+        "hung" stop (no grace after end of input)."""
         if self._closed:
             return self.returncode
         self._closed = True
-        hung = timeouts.after_eof_s == 0.0
-        return await self._shared.close(self, timeouts, whole_child=hung or self._shared.fault is not None)
+        whole = self.outstanding or timeouts.after_eof_s == 0.0 or self._shared.fault is not None
+        return await self._shared.close(self, timeouts, whole_child=whole)
 
 
 class LanePool:

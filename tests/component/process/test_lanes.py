@@ -12,18 +12,18 @@ from collections.abc import Awaitable, Callable
 import orjson
 import pytest
 
-from kcl_daemon.errors import ChildExited
+from kcl_daemon.errors import ChildExited, ChildTimeout
 from kcl_daemon.process.child import ChildProcess
 from kcl_daemon.process.lanes import Lane, LanePool
-from kcl_protocol import Initialize, encode_daemon_message
+from kcl_protocol import Initialize, ShardEnded, encode_daemon_message
 
-#: answers every action with its status; takes the offer of lanes when argv[1] == "take"
+#: answers every action but shardEnded with its status; takes the offer of lanes when argv[1] == "take"
 CHILD = r"""
 import json, sys
 take = sys.argv[1] == "take"
 for line in sys.stdin:
     message = json.loads(line)
-    if message.get("action") == "close":
+    if message.get("action") in ("close", "shardEnded"):  # shardEnded: a handler that never returns
         continue
     out = {"action": "status", "responseFor": message["action"]}
     if "lanes" in message and take:
@@ -105,3 +105,19 @@ async def test_a_child_that_dies_ends_every_lane_on_it() -> None:
     assert replacement.pid != first.pid
     await initialize(replacement, "shardId-0")
     await replacement.stop()
+
+
+async def test_a_lane_stopped_while_its_action_is_unanswered_stops_the_whole_child() -> None:
+    pool = LanePool(spawner("take"), 4)
+    first = await pool()
+    waiting = asyncio.create_task(pool())
+    await initialize(first, "shardId-0")
+    second = await waiting
+    await initialize(second, "shardId-1")
+    await second.write(encode_daemon_message(ShardEnded()), 5.0)
+    with pytest.raises(ChildTimeout):
+        await second.read_line(0.2, "shardEnded")
+    assert await second.stop() == 0  # stopped with its action unanswered (a timeout): the child goes
+    with pytest.raises(ChildExited):
+        await first.read_line(10.0, "processRecords")
+    await first.stop()
