@@ -160,7 +160,12 @@ def build_scheduler(
             return None
         return [shard.shard_id for shard in shards if shard_id in shard.parent_shard_ids]
 
-    launch = make_child_launcher(plan.executable, line_limit_bytes=plan.child_max_line_bytes, cwd=cwd)
+    launch = make_child_launcher(
+        plan.executable,
+        line_limit_bytes=plan.child_max_line_bytes,
+        cwd=cwd,
+        shards_per_child=plan.shards_per_child,
+    )
     lease_mode = None
     if plan.lease_mode is not None:
         coordinator_table, metrics_table = table_names.legacy_table_names(

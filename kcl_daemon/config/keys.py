@@ -476,6 +476,17 @@ KEYS: Final[tuple[Key, ...]] = (
         extension=True,
     ),
     Key(
+        "shardsPerChild",
+        "shards_per_child",
+        Kind.INT,
+        1,
+        "Above 1: offer each child lanes for this many shards; children that accept serve several "
+        "shards in one process, others one shard each as before (protocol README section 11).",
+        extension=True,
+        minimum=1,
+        maximum=1024,
+    ),
+    Key(
         "leaseClusterSeparator",
         "lease_cluster_separator",
         Kind.STRING,

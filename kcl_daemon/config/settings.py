@@ -129,6 +129,7 @@ class Settings:
     lease_cluster_separator: str = "-"
     cloudwatch_endpoint: str | None = None
     child_channel: bool = True
+    shards_per_child: int = 1
     worker_zone: str | None = None
     zone_from_environment: bool = False
     restart_grace_s: float = 0.0

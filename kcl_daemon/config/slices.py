@@ -164,6 +164,7 @@ class WorkerSlice:
     worker_id: str | None
     executable: tuple[str, ...] | None
     child_max_line_bytes: int
+    shards_per_child: int
     shard_stall_s: float
     shutdown_grace_s: float
     task_backoff_s: float
@@ -296,6 +297,7 @@ def worker_slice(settings: Settings) -> WorkerSlice:
         worker_id=settings.worker_id,
         executable=settings.executable,
         child_max_line_bytes=settings.child_max_line_bytes,
+        shards_per_child=settings.shards_per_child,
         shard_stall_s=settings.shard_stall_s,
         shutdown_grace_s=settings.shutdown_grace_s,
         task_backoff_s=settings.task_backoff_s,

@@ -49,6 +49,7 @@ from kcl_daemon.log_context import shard_id_var
 from kcl_daemon.metrics.observer import NULL_SHARD_OBSERVER, ShardObserver
 from kcl_daemon.process.channel_sink import ChannelSink
 from kcl_daemon.process.child import ChildProcess
+from kcl_daemon.process.lanes import LanePool
 from kcl_daemon.process.session import ChildSession
 from kcl_daemon.retrieval.source import Batch, RecordSource
 from kcl_protocol import (
@@ -509,9 +510,14 @@ class ShardConsumer(PoisonDelivery):
 
 
 def make_child_launcher(
-    argv: tuple[str, ...], *, line_limit_bytes: int, cwd: str | None = None
+    argv: tuple[str, ...], *, line_limit_bytes: int, cwd: str | None = None, shards_per_child: int = 1
 ) -> ChildLauncher:
+    """Starts a child per shard; with ``shards_per_child`` > 1, offers each child lanes for that many
+    shards and shares the children that accept (:mod:`kcl_daemon.process.lanes`)."""
+
     async def launch() -> ChildProcess:
         return await ChildProcess.spawn(argv, line_limit_bytes=line_limit_bytes, cwd=cwd)
 
+    if shards_per_child > 1:
+        return LanePool(launch, shards_per_child)
     return launch

@@ -48,6 +48,8 @@ class WorkerPlan:
     worker_metrics_table: str | None = None
     #: several streams per application (streamNames); empty: the single stream ``stream_name``
     streams: tuple[StreamSpec, ...] = ()
+    #: shardsPerChild: lanes offered to each child (1: one child per shard, no offer)
+    shards_per_child: int = 1
     former_streams_wait_s: float = 3600.0
     #: leaseTableLayout (what a new application gets; None: not set, chosen from the table)
     table_layout: TableLayoutConfig | None = None
@@ -120,6 +122,7 @@ def worker_plan(
         coordinator_table=tables.coordinator_state,
         worker_metrics_table=tables.worker_metrics,
         streams=shards.streams,
+        shards_per_child=slices.worker.shards_per_child,
         former_streams_wait_s=shards.former_streams_wait_s,
         table_layout=None if layout is None else TableLayoutConfig(layout),
         scan_segments=leases.scan_segments,

@@ -13,7 +13,7 @@ import time
 from typing import overload
 
 from kcl_client._errors import INVALID_STATE, CheckpointError
-from kcl_client._io import Channel
+from kcl_client._io import ChannelLike
 from kcl_client._messages import CheckpointReply, checkpoint_request
 from kcl_client._records import Record
 
@@ -23,7 +23,7 @@ logger = logging.getLogger("kcl_client")
 class Checkpointer:
     """Records progress in the lease table, so a restarted processor resumes after the checkpoint."""
 
-    def __init__(self, channel: Channel, action: str) -> None:
+    def __init__(self, channel: ChannelLike, action: str) -> None:
         self._channel = channel
         self._action = action
         self._open = True

@@ -2,6 +2,11 @@
 
 * Input is read as bytes, one line at a time with no length limit (a ``processRecords`` line can be
   far over 10 MB). Blank lines are skipped; a line that is not JSON is logged and skipped.
+* Lines are parsed with ``orjson`` when it is importable (the daemon's environment has it), else with
+  the standard library. orjson is strict where the standard library is lenient (NaN, lone surrogates)
+  and reads integers past 64 bits as floats, so a line orjson refuses, or whose message does not decode
+  from orjson's values, is parsed again with the standard library: the outcome is always the standard
+  library's, orjson only makes the ordinary line fast.
 * Output is one message per write: ``"\\n" + compact JSON + "\\n"``, flushed at once.
 * A checkpoint request and its reply form one exchange under a lock, so a handler that checkpoints from
   several threads can never read another thread's reply.
@@ -19,13 +24,49 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import BinaryIO, Final
+from typing import BinaryIO, Final, NamedTuple, Protocol
 
+from kcl_client._errors import ProtocolError
 from kcl_client._messages import DaemonMessage, decode
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover - the standard library only
+    orjson = None  # type: ignore[assignment]
 
 logger = logging.getLogger("kcl_client")
 
 _PREVIEW_BYTES: Final = 120
+
+
+class Parsed(NamedTuple):
+    """One daemon line as parsed JSON, the line itself, and whether orjson parsed it."""
+
+    obj: object
+    line: bytes
+    fast: bool
+
+
+def decode_parsed(parsed: Parsed) -> DaemonMessage:
+    """The message of a parsed line; one orjson's values cannot decode is parsed again exactly."""
+    if not parsed.fast:
+        return decode(parsed.obj)
+    try:
+        return decode(parsed.obj)
+    except ProtocolError:
+        return decode(json.loads(parsed.line))
+
+
+class ChannelLike(Protocol):
+    """What a session needs of its channel: :class:`Channel`, or one lane of a shared child."""
+
+    closed: bool
+
+    def receive(self) -> DaemonMessage | None: ...
+
+    def send(self, line: bytes) -> None: ...
+
+    def exchange(self, line: bytes) -> DaemonMessage | None: ...
 
 
 class Channel:
@@ -40,6 +81,11 @@ class Channel:
 
     def receive(self) -> DaemonMessage | None:
         """The next message from the daemon, or ``None`` at end of input."""
+        parsed = self.receive_parsed()
+        return None if parsed is None else decode_parsed(parsed)
+
+    def receive_parsed(self) -> Parsed | None:
+        """The next JSON line from the daemon, parsed but not yet decoded, or ``None`` at end of input."""
         while True:
             line = self._reader.readline()
             if not line:
@@ -47,12 +93,15 @@ class Channel:
                 return None
             if not line.strip():
                 continue
+            if orjson is not None:
+                try:
+                    return Parsed(orjson.loads(line), line, True)
+                except orjson.JSONDecodeError:
+                    pass  # the standard library decides: see the module docstring
             try:
-                obj = json.loads(line)
+                return Parsed(json.loads(line), line, False)
             except ValueError:
                 logger.warning("skipping a stdin line that is not JSON: %r", line[:_PREVIEW_BYTES])
-                continue
-            return decode(obj)
 
     def send(self, line: bytes) -> None:
         """Write one encoded message line and flush it."""

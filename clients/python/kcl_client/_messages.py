@@ -32,6 +32,8 @@ class Initialize:
     stream_name: str | None = None
     #: ``accountId:streamName:creationEpoch`` of that stream, else None
     stream_identifier: str | None = None
+    #: kcl-daemon's offer of lanes (several shards in this process): how many, else 0
+    lanes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +142,41 @@ def _decode_record(obj: object, index: int) -> Record:
     )
 
 
+_new_record = tuple.__new__  # Record is a named tuple: build it without the keyword-parsing __new__
+
+
+def _decode_records(objs: list[Any]) -> tuple[Record, ...]:
+    """Every record of a batch: a record whose fields all have their usual JSON types is built directly;
+    any other goes through :func:`_decode_record`, which coerces what daemons may send differently (a
+    numeric sequence number, a null sub-sequence number) and names what is wrong."""
+    a2b = binascii.a2b_base64
+    out: list[Record] = []
+    append = out.append
+    for index, obj in enumerate(objs):
+        if type(obj) is dict:
+            data = obj.get("data")
+            partition_key = obj.get("partitionKey")
+            sequence_number = obj.get("sequenceNumber")
+            sub = obj.get("subSequenceNumber")
+            arrival = obj.get("approximateArrivalTimestamp")
+            if (
+                type(data) is str
+                and type(partition_key) is str
+                and type(sequence_number) is str
+                and type(sub) is int
+                and type(arrival) is int
+            ):
+                try:
+                    payload = a2b(data)
+                except binascii.Error:
+                    pass  # _decode_record raises the error that names the record
+                else:
+                    append(_new_record(Record, (payload, partition_key, sequence_number, sub, arrival)))
+                    continue
+        append(_decode_record(obj, index))
+    return tuple(out)
+
+
 def decode(obj: object) -> DaemonMessage:
     """One decoded JSON value from the daemon as a message; raises :class:`ProtocolError` if malformed."""
     if not isinstance(obj, Mapping):
@@ -162,13 +199,14 @@ def decode(obj: object) -> DaemonMessage:
                 channel,
                 _optional_str(obj, "streamName", "initialize"),
                 _optional_str(obj, "streamIdentifier", "initialize"),
+                lanes_offered(obj),
             )
         case "processRecords":
             records = obj.get("records")
             if not isinstance(records, list):
                 raise ProtocolError(f"processRecords: records must be a list, got {type(records).__name__}")
             return ProcessRecords(
-                tuple(_decode_record(r, i) for i, r in enumerate(records)),
+                _decode_records(records),
                 _optional_int(obj, "millisBehindLatest", "processRecords"),
             )
         case "leaseLost":
@@ -189,9 +227,20 @@ def decode(obj: object) -> DaemonMessage:
             return UnknownAction(action)
 
 
+def lanes_offered(obj: Mapping[str, Any]) -> int:
+    """The ``lanes`` an ``initialize`` offers (kcl-daemon's shardsPerChild), 0 when none is offered."""
+    value = obj.get("lanes")
+    return value if type(value) is int and value > 1 else 0
+
+
 def _line(message: dict[str, object]) -> bytes:
     # Surrounding newlines keep stray output from gluing onto a protocol line (as every official client does).
     return b"\n" + json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def lanes_accepted() -> bytes:
+    """The line that takes kcl-daemon's offer of lanes; written before the first initialize's status."""
+    return _line({"action": "lanes"})
 
 
 def status(response_for: str) -> bytes:

@@ -1,25 +1,28 @@
 """The values handed to a record processor: a :class:`Record` and a shard :class:`Position`.
 
-They are plain frozen data; nothing here reads or writes the protocol. A record's ``repr`` shows its size
-and never its payload, so logging a record cannot leak data.
+They are plain immutable data; nothing here reads or writes the protocol. A record's ``repr`` shows its
+size and never its payload, so logging a record cannot leak data.
+
+:class:`Record` is a named tuple rather than a frozen dataclass because one is built per record: a frozen
+dataclass's ``__init__`` (``object.__setattr__`` per field) cost 1.8 us a record, a tuple 0.25 us.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, NamedTuple
 
 #: Checkpoint values that name a place in the shard rather than a record.
 SENTINELS: Final = frozenset({"TRIM_HORIZON", "LATEST", "AT_TIMESTAMP", "SHARD_END"})
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     """One user record (the daemon has already split KPL aggregates into their user records).
 
     ``sub_sequence_number`` is the index inside a KPL aggregate, 0 for an ordinary record. Records of one
-    aggregate share ``sequence_number``, so the pair is what identifies a record.
+    aggregate share ``sequence_number``, so the pair is what identifies a record. Immutable (a named
+    tuple).
     """
 
     data: bytes

@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from typing import BinaryIO
 
 from kcl_client._checkpointer import Checkpointer
 from kcl_client._errors import ProtocolError
-from kcl_client._io import Channel, private_stdout, user_output_to_stderr
+from kcl_client._io import Channel, ChannelLike, Parsed, decode_parsed, private_stdout, user_output_to_stderr
 from kcl_client._messages import (
     CheckpointReply,
     DaemonMessage,
@@ -26,6 +26,7 @@ from kcl_client._messages import (
     ShardEnded,
     ShutdownRequested,
     UnknownAction,
+    lanes_offered,
     status,
 )
 from kcl_client._processor import ProcessRecordsInput, RecordProcessor
@@ -35,8 +36,18 @@ logger = logging.getLogger("kcl_client")
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def run(processor: RecordProcessor, *, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+def run(
+    processor: RecordProcessor | Callable[[], RecordProcessor],
+    *,
+    stdin: BinaryIO | None = None,
+    stdout: BinaryIO | None = None,
+) -> None:
     """Serve the daemon's protocol with ``processor`` until stdin closes.
+
+    ``processor`` is a processor instance (this process serves one shard), or a class or other callable
+    that makes one: then, when kcl-daemon offers lanes (``shardsPerChild``), this process serves several
+    shards at once, each with a processor of its own on a thread of its own; otherwise it makes one
+    processor and serves one shard, as with an instance.
 
     With the defaults (a real child process), the protocol uses stdin and a private duplicate of stdout;
     file descriptor 1 and ``sys.stdout`` point at stderr until ``run`` returns, so ``print()`` is safe.
@@ -52,15 +63,32 @@ def run(processor: RecordProcessor, *, stdin: BinaryIO | None = None, stdout: Bi
             stdout = stack.enter_context(private_stdout())
         if stdin is None:
             stdin = sys.stdin.buffer
-        _Session(processor, Channel(stdin, stdout)).serve()
+        channel = Channel(stdin, stdout)
+        if isinstance(processor, RecordProcessor):
+            _Session(processor, channel).serve()
+            return
+        first = channel.receive_parsed()
+        if first is None:
+            return
+        if (
+            isinstance(first.obj, dict)
+            and first.obj.get("action") == "initialize"
+            and lanes_offered(first.obj)
+        ):
+            from kcl_client._lanes import serve_lanes  # only a child that takes the offer needs threads
+
+            serve_lanes(processor, channel, first, _Session)
+            return
+        _Session(processor(), channel).serve(first)
 
 
 class _Session:
     """One processor on one channel: the read, dispatch, status loop."""
 
-    def __init__(self, processor: RecordProcessor, channel: Channel) -> None:
+    def __init__(self, processor: RecordProcessor, channel: ChannelLike, *, swap_stdout: bool = True) -> None:
         self._processor = processor
         self._channel = channel
+        self._swap_stdout = swap_stdout
         self._offered: tuple[str, ...] = ()
         processor._telemetry = self
 
@@ -71,8 +99,12 @@ class _Session:
     def send(self, line: bytes) -> None:
         self._channel.send(line)
 
-    def serve(self) -> None:
-        while (message := self._channel.receive()) is not None:
+    def serve(self, first: Parsed | None = None) -> None:
+        """Answer messages until the input ends; ``first``: one already read from the channel."""
+        message = None if first is None else decode_parsed(first)
+        if message is None:
+            message = self._channel.receive()
+        while message is not None:
             response_for = self._dispatch(message)
             if self._channel.closed:
                 break  # stdin closed while a handler waited for a checkpoint reply
@@ -82,6 +114,7 @@ class _Session:
                 except BrokenPipeError:
                     logger.warning("the daemon closed our stdout; exiting")
                     return
+            message = self._channel.receive()
         logger.debug("stdin closed; exiting")
 
     def _dispatch(self, message: DaemonMessage) -> str | None:
@@ -134,7 +167,7 @@ class _Session:
             checkpointer._close()
 
     def _call(self, name: str, handler: Callable[[], None]) -> None:
-        with user_output_to_stderr():
+        with user_output_to_stderr() if self._swap_stdout else nullcontext():
             try:
                 handler()
             except ProtocolError:

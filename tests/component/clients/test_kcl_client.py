@@ -18,7 +18,7 @@ import textwrap
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -183,6 +183,23 @@ def test_lenient_fields_kcl1_null_sub_sequence_and_missing_millis_behind() -> No
     (batch,) = processor.batches
     assert batch.millis_behind_latest is None
     assert batch.records[0].sub_sequence_number == 0
+
+
+def test_lines_the_fast_parse_cannot_hold_decode_as_the_standard_library_does() -> None:
+    """The fast path (orjson, records built directly) falls back to the standard library and the careful
+    decoder: a numeric sequence number past 64 bits stays exact, NaN in an unused field is accepted, and
+    an odd record in the middle of a batch keeps its place."""
+    processor = Scripted()
+    big = 10**40 + 1
+    huge_sequence = {**record("b", SEQ_B), "sequenceNumber": big}
+    line = json.dumps(process(record("a", SEQ_A), huge_sequence, record("c", SEQ_A, sub=None)))
+    drive(processor, line[:-1] + ', "unused": NaN}')
+    (batch,) = processor.batches
+    assert [r.data for r in batch.records] == [b"a", b"b", b"c"]
+    assert batch.records[1].sequence_number == str(big)
+    assert batch.records[2].sub_sequence_number == 0
+    with pytest.raises(ProtocolError, match="record 1: data is not valid base64"):
+        drive(Minimal(), process(record("a", SEQ_A), {**record("b", SEQ_B), "data": "a"}))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -560,3 +577,67 @@ def test_checkpointer_is_exported_for_type_hints() -> None:
     drive(processor, process())
     assert isinstance(processor.batches[0].checkpointer, Checkpointer)
     assert processor.batches[0].records == ()
+
+
+# --------------------------------------------------------------------------------------------------
+# lanes: several shards in one process (protocol README, section 11)
+
+
+def lane(number: int, message: dict[str, Any]) -> dict[str, Any]:
+    return {"lane": number, **message}
+
+
+class Checkpointing(RecordProcessor):
+    made: ClassVar[list[Checkpointing]] = []
+
+    def __init__(self) -> None:
+        self.shard = "?"
+        self.data: list[bytes] = []
+        Checkpointing.made.append(self)
+
+    def initialize(self, shard_id: str, checkpoint: Position) -> None:
+        self.shard = shard_id
+
+    def process_records(self, batch: ProcessRecordsInput) -> None:
+        self.data += [r.data for r in batch.records]
+        batch.checkpointer.checkpoint(batch.records[-1])
+
+
+def test_a_factory_takes_the_offer_of_lanes_and_serves_each_lane_with_its_own_processor() -> None:
+    Checkpointing.made = []
+    offer = {**initialize(), "lanes": 4}
+    second = {**initialize(), "shardId": "shardId-000000000002"}
+    written = drive(
+        Checkpointing,  # type: ignore[arg-type]  # drive's hint names an instance; run takes either
+        offer,
+        lane(1, second),
+        lane(0, process(record("a", SEQ_A))),
+        lane(1, process(record("b", SEQ_B))),
+        lane(1, reply(SEQ_B, 0)),
+        lane(0, reply(SEQ_A, 0)),
+        lane(1, {"action": "leaseLost"}),
+        {"action": "close", "lane": 1},
+        "not a lane line",
+    )
+    assert written[0] == {"action": "lanes"}
+    by_lane: dict[int, list[dict[str, Any]]] = {}
+    for message in written[1:]:
+        by_lane.setdefault(message.pop("lane"), []).append(message)
+    assert by_lane[0] == [status("initialize"), request(SEQ_A, 0), status("processRecords")]
+    assert by_lane[1] == [
+        status("initialize"),
+        request(SEQ_B, 0),
+        status("processRecords"),
+        status("leaseLost"),
+    ]
+    assert sorted((p.shard, p.data) for p in Checkpointing.made) == [
+        ("shardId-000000000001", [b"a"]),
+        ("shardId-000000000002", [b"b"]),
+    ]
+
+
+def test_a_factory_without_an_offer_and_an_instance_with_one_serve_one_shard() -> None:
+    written = drive(Scripted, initialize(), process(record("a", SEQ_A)))  # type: ignore[arg-type]
+    assert written == [status("initialize"), status("processRecords")]
+    written = drive(Scripted(), {**initialize(), "lanes": 4}, process(record("a", SEQ_A)))
+    assert written == [status("initialize"), status("processRecords")]

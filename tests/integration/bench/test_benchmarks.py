@@ -78,6 +78,36 @@ def test_scaling_without_java_prints_every_figure_of_a_point(tmp_path: Path) -> 
     assert (tmp_path / "scaling.json").exists() and (tmp_path / "scaling.md").exists()
 
 
+def test_process_tree_prints_the_tree_of_kcl_daemon_with_lanes(tmp_path: Path) -> None:
+    out = run_bench(
+        *(
+            "process_tree.py",
+            "--variants",
+            "kcl-daemon-lanes",
+            "--lanes",
+            "2",
+            "--shards",
+            "2",
+            "--runs",
+            "1",
+        ),
+        *(
+            "--backlog",
+            "30",
+            "--min-total",
+            "60",
+            "--warmup-s",
+            "0.5",
+            "--steady-s",
+            "1",
+            "--out",
+            str(tmp_path),
+        ),
+    )
+    assert "| 2 | kcl-daemon-lanes |" in out and "drain tree CPU-s/10k" in out and "tree RSS MB" in out
+    assert (tmp_path / "process_tree.json").exists() and (tmp_path / "process_tree.md").exists()
+
+
 def test_lean_path_prints_every_candidate_against_botocore() -> None:
     out = run_bench("lean_path.py", "--calls", "5", "--rounds", "1", "--emulators", "kinesalite")
     assert "| botocore | " in out and "| kcl_daemon.aws.lean | " in out and "| http.client | " in out
