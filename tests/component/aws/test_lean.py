@@ -43,8 +43,8 @@ from kcl_daemon.aws.lean import connections
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
-from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
 from kcl_daemon.core.shards.graph import Shard
+from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
 from kcl_daemon.errors import AwsError, Throttled
 from kcl_daemon.metrics.registry import DaemonMetrics
 from kcl_daemon.retrieval.polling import PollingRecordSource
