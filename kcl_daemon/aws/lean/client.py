@@ -20,10 +20,10 @@ import asyncio
 import logging
 import ssl
 import threading
+import time
 import weakref
 import zlib
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 from urllib.parse import urlsplit
 
@@ -61,8 +61,19 @@ def _log_once(reason: str | None, endpoint: str) -> None:
         logger.info("AWS calls: botocore serves the frequent calls too: %s", reason)
 
 
+_STAMP: tuple[int, str] = (0, "")  # (epoch second, its X-Amz-Date): swapped whole, thread-safe
+
+
 def _stamp() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    """SigV4's ``X-Amz-Date`` of now, formatted once per second (formatting cost more than signing)."""
+    global _STAMP
+    second = int(time.time())
+    cached = _STAMP
+    if cached[0] == second:
+        return cached[1]
+    text = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second))
+    _STAMP = (second, text)
+    return text
 
 
 class _ErrorReply(NamedTuple):
