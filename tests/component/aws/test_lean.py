@@ -311,8 +311,8 @@ def _tables(endpoint: str) -> tuple[LeaseTable3x, LeaseTable3x]:
     clients = build_clients(
         ClientSettings(region="us-east-1", kinesis_endpoint=endpoint, dynamodb_endpoint=endpoint)
     )
-    lean = LeaseTable3x(clients.dynamodb, "leases", item_retry=ONCE)
-    plain = LeaseTable3x(clients.dynamodb, "leases", item_retry=ONCE)
+    lean = LeaseTable3x(clients.dynamodb, "leases", item_retry=ONCE, scan_segments=1)
+    plain = LeaseTable3x(clients.dynamodb, "leases", item_retry=ONCE, scan_segments=1)
     plain._lean = None
     assert lean._lean is not None
     return lean, plain
@@ -346,6 +346,26 @@ def test_lease_writes_read_and_fail_as_on_botocore(endpoint: str, write: str) ->
             continue  # a renewal's conflict is reconciled by a read: its own test below
         expected = _outcome(functools.partial(calls[write], plain))
         assert _outcome(functools.partial(calls[write], lean)) == expected, (status, body)
+
+
+def test_a_lease_table_scan_reads_and_fails_as_on_botocore(endpoint: str) -> None:
+    lean, plain = _tables(endpoint)
+    other = {**LEASE_ITEM, "leaseKey": {"S": "shardId-000000000001"}, "leaseCounter": {"N": "9"}}
+    page = {"Items": [LEASE_ITEM, other, {"leaseKey": {"S": "x"}, "leaseCounter": {"S": "bad"}}], "Count": 3}
+    _answer(200, page)
+    scanned = lean.list_leases()
+    assert scanned == plain.list_leases()
+    assert [lease.lease_counter for lease in scanned.leases] == [4, 9]
+    assert len(scanned.skipped) == 1  # the corrupt one
+    assert [h["X-Amz-Target"] for h in _Endpoint.seen] == ["DynamoDB_20120810.Scan"] * 2
+    assert _Endpoint.seen[0]["User-Agent"].startswith("kcl-daemon-lean")
+    for status, body in [
+        (400, {"__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"}),
+        (400, {"__type": "com.amazonaws.dynamodb.v20120810#ResourceNotFoundException", "message": "x"}),
+        (500, {"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError"}),
+    ]:
+        _answer(status, body)
+        assert _outcome(lean.list_leases) == _outcome(plain.list_leases), (status, body)
 
 
 def test_the_table_contact_sees_lean_lease_writes(endpoint: str) -> None:
