@@ -14,7 +14,8 @@ by its record processors, which are child processes, so here:
   those files gets the scan.
 
 :class:`CpuSampler` turns two readings into a percentage; the first call returns 0 (no interval yet),
-as Java's does; ``due`` spaces the readings of a large process tree. A reading that fails returns None (the reporter then writes -1).
+as Java's does; ``due`` spaces the readings of a large process tree. A reading that fails returns None
+(the reporter then writes -1).
 """
 
 from __future__ import annotations
@@ -90,11 +91,11 @@ def _read_small(path: str) -> bytes | None:
             if not more:
                 break
             data += more
-        return data
     except OSError:
         return None
     finally:
         os.close(fd)
+    return data
 
 
 def _stat_times(data: bytes) -> tuple[int, float, float]:
