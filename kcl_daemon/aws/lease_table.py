@@ -111,8 +111,9 @@ class ScanResult:
     workers: tuple[Mapping[str, Any], ...] = ()
 
 
-def _page_from_wire(reply: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A Scan reply of the lean path as botocore's parser returns it (items and the page's last key)."""
+def page_from_wire(reply: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A Scan or Query reply of the lean path as botocore's parser returns it (items and the page's
+    last key)."""
     items = reply.get("Items")
     page: dict[str, Any] = {
         "Items": [item_from_wire(item) for item in items if isinstance(item, dict)]
@@ -271,7 +272,7 @@ class DynamoLeaseTable:
         while True:
             with map_aws_errors(f"scan lease table {self.table_name}"):
                 if lean is not None and lean.usable() and wire_safe(args):
-                    page = _page_from_wire(lean.call_params("Scan", dict(args)))
+                    page = page_from_wire(lean.call_params("Scan", dict(args)))
                 else:
                     page = self._client.scan(**args)
             for item in page.get("Items", []):

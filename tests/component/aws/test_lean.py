@@ -348,7 +348,7 @@ def test_lease_writes_read_and_fail_as_on_botocore(endpoint: str, write: str) ->
         assert _outcome(functools.partial(calls[write], lean)) == expected, (status, body)
 
 
-def test_a_lease_table_scan_reads_and_fails_as_on_botocore(endpoint: str) -> None:
+def test_lease_table_scans_and_queries_read_and_fail_as_on_botocore(endpoint: str) -> None:
     lean, plain = _tables(endpoint)
     other = {**LEASE_ITEM, "leaseKey": {"S": "shardId-000000000001"}, "leaseCounter": {"N": "9"}}
     page = {"Items": [LEASE_ITEM, other, {"leaseKey": {"S": "x"}, "leaseCounter": {"S": "bad"}}], "Count": 3}
@@ -366,6 +366,13 @@ def test_a_lease_table_scan_reads_and_fails_as_on_botocore(endpoint: str) -> Non
     ]:
         _answer(status, body)
         assert _outcome(lean.list_leases) == _outcome(plain.list_leases), (status, body)
+        assert _outcome(functools.partial(lean.lease_keys_owned_by, "w-1")) == _outcome(
+            functools.partial(plain.lease_keys_owned_by, "w-1")
+        ), (status, body)
+    _answer(200, {"Items": [{"leaseKey": {"S": "a"}}, {"leaseKey": {"S": "b"}}], "Count": 2})
+    assert lean.lease_keys_owned_by("w-1") == plain.lease_keys_owned_by("w-1") == ["a", "b"]
+    assert _Endpoint.seen[0]["X-Amz-Target"] == "DynamoDB_20120810.Query"
+    assert _Endpoint.seen[0]["User-Agent"].startswith("kcl-daemon-lean")
 
 
 def test_the_table_contact_sees_lean_lease_writes(endpoint: str) -> None:
