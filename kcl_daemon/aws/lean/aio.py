@@ -13,7 +13,9 @@ Errors are the ones the synchronous path raises for the same faults, so that
 ``TimeoutError`` for a connect within ``connect_timeout_s`` or a reply with no byte for
 ``read_timeout_s``) and ``http.client.HTTPException`` (a status line that is not HTTP, a reply cut short,
 a connection closed before any reply). Any failure or cancellation aborts the connection it happened on:
-a reply read half-way never leaves bytes for the next call.
+a reply read half-way never leaves bytes for the next call. A kept-alive connection that turns out
+closed before any byte of the reply (the server's idle timeout raced the request) is retried once on a
+new connection (the request cannot have been served); anything else is the caller's to retry.
 """
 
 from __future__ import annotations
@@ -49,13 +51,17 @@ class _Http(asyncio.Protocol):
         "_read_timeout_s",
         "_timer",
         "_waiter",
+        "answered_any",
         "closed",
         "transport",
+        "used",
     )
 
     def __init__(self, loop: asyncio.AbstractEventLoop, read_timeout_s: float) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
+        self.used = False  # a request was sent on it before
+        self.answered_any = False  # a byte of the current request's reply came
         self._loop = loop
         self._buffer = bytearray()
         self._waiter: asyncio.Future[AsyncReply] | None = None
@@ -76,6 +82,7 @@ class _Http(asyncio.Protocol):
             self.abort()
             return
         self._last_byte = self._loop.time()
+        self.answered_any = True
         self._buffer += data
         try:
             reply = self._parse(eof=False)
@@ -112,14 +119,18 @@ class _Http(asyncio.Protocol):
     # -- one request -----------------------------------------------------------------------------------
 
     def request(self, data: bytes) -> asyncio.Future[AsyncReply]:
+        if self.closed:  # closed while idle, after the pool took it: as if the server closed it now
+            raise http.client.RemoteDisconnected("the connection closed before the request")
         waiter = self._loop.create_future()
         self._waiter = waiter
         self._buffer.clear()
         self._head, self._length, self._chunked = None, None, False
         self._last_byte = self._loop.time()
         self._timer = self._loop.call_at(self._last_byte + self._read_timeout_s, self._check_timeout)
+        self.answered_any = False
         assert self.transport is not None
         self.transport.write(data)
+        self.used = True
         return waiter
 
     def _check_timeout(self) -> None:
@@ -360,14 +371,22 @@ class AsyncConnectionPool:
         """Send ``head`` (the request line and headers, ending in the blank line) and ``body``; the
         whole reply."""
         loop = self._bind()
-        protocol = await self._take(loop)
-        try:
-            reply = await protocol.request(head + body)
-        except BaseException:
-            self._give(protocol, reusable=False)
-            raise
-        self._give(protocol, reusable=reply.headers.get("connection", "").lower() != "close")
-        return reply
+        request = head + body
+        while True:
+            protocol = await self._take(loop)
+            kept = protocol.used  # a kept-alive connection the server may have closed meanwhile
+            try:
+                reply = await protocol.request(request)
+            except (http.client.RemoteDisconnected, BrokenPipeError):
+                self._give(protocol, reusable=False)
+                if kept and not protocol.answered_any:
+                    continue  # closed by the server before our request: once more, on a new one
+                raise
+            except BaseException:
+                self._give(protocol, reusable=False)
+                raise
+            self._give(protocol, reusable=reply.headers.get("connection", "").lower() != "close")
+            return reply
 
     def _drop_all(self) -> None:
         idle, self._idle = self._idle, []

@@ -442,3 +442,43 @@ async def test_a_reader_on_the_event_loop_retries_under_its_named_policy(endpoin
     assert targets == ["GetShardIterator"] * 3  # every attempt throttled before it had an iterator
     assert source.stats.shard_iterators == 0
     assert sum(1 for s in clock.sleeps if s <= 0.01) == 2, clock.sleeps  # two backoffs (jittered)
+
+
+def _one_reply_per_connection(server: socket.socket) -> None:
+    """Answers the first request of each connection, then closes it at the next request unanswered
+    (a server whose idle timeout raced the client's next request)."""
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        with conn:
+            for answer in (True, False):
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                if not answer or not data:
+                    break
+                length = int(data.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+                body = data.partition(b"\r\n\r\n")[2]
+                while len(body) < length:
+                    body += conn.recv(65536)
+                page = json.dumps(PAGE).encode()
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(page), page))
+
+
+def test_a_kept_connection_closed_before_the_request_is_retried_once_on_a_new_one() -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=_one_reply_per_connection, args=(server,), daemon=True).start()
+    try:
+        kinesis = _kinesis(f"http://127.0.0.1:{server.getsockname()[1]}", lean=True)
+
+        async def twice() -> list[str | None]:
+            return [(await kinesis.get_records_async("it-1", 10)).next_iterator for _ in range(2)]
+
+        assert asyncio.run(twice()) == ["it-2", "it-2"]
+    finally:
+        server.close()
