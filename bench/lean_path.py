@@ -9,6 +9,8 @@ processes) and the ratio to botocore's:
 * ``botocore``: today's path (:class:`kcl_daemon.aws.kinesis.Kinesis` over a boto3 client, body parsed by
   :mod:`kcl_daemon.aws.records_page`).
 * ``kcl_daemon.aws.lean``: the chosen path as the daemon uses it (``Kinesis`` on the lean path).
+* ``kcl_daemon.aws.lean on the event loop``: the same, awaited on an event loop
+  (``Kinesis.get_records_async``, :mod:`kcl_daemon.aws.lean.aio`), as the polling readers call it.
 * ``http.client``: the standard library's client on one keep-alive connection, signed as below.
 * ``urllib3``: a urllib3 connection pool, the request body by orjson, signed by
   :mod:`kcl_daemon.aws.lean.sigv4` (signing key cached per day), the reply parsed by orjson.
@@ -246,6 +248,30 @@ def aiohttp_path(endpoint: str, iterator: str, *, uvloop: bool = False) -> Calla
     return call_n
 
 
+def lean_async_path(endpoint: str, iterator: str) -> Callable[[], None]:
+    """The lean path on the event loop, as the polling readers await it (``Kinesis.get_records_async``
+    on a loop in a thread of its own; ``call`` runs a batch of calls there)."""
+    clients = build_clients(
+        ClientSettings(region=REGION, kinesis_endpoint=endpoint, dynamodb_endpoint=endpoint)
+    )
+    kinesis = Kinesis(clients.kinesis)
+    assert kinesis.reads_async()
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    state = {"it": iterator}
+
+    async def many(n: int) -> None:
+        for _ in range(n):
+            result = await kinesis.get_records_async(state["it"], 10000)
+            state["it"] = result.next_iterator or state["it"]
+
+    def call_n(n: int) -> None:
+        asyncio.run_coroutine_threadsafe(many(n), loop).result()
+
+    call_n.batched = True  # type: ignore[attr-defined]
+    return call_n
+
+
 async def _session(aiohttp: Any) -> Any:
     return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
 
@@ -269,6 +295,7 @@ def measure(call: Callable[..., None], calls: int) -> tuple[float, float]:
 CANDIDATES: dict[str, Callable[[str, str], Callable[..., None]]] = {
     "botocore": botocore_path,
     "kcl_daemon.aws.lean": lambda e, i: botocore_path(e, i, lean=True),
+    "kcl_daemon.aws.lean on the event loop": lean_async_path,
     "urllib3": urllib3_path,
     "http.client": http_client_path,
     "urllib3+crt-sign": lambda e, i: urllib3_path(e, i, crt_sign=True),

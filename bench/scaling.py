@@ -43,6 +43,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import shutil
 import signal
 import statistics
 import subprocess
@@ -191,6 +192,12 @@ def prepare_leases(clients: AwsClients, app: str, stream: Stream) -> None:
         )
 
 
+def _py_spy() -> str:
+    """The virtualenv's py-spy, else one on PATH (installed apart: it is not a dependency)."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else shutil.which("py-spy") or str(beside)
+
+
 class PySpy:
     """``py-spy record`` of kcl-daemon over one phase (collapsed stacks of the thread holding the GIL, one
     root frame per thread; speedscope opens them as they are), for ``--profile DIR``; does nothing for
@@ -206,7 +213,7 @@ class PySpy:
             return
         self._directory.mkdir(parents=True, exist_ok=True)
         output = str(self._directory / f"{name}.txt")
-        argv = [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(self._pid)]
+        argv = [_py_spy(), "record", "--pid", str(self._pid)]
         # --nonblocking: by default py-spy stops the process for every sample, which with a hundred
         # threads at 256 shards cut the steady delivery from ~900 to 109 records/s
         argv += [

@@ -59,8 +59,11 @@ from kcl_daemon.worker.scheduler import SYNC_THREADS, Scheduler
 logger = logging.getLogger(__name__)
 
 #: GetRecords calls in flight at once, across all shards of this worker: enough for 256 shards read every
-#: 200 ms at 50 ms a call (Java runs one thread per shard). Threads start only as the calls in flight need
-#: them (kcl_daemon.blocking reuses an idle one first), so an idle or small worker keeps a few.
+#: 200 ms at 50 ms a call (Java runs one thread per shard). On the lean request path (the default) the
+#: reads are awaited on the event loop and this many connections may be open at once (the Kinesis
+#: client's pool is at least this large); the threads serve reads only where botocore does (a proxy,
+#: unsigned requests, ...). Threads start only as the calls in flight need them (kcl_daemon.blocking
+#: reuses an idle one first), so a worker on the lean path starts none.
 READ_THREADS = 64
 #: Enhanced fan-out: one thread per subscribed shard (a subscription blocks its thread).
 FANOUT_THREADS = 512

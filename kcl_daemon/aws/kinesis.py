@@ -3,7 +3,9 @@ GetShardIterator and GetRecords (contract §7), and PutRecords for the Spark sin
 frozen dataclasses; no boto3 shape leaks.
 
 GetRecords and GetShardIterator go over the lean request path (:mod:`kcl_daemon.aws.lean`) when the
-client's settings allow it, and over botocore otherwise; the errors are the same either way.
+client's settings allow it, and over botocore otherwise; the errors are the same either way. The lean
+path also serves them on the event loop (``get_records_async``, ``get_shard_iterator_async``), which the
+polling readers await directly where ``reads_async`` says they can.
 
 For GetShardIterator and GetRecords, ``ResourceNotFoundException`` (shard or stream gone) raises
 :class:`ShardNotFound` - shard end without children (contract §6.6) - and ``ExpiredIteratorException``
@@ -164,6 +166,26 @@ def iterator_request(position: IteratorPosition) -> IteratorArguments:
     return request
 
 
+def _iterator_from(what: str, body: bytes) -> str:
+    """GetShardIterator's reply body on the lean path: the iterator."""
+    try:
+        iterator = orjson.loads(body).get("ShardIterator")
+    except (ValueError, AttributeError) as exc:  # not a JSON object: as guard_responses says
+        raise IncompleteResponse(error="a reply that is not a JSON object") from exc
+    if not iterator or not isinstance(iterator, str):
+        raise AwsError(f"{what}: the response has no ShardIterator")
+    return iterator
+
+
+def _page_from(what: str, body: bytes) -> GetRecordsResult:
+    """GetRecords' reply body, parsed by :mod:`kcl_daemon.aws.records_page`."""
+    try:
+        page = records_page.parse_page(body)
+    except (KeyError, ValueError, TypeError) as exc:  # a body cut short or garbled: read again
+        raise InconsistentResponse(f"{what}: malformed response: {exc!r}") from exc
+    return GetRecordsResult(page.records, page.next_iterator, page.millis_behind_latest, page.child_shards)
+
+
 class Kinesis:
     """Synchronous Kinesis adapter over one boto3 client (thread-safe).
 
@@ -231,14 +253,34 @@ class Kinesis:
         assert self._lean is not None
         request = {"StreamName": stream_name, "ShardId": shard_id, **iterator_request(position)}
         with map_aws_errors(what, _READ_ERRORS):
-            body = self._lean.call("GetShardIterator", orjson.dumps(request))
-            try:
-                iterator = orjson.loads(body).get("ShardIterator")
-            except (ValueError, AttributeError) as exc:  # not a JSON object: as guard_responses says
-                raise IncompleteResponse(error="a reply that is not a JSON object") from exc
-        if not iterator or not isinstance(iterator, str):
-            raise AwsError(f"{what}: the response has no ShardIterator")
-        return iterator
+            return _iterator_from(what, self._lean.call("GetShardIterator", orjson.dumps(request)))
+
+    def reads_async(self, position: IteratorPosition | None = None) -> bool:
+        """Whether :meth:`get_records_async` (and, for ``position``, :meth:`get_shard_iterator_async`)
+        can serve now: the lean path is on and no botocore ``Stubber`` answers for the client. When
+        False, the caller runs the synchronous methods on a thread."""
+        lean = self._lean
+        return lean is not None and lean.usable() and (position is None or position.timestamp is None)
+
+    async def get_shard_iterator_async(
+        self, stream_name: str, shard_id: str, position: IteratorPosition
+    ) -> str:
+        """:meth:`get_shard_iterator` on the event loop (only where :meth:`reads_async` says so)."""
+        assert self._lean is not None
+        assert position.timestamp is None
+        what = f"get {position} iterator for {stream_name}/{shard_id}"
+        request = {"StreamName": stream_name, "ShardId": shard_id, **iterator_request(position)}
+        with map_aws_errors(what, _READ_ERRORS):
+            body = await self._lean.call_async("GetShardIterator", orjson.dumps(request))
+            return _iterator_from(what, body)
+
+    async def get_records_async(self, iterator: str, limit: int) -> GetRecordsResult:
+        """:meth:`get_records` on the event loop (only where :meth:`reads_async` says so)."""
+        assert self._lean is not None
+        request = orjson.dumps({"ShardIterator": iterator, "Limit": limit})
+        with map_aws_errors("get records", _GET_RECORDS_ERRORS):
+            body = await self._lean.call_async("GetRecords", request)
+        return _page_from("get records", body)
 
     def get_records(self, iterator: str, limit: int) -> GetRecordsResult:
         """One GetRecords call (``Limit`` = ``limit``, 1..10000).
@@ -259,13 +301,7 @@ class Kinesis:
             else:
                 response = self._client.get_records(ShardIterator=iterator, Limit=limit)
         if isinstance(body, bytes):
-            try:
-                page = records_page.parse_page(body)
-            except (KeyError, ValueError, TypeError) as exc:  # a body cut short or garbled: read again
-                raise InconsistentResponse(f"{what}: malformed response: {exc!r}") from exc
-            return GetRecordsResult(
-                page.records, page.next_iterator, page.millis_behind_latest, page.child_shards
-            )
+            return _page_from(what, body)
         try:
             records = tuple(record_from_response(record) for record in response.get("Records", []))
             children = tuple(child_shard_from_response(c) for c in response.get("ChildShards") or ())

@@ -13,7 +13,9 @@ writes are tried once, because only the caller can judge an unknown outcome (see
 
 Full scans use DynamoDB's parallel scan when ``leaseTableScanTotalSegments`` (or Java's automatic sizing,
 :mod:`kcl_daemon.core.leases.scan_segments`) asks for more than one segment; the segments run on a bounded
-``lease-scan`` pool.
+``lease-scan`` pool. The lease writes and the scans take the lean request path
+(:mod:`kcl_daemon.aws.lean`) when the client allows it: the leader's and the taker's scans of a large
+table were the idle daemon's largest cost after the reads, most of it botocore parsing the items.
 
 Synchronous by design: the lease coordinator calls it on its own bounded thread pool.
 """
@@ -107,6 +109,21 @@ class ScanResult:
     leases: tuple[Lease, ...]
     skipped: tuple[str, ...]
     workers: tuple[Mapping[str, Any], ...] = ()
+
+
+def page_from_wire(reply: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A Scan or Query reply of the lean path as botocore's parser returns it (items and the page's
+    last key)."""
+    items = reply.get("Items")
+    page: dict[str, Any] = {
+        "Items": [item_from_wire(item) for item in items if isinstance(item, dict)]
+        if isinstance(items, list)
+        else []
+    }
+    last_key = reply.get("LastEvaluatedKey")
+    if isinstance(last_key, dict) and last_key:
+        page["LastEvaluatedKey"] = item_from_wire(last_key)
+    return page
 
 
 class DynamoLeaseTable:
@@ -251,9 +268,13 @@ class DynamoLeaseTable:
         if segment is not None:
             args["Segment"] = segment
             args["TotalSegments"] = total
+        lean = self._lean
         while True:
             with map_aws_errors(f"scan lease table {self.table_name}"):
-                page = self._client.scan(**args)
+                if lean is not None and lean.usable() and wire_safe(args):
+                    page = page_from_wire(lean.call_params("Scan", dict(args)))
+                else:
+                    page = self._client.scan(**args)
             for item in page.get("Items", []):
                 if not is_lease_item(item):
                     if is_worker_item(item):

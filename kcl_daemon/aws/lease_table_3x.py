@@ -20,10 +20,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kcl_daemon.aws.errors import map_aws_errors
+from kcl_daemon.aws.lean.dynamodb import wire_safe
 from kcl_daemon.aws.lease_table import (
     CHECKPOINT_OWNER,
     LEASE_OWNER_INDEX,
     DynamoLeaseTable,
+    page_from_wire,
 )
 from kcl_daemon.aws.update_expression import Expression, n_value, s_value
 from kcl_daemon.core.leases.lease import Lease
@@ -74,9 +76,13 @@ class LeaseTable3x(DynamoLeaseTable):
             "ExpressionAttributeNames": {"#o": LEASE_OWNER},
             "ExpressionAttributeValues": {":o": s_value(worker_id)},
         }
+        lean = self._lean
         while True:
             with map_aws_errors(f"query {LEASE_OWNER_INDEX} for {worker_id}"):
-                page = self._client.query(**args)
+                if lean is not None and lean.usable() and wire_safe(args):
+                    page = page_from_wire(lean.call_params("Query", dict(args)))
+                else:
+                    page = self._client.query(**args)
             keys.extend(item[LEASE_KEY]["S"] for item in page.get("Items", []))
             if not page.get("LastEvaluatedKey"):
                 return keys

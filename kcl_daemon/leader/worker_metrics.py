@@ -93,6 +93,8 @@ class WorkerMetricsPublisher:
         self.cpu_off_because = because
 
     def capture(self) -> None:
+        if not self._sampler.due():
+            return
         value = self._sampler.sample()
         if value is not None:
             self._samples.append(value)

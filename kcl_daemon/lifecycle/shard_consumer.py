@@ -51,6 +51,7 @@ from kcl_daemon.process.channel_sink import ChannelSink
 from kcl_daemon.process.child import ChildProcess
 from kcl_daemon.process.lanes import LanePool
 from kcl_daemon.process.session import ChildSession
+from kcl_daemon.retrieval.prefetch import NothingYet, PrefetchingSource
 from kcl_daemon.retrieval.source import Batch, RecordSource
 from kcl_protocol import (
     ActionMessage,
@@ -90,6 +91,24 @@ FENCE_POLL_S = 0.05
 STDERR_SETTLE_S = 0.005
 
 
+class _Wake(asyncio.Event):
+    """The consumer's signal flag; :meth:`notify` also resolves one future when it is set (waiting for
+    a batch or a signal on one future: see ``_next_batch_or_signal``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def notify(self, waiter: asyncio.Future[None]) -> None:
+        self._waiter = waiter
+
+    def set(self) -> None:
+        super().set()
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
 class ShardConsumer(PoisonDelivery):
     def __init__(
         self,
@@ -120,7 +139,7 @@ class ShardConsumer(PoisonDelivery):
         self._may_deliver = may_deliver
         self._last_batch_s = 0.0
         self._signal: ShardEvent | None = None
-        self._wake = asyncio.Event()
+        self._wake: _Wake = _Wake()
         self._session: ChildSession | None = None
         self._history = FailureHistory()
         self._reason: ShutdownReason | None = None
@@ -404,7 +423,22 @@ class ShardConsumer(PoisonDelivery):
         return ()
 
     async def _next_batch_or_signal(self) -> Batch | None:
-        fetch = asyncio.ensure_future(self._source.next_batch())
+        source = self._source
+        if isinstance(source, PrefetchingSource):  # the daemon's: one future, no tasks, per batch
+            loop = asyncio.get_running_loop()
+            while True:
+                item = source.next_batch_nowait()
+                if not isinstance(item, NothingYet):
+                    if item is None:
+                        self._last_record_of_shard = self._largest_delivered
+                    return item
+                if self._wake.is_set():
+                    return None
+                waiter: asyncio.Future[None] = loop.create_future()
+                source.notify(waiter)
+                self._wake.notify(waiter)
+                await waiter
+        fetch = asyncio.ensure_future(source.next_batch())
         wake = asyncio.ensure_future(self._wake.wait())
         try:
             await asyncio.wait({fetch, wake}, return_when=asyncio.FIRST_COMPLETED)

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import ParamSpec, Protocol, TypeVar
+from typing import ParamSpec, Protocol, TypeVar, cast
 
 from kcl_daemon.aws.kinesis import GetRecordsResult
 from kcl_daemon.blocking import run_blocking
@@ -78,6 +78,19 @@ class KinesisReader(Protocol):
     def list_shards(self, stream_name: str) -> Sequence[Shard]: ...
 
 
+class AsyncKinesisReader(Protocol):
+    """What a reader offers on top of :class:`KinesisReader` when it can be awaited on the event loop
+    (:class:`kcl_daemon.aws.kinesis.Kinesis` on the lean request path)."""
+
+    def reads_async(self, position: IteratorPosition | None = None) -> bool: ...
+
+    async def get_shard_iterator_async(
+        self, stream_name: str, shard_id: str, position: IteratorPosition
+    ) -> str: ...
+
+    async def get_records_async(self, iterator: str, limit: int) -> GetRecordsResult: ...
+
+
 @dataclass(slots=True)
 class PollingStats:
     get_records_calls: int = 0
@@ -125,6 +138,8 @@ class PollingRecordSource:
         #: Why the shard ended as "not found" (ResourceNotFound), if it did: not a real shard end.
         self.not_found: str | None = None
         self._kinesis = kinesis
+        #: the same reader when it can also serve calls on the event loop (None: it cannot)
+        self._aio = cast(AsyncKinesisReader, kinesis) if hasattr(kinesis, "reads_async") else None
         self._executor = executor
         self._clock: Clock = clock or SystemClock()
         self._shard: Shard | None = shard  # what ListShards last said; None = not listed any more
@@ -218,17 +233,23 @@ class PollingRecordSource:
 
     async def _read_once(self, position: _Position) -> tuple[ReadVerdict, GetRecordsResult]:
         """One GetRecords (after GetShardIterator if needed) and its verdict; errors propagate."""
+        kinesis, aio = self._kinesis, self._aio
         if position.iterator is None:
             at = position.refresh_at or position.start
-            position.iterator = await self._run(
-                self._kinesis.get_shard_iterator, self.stream_name, self.shard_id, at
-            )
+            if aio is not None and aio.reads_async(at):
+                iterator = await aio.get_shard_iterator_async(self.stream_name, self.shard_id, at)
+            else:
+                iterator = await self._run(kinesis.get_shard_iterator, self.stream_name, self.shard_id, at)
+            position.iterator = iterator
             position.refresh_at = None
             self.stats.shard_iterators += 1
         self._last_call_started = self._clock.monotonic()
         self.stats.get_records_calls += 1
         try:
-            result = await self._run(self._kinesis.get_records, position.iterator, self.settings.max_records)
+            if aio is not None and aio.reads_async():
+                result = await aio.get_records_async(position.iterator, self.settings.max_records)
+            else:
+                result = await self._run(kinesis.get_records, position.iterator, self.settings.max_records)
         except IteratorExpired as exc:
             position.iterator = None
             position.refresh_at = refresh_position(position.last_fetched, position.start)

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 from collections import deque
 from dataclasses import dataclass
+from typing import Final
 
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import ChildShard
@@ -48,6 +49,13 @@ class _Ended:
 _ENDED = _Ended()
 
 
+class NothingYet:
+    """What :meth:`PrefetchingSource.next_batch_nowait` returns while no batch is waiting."""
+
+
+NOTHING_YET: Final = NothingYet()
+
+
 class PrefetchingSource:
     def __init__(self, inner: ShardRecordSource, limits: ReadAhead | None = None) -> None:
         self._inner = inner
@@ -57,6 +65,7 @@ class PrefetchingSource:
         self._bytes = 0
         self._changed = asyncio.Event()  # something was queued or taken
         self._reader: asyncio.Task[None] | None = None
+        self._waiter: asyncio.Future[None] | None = None  # see notify
 
     @property
     def child_shards(self) -> tuple[ChildShard, ...] | None:
@@ -77,6 +86,29 @@ class PrefetchingSource:
             self._ensure_reader()
             self._changed.clear()
             await self._changed.wait()
+        return self._take()
+
+    def next_batch_nowait(self) -> Batch | NothingYet | None:
+        """As :meth:`next_batch` when something is queued, else :data:`NOTHING_YET` (and the reader is
+        reading): with :meth:`notify`, a consumer waits for a batch or its own signal on one future,
+        without the tasks that waiting on two awaitables takes."""
+        if not self._queue:
+            self._ensure_reader()
+            return NOTHING_YET
+        return self._take()
+
+    def notify(self, waiter: asyncio.Future[None]) -> None:
+        """Resolve ``waiter`` when something is queued next (one waiter at a time: a later call
+        replaces it)."""
+        self._waiter = waiter
+
+    def _queued(self) -> None:
+        self._changed.set()
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _take(self) -> Batch | None:
         item = self._queue[0]
         if isinstance(item, _Ended):
             return None  # stays queued: the shard has ended for every later call too
@@ -119,16 +151,16 @@ class PrefetchingSource:
                 batch = await self._inner.next_batch()
             except Exception as exc:  # noqa: BLE001 - raised to the consumer in order, by next_batch
                 self._queue.append(exc)
-                self._changed.set()
+                self._queued()
                 return
             if batch is None:
                 self._queue.append(_ENDED)
-                self._changed.set()
+                self._queued()
                 return
             self._queue.append(batch)
             self._records += len(batch.records)
             self._bytes += _payload(batch)
-            self._changed.set()
+            self._queued()
 
     async def _drop_ahead(self) -> None:
         reader, self._reader = self._reader, None

@@ -16,13 +16,14 @@ library's ``OSError`` / ``http.client.HTTPException``. Each call is reported on 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 import threading
+import time
 import weakref
 import zlib
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 from urllib.parse import urlsplit
 
@@ -32,6 +33,7 @@ from botocore.awsrequest import HeadersDict
 from botocore.exceptions import ClientError
 
 from kcl_daemon.aws.errors import IncompleteResponse
+from kcl_daemon.aws.lean.aio import AsyncConnectionPool
 from kcl_daemon.aws.lean.connections import ConnectionPool
 from kcl_daemon.aws.lean.sigv4 import FrozenCredentials, Signer
 
@@ -41,6 +43,7 @@ USER_AGENT: Final = "kcl-daemon-lean/1 (http.client)"
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _STUBBER: Final = "boto_stubber"  # the unique id botocore.stub.Stubber registers its handler under
 _LOGGED: set[str] = set()
+_NO_CACHE: Final[dict[str, Any]] = {}
 _LOCK = threading.Lock()
 #: one lean client (one connection pool) per boto3 client, for as long as the boto3 client lives
 _BY_CLIENT: weakref.WeakKeyDictionary[Any, LeanJsonClient | None] = weakref.WeakKeyDictionary()
@@ -59,8 +62,19 @@ def _log_once(reason: str | None, endpoint: str) -> None:
         logger.info("AWS calls: botocore serves the frequent calls too: %s", reason)
 
 
+_STAMP: tuple[int, str] = (0, "")  # (epoch second, its X-Amz-Date): swapped whole, thread-safe
+
+
 def _stamp() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    """SigV4's ``X-Amz-Date`` of now, formatted once per second (formatting cost more than signing)."""
+    global _STAMP
+    second = int(time.time())
+    cached = _STAMP
+    if cached[0] == second:
+        return cached[1]
+    text = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second))
+    _STAMP = (second, text)
+    return text
 
 
 class _ErrorReply(NamedTuple):
@@ -100,6 +114,26 @@ class LeanJsonClient:
         self._parser = botocore.parsers.create_parser(model.metadata["protocol"])
         self._model_of = model.operation_model
         self._hooks: dict[str, Any] = meta.events._emitter._unique_id_handlers
+        self._aio_pool: AsyncConnectionPool | None = None
+        self._emitter = getattr(meta.events, "_emitter", None)
+        self._aliased: dict[str, str] = {}
+
+    def _emit(self, event: str, **kwargs: Any) -> None:
+        """``events.emit(event, **kwargs)`` without its per-call overhead (aliasing, logging: half the
+        cost of reporting a call): the handlers the emitter has already resolved for ``event`` are
+        called directly; until it has (and after any handler change, which clears its cache), the
+        emitter emits."""
+        aliased = self._aliased.get(event)
+        if aliased is None:
+            alias = getattr(self._events, "_alias_event_name", None)
+            aliased = self._aliased[event] = alias(event) if alias is not None else event
+        handlers = getattr(self._emitter, "_lookup_cache", _NO_CACHE).get(aliased)
+        if handlers is None:
+            self._events.emit(event, **kwargs)
+            return
+        kwargs["event_name"] = aliased
+        for handler in handlers:
+            handler(**kwargs)
 
     def usable(self) -> bool:
         """False while a botocore ``Stubber`` is active on the client (its stubs answer, not the lean
@@ -137,60 +171,113 @@ class LeanJsonClient:
             raise IncompleteResponse(error="a reply that is not a JSON object")
         return reply
 
-    def call(self, operation: str, body: bytes, *, context: dict[str, Any] | None = None) -> bytes:
-        """One call of ``operation`` with the JSON ``body``; the reply's body when it succeeded."""
-        context = {} if context is None else context
-        model = self._model(operation)
+    def _headers(self, operation: str, body: bytes, credentials: FrozenCredentials) -> dict[str, str]:
         headers = self._signer.headers(
             self._host,
             f"{self._target_prefix}.{operation}",
             self._content_type,
             body,
-            self.frozen_credentials(),
+            credentials,
             self._clock(),
         )
         headers["Host"] = self._host
         headers["User-Agent"] = USER_AGENT
-        try:
-            reply = self.pool.post(headers, body)
-        except Exception as exc:
-            self._events.emit(
-                f"after-call-error.{self._event_prefix}.{operation}",
-                model=model,
-                exception=exc,
-                context=context,
-            )
-            raise
-        if 200 <= reply.status < 300:
-            _check_whole(reply.headers, reply.body)
-            self._events.emit(
+        return headers
+
+    def _failed(self, operation: str, context: dict[str, Any], exc: BaseException) -> None:
+        self._emit(
+            f"after-call-error.{self._event_prefix}.{operation}",
+            model=self._model(operation),
+            exception=exc,
+            context=context,
+        )
+
+    def _answered(
+        self, operation: str, context: dict[str, Any], status: int, headers: Any, body: bytes
+    ) -> bytes:
+        """``body`` when ``status`` says success (and the body is whole), else the mapped error raised;
+        the call reported on the client's events either way."""
+        model = self._model(operation)
+        if 200 <= status < 300:
+            _check_whole(headers, body)
+            self._emit(
                 f"after-call.{self._event_prefix}.{operation}",
                 model=model,
                 parsed={},
                 http_response=None,
                 context=context,
             )
-            return reply.body
+            return body
         parsed = self._parser.parse(
             {
-                "status_code": reply.status,
-                "headers": HeadersDict(reply.headers.items()),
-                "body": reply.body,
+                "status_code": status,
+                "headers": HeadersDict(headers.items()),
+                "body": body,
                 "context": {"operation_name": operation},
             },
             model.output_shape,
         )
-        self._events.emit(
+        self._emit(
             f"after-call.{self._event_prefix}.{operation}",
             model=model,
             parsed=parsed,
-            http_response=_ErrorReply(reply.status, reply.headers, reply.body),
+            http_response=_ErrorReply(status, HeadersDict(headers.items()), body),
             context=context,
         )
         raise ClientError(parsed, operation)
 
+    def call(self, operation: str, body: bytes, *, context: dict[str, Any] | None = None) -> bytes:
+        """One call of ``operation`` with the JSON ``body``; the reply's body when it succeeded."""
+        context = {} if context is None else context
+        headers = self._headers(operation, body, self.frozen_credentials())
+        try:
+            reply = self.pool.post(headers, body)
+        except Exception as exc:
+            self._failed(operation, context, exc)
+            raise
+        return self._answered(operation, context, reply.status, reply.headers, reply.body)
+
+    async def _frozen_credentials_async(self) -> FrozenCredentials:
+        """The credentials of the moment; a refresh due (a network call of the provider) runs on a
+        thread, never on the event loop."""
+        refresh_needed = getattr(self._credentials, "refresh_needed", None)
+        if refresh_needed is not None and refresh_needed():
+            return await asyncio.to_thread(self.frozen_credentials)
+        return self.frozen_credentials()
+
+    def aio_pool(self) -> AsyncConnectionPool:
+        """The event loop's connections to the same endpoint, with the same timeouts and limit."""
+        pool = self._aio_pool
+        if pool is None:
+            sync = self.pool
+            pool = self._aio_pool = AsyncConnectionPool(
+                sync.scheme,
+                sync.host,
+                sync.port,
+                connect_timeout_s=sync.connect_timeout_s,
+                read_timeout_s=sync.read_timeout_s,
+                max_open=sync.max_idle,
+                ssl_context=sync.ssl_context,
+            )
+        return pool
+
+    async def call_async(self, operation: str, body: bytes) -> bytes:
+        """:meth:`call` on the event loop (:mod:`.aio`): the same request, reply, errors and events."""
+        context: dict[str, Any] = {}
+        headers = self._headers(operation, body, await self._frozen_credentials_async())
+        head = "".join([f"{name}: {value}\r\n" for name, value in headers.items()])
+        request = f"POST / HTTP/1.1\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode()
+        try:
+            reply = await self.aio_pool().post(request, body)
+        except Exception as exc:
+            self._failed(operation, context, exc)
+            raise
+        return self._answered(operation, context, reply.status, reply.headers, reply.body)
+
     def close(self) -> None:
         self.pool.close()
+        if self._aio_pool is not None:
+            self._aio_pool.close()
 
 
 def _check_whole(headers: Any, body: bytes) -> None:
@@ -243,7 +330,7 @@ def lean_client_for(client: Any) -> LeanJsonClient | None:
     if found is not built and built is not None:
         built.close()
     elif built is not None:
-        weakref.finalize(client, built.pool.close)  # the pool holds no reference to the client
+        weakref.finalize(client, built.close)  # the pools hold no reference to the client
     return found
 
 

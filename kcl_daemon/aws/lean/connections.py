@@ -90,10 +90,10 @@ class ConnectionPool:
         if scheme not in ("http", "https"):
             raise ValueError(f"unsupported scheme {scheme!r}")
         self.scheme, self.host, self.port = scheme, host, port
-        self._connect_timeout_s = connect_timeout_s
-        self._read_timeout_s = read_timeout_s
-        self._max_idle = max_idle
-        self._ssl_context = ssl_context
+        self.connect_timeout_s = connect_timeout_s
+        self.read_timeout_s = read_timeout_s
+        self.max_idle = max_idle
+        self.ssl_context = ssl_context
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
 
@@ -101,11 +101,11 @@ class ConnectionPool:
         connection: _Connection | _TlsConnection
         if self.scheme == "https":
             connection = _TlsConnection(
-                self.host, self.port, timeout=self._connect_timeout_s, context=self._ssl_context
+                self.host, self.port, timeout=self.connect_timeout_s, context=self.ssl_context
             )
         else:
-            connection = _Connection(self.host, self.port, timeout=self._connect_timeout_s)
-        connection.read_timeout_s = self._read_timeout_s
+            connection = _Connection(self.host, self.port, timeout=self.connect_timeout_s)
+        connection.read_timeout_s = self.read_timeout_s
         return connection
 
     def _take(self) -> http.client.HTTPConnection:
@@ -120,7 +120,7 @@ class ConnectionPool:
 
     def _give(self, connection: http.client.HTTPConnection) -> None:
         with self._lock:
-            if len(self._idle) < self._max_idle:
+            if len(self._idle) < self.max_idle:
                 self._idle.append(connection)
                 return
         connection.close()

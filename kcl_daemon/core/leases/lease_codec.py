@@ -122,6 +122,8 @@ class _Reader:
             return default
         if not isinstance(text, str):
             raise self.fail(name, f"N value is not a string: {text!r}")
+        if len(text) <= 18 and text.isascii() and text.isdigit():
+            return int(text)  # the common case (plain digits, below 10^18): no Decimal needed
         if len(text) > _MAX_INTEGER_CHARS:
             raise self.fail(name, f"not an integer in Java's long range: {_shown(text)}")
         try:

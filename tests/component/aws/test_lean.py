@@ -6,6 +6,7 @@ lean calls; settings the lean path cannot serve keep botocore, with the reason l
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import http.client
 import itertools
@@ -18,6 +19,7 @@ import threading
 import zlib
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import Executor
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
@@ -41,10 +43,14 @@ from kcl_daemon.aws.lean import connections
 from kcl_daemon.aws.lease_table_3x import LeaseTable3x
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
+from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.iterator import IteratorPosition, IteratorType
-from kcl_daemon.errors import AwsError
+from kcl_daemon.errors import AwsError, Throttled
 from kcl_daemon.metrics.registry import DaemonMetrics
+from kcl_daemon.retrieval.polling import PollingRecordSource
+from kcl_daemon.retrieval.settings import RetrievalSettings
 from kcl_daemon.retry import RetryPolicy
+from tests.support.clocks import FakeClock
 
 ONCE = RetryPolicy("once", max_attempts=1, deadline_s=5.0, initial_backoff_s=0.01, max_backoff_s=0.01)
 PAGE = {"Records": [], "NextShardIterator": "it-2", "MillisBehindLatest": 0}
@@ -107,6 +113,17 @@ def _kinesis(endpoint: str, *, lean: bool) -> Kinesis:
     return kinesis
 
 
+def _records_async(kinesis: Kinesis, iterator: str = "it-1", limit: int = 100) -> Any:
+    """GetRecords on the event loop (the asynchronous lean path the polling readers await)."""
+    assert kinesis.reads_async()
+    return asyncio.run(kinesis.get_records_async(iterator, limit))
+
+
+def _iterator_async(kinesis: Kinesis, position: IteratorPosition = LATEST) -> str:
+    assert kinesis.reads_async(position)
+    return asyncio.run(kinesis.get_shard_iterator_async("s", "shardId-000000000000", position))
+
+
 ERROR_REPLIES = [
     (400, {"__type": "ExpiredIteratorException", "message": "Iterator expired"}, {}),
     (400, {"__type": "InvalidArgumentException", "message": "bad iterator"}, {}),
@@ -134,14 +151,19 @@ def test_every_error_reply_maps_as_on_botocore(
 ) -> None:
     lean, botocore_path = _kinesis(endpoint, lean=True), _kinesis(endpoint, lean=False)
     _answer(status, body, headers)
-    for name, call in [
-        ("GetRecords", lambda k: k.get_records("it-1", 100)),
-        ("GetShardIterator", lambda k: k.get_shard_iterator("s", "shardId-000000000000", LATEST)),
+    for name, call, on_loop in [
+        ("GetRecords", lambda k: k.get_records("it-1", 100), _records_async),
+        (
+            "GetShardIterator",
+            lambda k: k.get_shard_iterator("s", "shardId-000000000000", LATEST),
+            _iterator_async,
+        ),
     ]:
         expected = _outcome(functools.partial(call, botocore_path))
         assert _outcome(functools.partial(call, lean)) == expected, name
+        assert _outcome(functools.partial(on_loop, lean)) == expected, f"{name} on the event loop"
     assert all("Kinesis_20131202." in h["X-Amz-Target"] for h in _Endpoint.seen)
-    assert sum(h["User-Agent"].startswith("kcl-daemon-lean") for h in _Endpoint.seen) == 2
+    assert sum(h["User-Agent"].startswith("kcl-daemon-lean") for h in _Endpoint.seen) == 4
 
 
 def test_a_page_reads_as_on_botocore(endpoint: str) -> None:
@@ -158,14 +180,17 @@ def test_a_page_reads_as_on_botocore(endpoint: str) -> None:
         "MillisBehindLatest": 7,
     }
     _answer(200, page)
-    assert _kinesis(endpoint, lean=True).get_records("it-1", 10) == _kinesis(
-        endpoint, lean=False
-    ).get_records("it-1", 10)
+    lean = _kinesis(endpoint, lean=True)
+    on_botocore = _kinesis(endpoint, lean=False).get_records("it-1", 10)
+    assert lean.get_records("it-1", 10) == on_botocore
+    assert _records_async(lean, "it-1", 10) == on_botocore
     _answer(200, {"ShardIterator": "it-9"})
     position = IteratorPosition(IteratorType.AFTER_SEQUENCE_NUMBER, "5")
-    assert _kinesis(endpoint, lean=True).get_shard_iterator("s", "shardId-000000000000", position) == "it-9"
-    sent = _Endpoint.seen[-1]
-    assert sent["X-Amz-Target"] == "Kinesis_20131202.GetShardIterator"
+    assert lean.get_shard_iterator("s", "shardId-000000000000", position) == "it-9"
+    assert _iterator_async(lean, position) == "it-9"
+    for sent in _Endpoint.seen:
+        assert sent["X-Amz-Target"] == "Kinesis_20131202.GetShardIterator"
+    assert not lean.reads_async(IteratorPosition(IteratorType.AT_TIMESTAMP, timestamp=datetime.now(UTC)))
 
 
 class _Rotating(CredentialProvider):
@@ -191,7 +216,8 @@ class _Rotating(CredentialProvider):
         }
 
 
-def test_refreshing_credentials_are_frozen_per_call_and_keep_working(endpoint: str) -> None:
+@pytest.mark.parametrize("on_loop", [False, True], ids=["threads", "event loop"])
+def test_refreshing_credentials_are_frozen_per_call_and_keep_working(endpoint: str, on_loop: bool) -> None:
     core = botocore.session.Session()
     core.register_component("credential_provider", CredentialResolver([_Rotating()]))
     client = boto3.session.Session(botocore_session=core, region_name="us-east-1").client(
@@ -201,7 +227,8 @@ def test_refreshing_credentials_are_frozen_per_call_and_keep_working(endpoint: s
     assert kinesis.lean
     _answer(200, PAGE)
     for _ in range(3):
-        assert kinesis.get_records("it-1", 10).next_iterator == "it-2"
+        page = _records_async(kinesis, "it-1", 10) if on_loop else kinesis.get_records("it-1", 10)
+        assert page.next_iterator == "it-2"
     keys = [h["Authorization"].split("Credential=")[1].split("/")[0] for h in _Endpoint.seen]
     tokens = [h["X-Amz-Security-Token"] for h in _Endpoint.seen]
     assert len(set(keys)) == 3, keys  # a fresh credential set for each call
@@ -218,17 +245,22 @@ def test_the_call_counters_see_lean_calls_errors_and_throttles(endpoint: str) ->
     assert kinesis.lean
     _answer(200, PAGE)
     kinesis.get_records("it-1", 10)
+    _records_async(kinesis)
     _answer(400, {"__type": "ProvisionedThroughputExceededException"})
     with pytest.raises(AwsError):
         kinesis.get_records("it-1", 10)
+    with pytest.raises(AwsError):
+        _records_async(kinesis)
     _answer(500, {"__type": "InternalFailure"})
     with pytest.raises(AwsError):
         kinesis.get_shard_iterator("s", "shardId-000000000000", LATEST)
+    with pytest.raises(AwsError):
+        _iterator_async(kinesis)
     counted: Counter[str] = Counter()
     for sample in metrics.snapshot():
         if sample.family.startswith("kcl_aws"):
             counted[sample.family] += int(sample.value)
-    assert counted == {"kcl_aws_calls": 3, "kcl_aws_errors": 2, "kcl_aws_throttles": 1}
+    assert counted == {"kcl_aws_calls": 6, "kcl_aws_errors": 4, "kcl_aws_throttles": 2}
 
 
 @pytest.mark.parametrize(
@@ -279,8 +311,8 @@ def _tables(endpoint: str) -> tuple[LeaseTable3x, LeaseTable3x]:
     clients = build_clients(
         ClientSettings(region="us-east-1", kinesis_endpoint=endpoint, dynamodb_endpoint=endpoint)
     )
-    lean = LeaseTable3x(clients.dynamodb, "leases", item_retry=ONCE)
-    plain = LeaseTable3x(clients.dynamodb, "leases", item_retry=ONCE)
+    lean = LeaseTable3x(clients.dynamodb, "leases", item_retry=ONCE, scan_segments=1)
+    plain = LeaseTable3x(clients.dynamodb, "leases", item_retry=ONCE, scan_segments=1)
     plain._lean = None
     assert lean._lean is not None
     return lean, plain
@@ -314,6 +346,33 @@ def test_lease_writes_read_and_fail_as_on_botocore(endpoint: str, write: str) ->
             continue  # a renewal's conflict is reconciled by a read: its own test below
         expected = _outcome(functools.partial(calls[write], plain))
         assert _outcome(functools.partial(calls[write], lean)) == expected, (status, body)
+
+
+def test_lease_table_scans_and_queries_read_and_fail_as_on_botocore(endpoint: str) -> None:
+    lean, plain = _tables(endpoint)
+    other = {**LEASE_ITEM, "leaseKey": {"S": "shardId-000000000001"}, "leaseCounter": {"N": "9"}}
+    page = {"Items": [LEASE_ITEM, other, {"leaseKey": {"S": "x"}, "leaseCounter": {"S": "bad"}}], "Count": 3}
+    _answer(200, page)
+    scanned = lean.list_leases()
+    assert scanned == plain.list_leases()
+    assert [lease.lease_counter for lease in scanned.leases] == [4, 9]
+    assert len(scanned.skipped) == 1  # the corrupt one
+    assert [h["X-Amz-Target"] for h in _Endpoint.seen] == ["DynamoDB_20120810.Scan"] * 2
+    assert _Endpoint.seen[0]["User-Agent"].startswith("kcl-daemon-lean")
+    for status, body in [
+        (400, {"__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"}),
+        (400, {"__type": "com.amazonaws.dynamodb.v20120810#ResourceNotFoundException", "message": "x"}),
+        (500, {"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError"}),
+    ]:
+        _answer(status, body)
+        assert _outcome(lean.list_leases) == _outcome(plain.list_leases), (status, body)
+        assert _outcome(functools.partial(lean.lease_keys_owned_by, "w-1")) == _outcome(
+            functools.partial(plain.lease_keys_owned_by, "w-1")
+        ), (status, body)
+    _answer(200, {"Items": [{"leaseKey": {"S": "a"}}, {"leaseKey": {"S": "b"}}], "Count": 2})
+    assert lean.lease_keys_owned_by("w-1") == plain.lease_keys_owned_by("w-1") == ["a", "b"]
+    assert _Endpoint.seen[0]["X-Amz-Target"] == "DynamoDB_20120810.Query"
+    assert _Endpoint.seen[0]["User-Agent"].startswith("kcl-daemon-lean")
 
 
 def test_the_table_contact_sees_lean_lease_writes(endpoint: str) -> None:
@@ -356,3 +415,70 @@ def test_a_kept_connection_is_reused_even_when_its_socket_number_is_above_1024(e
         moved.close()
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+class _NoThreads(Executor):
+    """An executor for readers that must not use one: the reads are awaited on the event loop."""
+
+    def submit(self, *_: Any, **__: Any) -> Any:
+        raise AssertionError("a read was handed to a thread")
+
+
+async def test_a_reader_on_the_event_loop_retries_under_its_named_policy(endpoint: str) -> None:
+    """The polling reader awaits the lean path itself and keeps its retry policy: a throttled read is
+    tried again (the policy's attempts, backed off), then the policy's error comes out."""
+    kinesis = _kinesis(endpoint, lean=True)
+    policy = RetryPolicy("reads", max_attempts=3, deadline_s=60.0, initial_backoff_s=0.01, max_backoff_s=0.01)
+    clock = FakeClock(1000.0)
+    settings = RetrievalSettings(max_records=10, idle_between_reads_s=0.0, retry=policy)
+    source = PollingRecordSource(
+        kinesis, "s", Shard("shardId-000000000000"), _NoThreads(), settings, clock=clock
+    )
+    await source.start(TRIM_HORIZON)
+    _answer(400, {"__type": "ProvisionedThroughputExceededException", "message": "Rate exceeded"})
+    with pytest.raises(Throttled):
+        await source.next_batch()
+    targets = [h["X-Amz-Target"].split(".")[1] for h in _Endpoint.seen]
+    assert targets == ["GetShardIterator"] * 3  # every attempt throttled before it had an iterator
+    assert source.stats.shard_iterators == 0
+    assert sum(1 for s in clock.sleeps if s <= 0.01) == 2, clock.sleeps  # two backoffs (jittered)
+
+
+def _one_reply_per_connection(server: socket.socket) -> None:
+    """Answers the first request of each connection, then closes it at the next request unanswered
+    (a server whose idle timeout raced the client's next request)."""
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        with conn:
+            for answer in (True, False):
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                if not answer or not data:
+                    break
+                length = int(data.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+                body = data.partition(b"\r\n\r\n")[2]
+                while len(body) < length:
+                    body += conn.recv(65536)
+                page = json.dumps(PAGE).encode()
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(page), page))
+
+
+def test_a_kept_connection_closed_before_the_request_is_retried_once_on_a_new_one() -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=_one_reply_per_connection, args=(server,), daemon=True).start()
+    try:
+        kinesis = _kinesis(f"http://127.0.0.1:{server.getsockname()[1]}", lean=True)
+
+        async def twice() -> list[str | None]:
+            return [(await kinesis.get_records_async("it-1", 10)).next_iterator for _ in range(2)]
+
+        assert asyncio.run(twice()) == ["it-2", "it-2"]
+    finally:
+        server.close()

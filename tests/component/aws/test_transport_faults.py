@@ -10,6 +10,7 @@ is logged with a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Callable, Iterator
@@ -123,12 +124,18 @@ PATHS: dict[str, Call] = {
     "coordinator state write": lambda e: _store(e).put("Migration3.0", {"cv": "x"}, require_absent=True),
     "GetRecords": lambda e: _kinesis(e).get_records("iterator", 100),
     "GetRecords (botocore)": lambda e: _kinesis(e, lean=False).get_records("iterator", 100),
+    "GetRecords (event loop)": lambda e: asyncio.run(_kinesis(e).get_records_async("iterator", 100)),
     "ListShards": lambda e: _kinesis(e).list_shards("s"),
     "GetShardIterator": lambda e: _kinesis(e).get_shard_iterator(
         "s", "shardId-000000000000", IteratorPosition(IteratorType.TRIM_HORIZON)
     ),
     "GetShardIterator (botocore)": lambda e: _kinesis(e, lean=False).get_shard_iterator(
         "s", "shardId-000000000000", IteratorPosition(IteratorType.TRIM_HORIZON)
+    ),
+    "GetShardIterator (event loop)": lambda e: asyncio.run(
+        _kinesis(e).get_shard_iterator_async(
+            "s", "shardId-000000000000", IteratorPosition(IteratorType.TRIM_HORIZON)
+        )
     ),
     "CloudWatch": _cloudwatch,
 }

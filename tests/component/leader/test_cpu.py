@@ -38,7 +38,8 @@ def test_cgroup_v1_with_a_limit(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-def test_process_tree_counts_a_busy_child() -> None:
+@pytest.mark.parametrize("children_files", [True, False], ids=["children files", "scan"])
+def test_process_tree_counts_a_busy_child(children_files: bool) -> None:
     """The tree measured is a parent of our own that starts one busy child: the test process's tree
     (the emulators and daemons other tests of this worker started) gains and loses processes meanwhile."""
     busy = "import time\nwhile time.process_time() < 5: pass"
@@ -46,14 +47,14 @@ def test_process_tree_counts_a_busy_child() -> None:
         [sys.executable, "-c", f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {busy!r}])"]
     )
     try:
-        before = process_tree_reading(parent.pid)
+        before = process_tree_reading(parent.pid, children_files=children_files)
         assert before is not None
         # The child spins on CPU time, not wall time, so a loaded machine only makes the test slower.
         deadline = time.monotonic() + 20
         gained = 0.0
         while gained < 0.2 and time.monotonic() < deadline and parent.poll() is None:
             time.sleep(0.1)
-            during = process_tree_reading(parent.pid)
+            during = process_tree_reading(parent.pid, children_files=children_files)
             assert during is not None
             gained = during.cpu_seconds - before.cpu_seconds
     finally:
@@ -71,6 +72,19 @@ def test_sampler_percent() -> None:
     clock.now += 1.0
     assert sampler.sample() == pytest.approx(50.0)
     assert sampler.sample() is None
+
+
+def test_a_large_process_tree_is_read_less_often() -> None:
+    clock = FakeClock()
+    readings = iter([CpuReading(0.0, 1.0, processes=256), CpuReading(2.0, 1.0, processes=256)])
+    sampler = CpuSampler(lambda: next(readings), clock.monotonic)
+    assert sampler.due()
+    assert sampler.sample() == 0.0
+    clock.now += 1.0
+    assert not sampler.due()  # 256 processes: a reading every 4 s
+    clock.now += 3.0
+    assert sampler.due()
+    assert sampler.sample() == pytest.approx(50.0)  # the whole 4 s counted
 
 
 def test_reports_average_samples_and_a_failed_interval_is_minus_one() -> None:

@@ -30,6 +30,9 @@ class _Table:
 
 
 class _Sampler:
+    def due(self) -> bool:
+        return True
+
     def sample(self) -> float:
         return 12.0
 

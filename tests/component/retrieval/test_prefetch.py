@@ -10,7 +10,7 @@ import pytest
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import ChildShard
 from kcl_daemon.errors import Throttled
-from kcl_daemon.retrieval.prefetch import PrefetchingSource, ReadAhead
+from kcl_daemon.retrieval.prefetch import NothingYet, PrefetchingSource, ReadAhead
 from kcl_daemon.retrieval.source import Batch
 from kcl_protocol import Record
 
@@ -125,3 +125,33 @@ async def test_start_drops_the_read_ahead_and_repositions() -> None:
     assert inner.starts == [TRIM_HORIZON, ExtendedSequenceNumber("1")]
     await source.aclose()
     await source.aclose()  # idempotent
+
+
+async def test_without_waiting_a_batch_is_taken_or_a_future_resolved_when_one_comes() -> None:
+    """``next_batch_nowait`` and ``notify``: how a shard consumer waits for a batch or its own signal
+    on one future (no tasks per batch)."""
+    inner = Source(1)
+    source = PrefetchingSource(inner)
+    inner.gate.clear()
+    await source.start(TRIM_HORIZON)
+    assert isinstance(source.next_batch_nowait(), NothingYet)
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    source.notify(waiter)
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    inner.gate.set()
+    await asyncio.wait_for(waiter, 5)
+    batch = source.next_batch_nowait()
+    assert isinstance(batch, Batch)
+    assert batch.records[0].sequence_number == "1"
+    signalled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    source.notify(signalled)
+    signalled.set_result(None)  # the consumer's own signal came first: the source leaves it be
+    end = source.next_batch_nowait()
+    if isinstance(end, NothingYet):  # the reader has not reached the end yet: wait for it
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        source.notify(ended)
+        await asyncio.wait_for(ended, 5)
+        end = source.next_batch_nowait()
+    assert end is None
+    assert source.next_batch_nowait() is None  # the end stays

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
 import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
@@ -96,6 +96,31 @@ async def test_reads_every_record_in_order(
     assert all(before_ms < r.approximate_arrival_timestamp < before_ms + 120_000 for r in records)
     assert source.stats.get_records_calls >= 3  # 10 per call
     assert source.child_shards is None
+
+
+class _NoThreads(Executor):
+    """For a reader that must not hand its reads to a thread."""
+
+    def submit(self, *_: object, **__: object) -> Future[object]:
+        raise AssertionError("a read was handed to a thread")
+
+
+async def test_reads_on_the_event_loop_without_a_thread(
+    aws_clients: AwsClients, kinesis: Kinesis, stream: str
+) -> None:
+    """With the lean request path (the default) GetShardIterator and GetRecords are awaited on the
+    event loop itself: the reader never uses its executor."""
+    sequence_numbers = [put(aws_clients, stream, f"e{i}".encode(), f"key-{i}") for i in range(12)]
+    shard = only_shard(kinesis, stream)
+    assert kinesis.reads_async()
+    source = PollingRecordSource(kinesis, stream, shard, _NoThreads(), SETTINGS)
+    await source.start(TRIM_HORIZON)
+    records = await read_until_caught_up(source)
+    assert [r.sequence_number for r in records] == sequence_numbers
+    assert [r.data for r in records] == [f"e{i}".encode() for i in range(12)]
+    await source.start(ExtendedSequenceNumber(sequence_numbers[4]))  # a new iterator, after a checkpoint
+    assert [r.data for r in await read_until_caught_up(source)] == [f"e{i}".encode() for i in range(5, 12)]
+    assert source.stats.shard_iterators == 2
 
 
 async def test_resumes_after_a_checkpoint(
