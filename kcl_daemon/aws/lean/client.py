@@ -16,7 +16,6 @@ library's ``OSError`` / ``http.client.HTTPException``. Each call is reported on 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import ssl
 import threading
@@ -24,7 +23,7 @@ import time
 import weakref
 import zlib
 from collections.abc import Callable
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from urllib.parse import urlsplit
 
 import botocore.parsers
@@ -33,9 +32,11 @@ from botocore.awsrequest import HeadersDict
 from botocore.exceptions import ClientError
 
 from kcl_daemon.aws.errors import IncompleteResponse
-from kcl_daemon.aws.lean.aio import AsyncConnectionPool
 from kcl_daemon.aws.lean.connections import ConnectionPool
 from kcl_daemon.aws.lean.sigv4 import FrozenCredentials, Signer
+
+if TYPE_CHECKING:  # asyncio and the event-loop path load on first use: the Spark driver never needs them
+    from kcl_daemon.aws.lean.aio import AsyncConnectionPool
 
 logger = logging.getLogger(__name__)
 
@@ -242,6 +243,8 @@ class LeanJsonClient:
         thread, never on the event loop."""
         refresh_needed = getattr(self._credentials, "refresh_needed", None)
         if refresh_needed is not None and refresh_needed():
+            import asyncio
+
             return await asyncio.to_thread(self.frozen_credentials)
         return self.frozen_credentials()
 
@@ -249,6 +252,8 @@ class LeanJsonClient:
         """The event loop's connections to the same endpoint, with the same timeouts and limit."""
         pool = self._aio_pool
         if pool is None:
+            from kcl_daemon.aws.lean.aio import AsyncConnectionPool
+
             sync = self.pool
             pool = self._aio_pool = AsyncConnectionPool(
                 sync.scheme,
