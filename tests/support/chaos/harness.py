@@ -61,6 +61,8 @@ class ChaosConfig:
     lease_mode: str = "taker"  # "leader": KCL 3.x leader-based assignment; "taker": the 2.x taker
     cpu_hog: bool = False  # a busy loop on every core while the run lasts
     reshard: bool = True
+    #: leaseRenewal (taker mode): PER_LEASE, Java's, or PER_WORKER (one heartbeat per worker)
+    lease_renewal: str = "PER_LEASE"
 
 
 @dataclass
@@ -229,6 +231,7 @@ def _properties(path: Path, worker: str, table: str, stream: str, kinesis: str, 
             if config.lease_mode == "taker"
             else ""
         )
+        + (f"leaseRenewal = {config.lease_renewal}\n" if config.lease_renewal != "PER_LEASE" else "")
     )
     return path
 
@@ -358,7 +361,8 @@ def run_chaos(
     say: Callable[[str], None] = lambda _: None,
 ) -> ChaosReport:
     rng = random.Random(config.seed)
-    report = ChaosReport(config.seed, mode=config.lease_mode, hog=config.cpu_hog)
+    mode = config.lease_mode + ("" if config.lease_renewal == "PER_LEASE" else f"+{config.lease_renewal}")
+    report = ChaosReport(config.seed, mode=mode, hog=config.cpu_hog)
     started = time.monotonic()
     clients = build_clients(ClientSettings(REGION, kinesis_endpoint, dynamodb_endpoint, read_timeout_s=10))
     stream = f"chaos-{uuid.uuid4().hex[:8]}"
