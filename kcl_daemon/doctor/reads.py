@@ -350,6 +350,8 @@ def _needs(
         needs.add(iam.Need.FANOUT)
     if cloudwatch_decision(settings.metrics(), local=False)[0]:
         needs.add(iam.Need.CLOUDWATCH)
+    if settings.lease_renewal == "PER_WORKER":
+        needs.add(iam.Need.PER_WORKER)
     return frozenset(needs)
 
 
