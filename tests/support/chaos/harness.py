@@ -442,9 +442,16 @@ def run_chaos(
                     elif what == "kill":
                         live = sorted(n for n, d in daemons.items() if d.exit_status is None)
                         leases: dict[str, set[str]] = defaultdict(set)
-                        for item in clients.dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]:
+                        try:
+                            items = clients.dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]
+                        except clients.dynamodb.exceptions.ResourceNotFoundException:
+                            items = []  # a starved host: the daemons have not created the table yet
+                        for item in items:
                             if item.get("checkpoint", {}).get("S") != "SHARD_END":
                                 leases[item.get("leaseOwner", {}).get("S", "")].add(item["leaseKey"]["S"])
+                        if not any(leases[n] for n in live):  # nothing held yet: a kill would test nothing
+                            bisect.insort(plan, (now + 1.0, what))
+                            continue
                         # a victim without leases would measure no takeover: pick among those with some
                         victim = rng.choice([n for n in live if leases[n]] or live)
                         owned = leases[victim]
