@@ -398,8 +398,9 @@ class DynamoLeaseTable:
         return ScanResult(scan.leases, scan.skipped, (*scan.workers, *self.heartbeat_items()))
 
     def heartbeat_items(self) -> tuple[Mapping[str, Any], ...]:
-        """Every item of the heartbeat place (the workers' heartbeats and metrics reports), as stored."""
-        return self._item_retry.call(self.heartbeats.items)
+        """Every item of the heartbeat place (the workers' heartbeats and metrics reports), as stored;
+        retried under ``LEASE_IO`` even on the keeper's single-attempt twin (the taker reads it there)."""
+        return LEASE_IO.call(self.heartbeats.items)
 
     def take(self, lease: Lease, owner: str) -> Lease:
         """Take an unowned or expired lease, or steal one: fenced on the counter only (2.x taker).
