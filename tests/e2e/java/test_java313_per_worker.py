@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.core.leases.heartbeat import worker_item_from
 from tests.support.emulators import Backend
@@ -35,18 +34,14 @@ SCAN_SLACK_S = 5.0
 
 
 @pytest.fixture
-def mixed(
-    tmp_path: Path,
-    backend: Backend,
-    aws_clients: AwsClients,
-    lease_table: DynamoLeaseTable,
-    make_stream: Callable[[int], str],
-) -> Iterator[MixedFleet]:
-    skip_unless_java(backend, 3)
+def mixed(request: pytest.FixtureRequest, tmp_path: Path, backend: Backend) -> Iterator[MixedFleet]:
+    skip_unless_java(backend, 3)  # before the table and the stream: a skipped backend costs nothing
+    lease_table: DynamoLeaseTable = request.getfixturevalue("lease_table")
+    make_stream: Callable[[int], str] = request.getfixturevalue("make_stream")
     fleet = MixedFleet(
         tmp_path,
         backend,
-        aws_clients,
+        request.getfixturevalue("aws_clients"),
         lease_table,
         make_stream(4),
         java_version=3,
