@@ -30,7 +30,7 @@ COMPAT = "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X\n"
 FALLS_BACK = "falls back to per-lease renewals"
 FAILOVER_S = FAILOVER_MS / 1000
 #: a taker scan's interval and a loaded machine, beside the failover
-SCAN_SLACK_S = 5.0
+SCAN_SLACK_S = 10.0
 
 
 @pytest.fixture
