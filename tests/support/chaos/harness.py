@@ -440,7 +440,9 @@ def run_chaos(
                         faults_off_at = now + config.fault_window_s
                         report.events.append(f"{now:.1f}s faults on for {config.fault_window_s:.0f}s")
                     elif what == "kill":
-                        live = sorted(n for n, d in daemons.items() if d.exit_status is None)
+                        live = sorted(
+                            n for n, d in daemons.items() if d.exit_status is None and n not in killed
+                        )
                         leases: dict[str, set[str]] = defaultdict(set)
                         try:
                             items = clients.dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]
