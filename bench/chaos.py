@@ -13,7 +13,10 @@ resumption times after each SIGKILL and the faults injected; then one table of e
 resumption within failover + 3 s (a killed leader: plus the leader lock's duration).
 
     .venv/bin/python bench/chaos.py --seed 1 --seed 2 --seed 3 --mode leader --mode taker \
-        --host idle --host hog
+        --host idle --host hog [--renewal PER_LEASE --renewal PER_WORKER]
+
+``--renewal PER_WORKER`` runs the taker mode's daemons with ``leaseRenewal = PER_WORKER`` (the leader
+mode refuses it).
 """
 
 from __future__ import annotations
@@ -89,6 +92,12 @@ def main() -> int:
     parser.add_argument("--failover-s", type=float, default=3.0)
     parser.add_argument("--mode", choices=["leader", "taker"], action="append", help="default: both")
     parser.add_argument("--host", choices=["idle", "hog"], action="append", help="default: idle")
+    parser.add_argument(
+        "--renewal",
+        choices=["PER_LEASE", "PER_WORKER"],
+        action="append",
+        help="leaseRenewal of the taker mode's daemons (PER_WORKER: the taker only); default PER_LEASE",
+    )
     parser.add_argument("--drain-s", type=float, default=60.0, help="time allowed to deliver the rest")
     parser.add_argument("--keep", action="store_true", help="keep the daemons' logs and records")
     args = parser.parse_args()
@@ -99,12 +108,14 @@ def main() -> int:
         # kinesalite and dynalite with the preload that survives a SIGKILLed daemon's aborted requests
         with running_emulators(work) as backend:
             runs = [
-                (seed, mode, host)
+                (seed, mode, host, renewal)
                 for seed in args.seed or [1]
                 for mode in args.mode or ["leader", "taker"]
                 for host in args.host or ["idle"]
+                for renewal in args.renewal or ["PER_LEASE"]
+                if mode == "taker" or renewal == "PER_LEASE"
             ]
-            for seed, mode, host in runs:
+            for seed, mode, host, renewal in runs:
                 config = ChaosConfig(
                     seed=seed,
                     shards=args.shards,
@@ -118,8 +129,9 @@ def main() -> int:
                     settle_limit_s=args.drain_s,
                     lease_mode=mode,
                     cpu_hog=host == "hog",
+                    lease_renewal=renewal,
                 )
-                run_dir = work / f"seed-{seed}-{mode}-{host}"
+                run_dir = work / f"seed-{seed}-{mode}-{host}-{renewal}"
                 run_dir.mkdir()
                 report = run_chaos(
                     config,

@@ -99,7 +99,14 @@ def build_scheduler(
     cwd: str | None = None,
     metrics: DaemonMetrics | None = None,
 ) -> Scheduler:
-    table = LeaseTable3x(clients.dynamodb, plan.table_name, scan_segments=plan.scan_segments)
+    table = LeaseTable3x(
+        clients.dynamodb,
+        plan.table_name,
+        scan_segments=plan.scan_segments,
+        heartbeat_table=table_names.legacy_table_names(
+            None, plan.table_name, worker_metrics=plan.worker_metrics_table
+        ).worker_metrics,
+    )
     kinesis = Kinesis(clients.kinesis)
     read_pool = BlockingPool(READ_THREADS, thread_name_prefix="kinesis-read")
     fanout = None

@@ -34,6 +34,7 @@ class Need(enum.StrEnum):
     CLOUDWATCH = "cloudwatch"  #: metricsLevel other than NONE
     OPERATOR = "operator"  #: the operator commands (doctor, checkpoint, migrate, deregister-consumer)
     DEAD_LETTER = "dead-letter"  #: poisonRecordPolicy DEAD_LETTER: writes to deadLetterDestination
+    PER_WORKER = "per-worker"  #: leaseRenewal PER_WORKER: the heartbeats, in the worker-metrics table
 
 
 class Resource(enum.StrEnum):
@@ -65,6 +66,7 @@ A, M, L, T = Need.ALWAYS, Need.MIGRATION_STATE, Need.LEADER, Need.LEGACY_TABLES
 LEASES, INDEX = Resource.LEASE_TABLE, Resource.LEASE_TABLE_INDEX
 COORD, METRICS = Resource.COORDINATOR_TABLE, Resource.WORKER_METRICS_TABLE
 DL = Need.DEAD_LETTER
+PW = Need.PER_WORKER
 
 ACTIONS: Final[tuple[IamAction, ...]] = (
     # the lease table
@@ -93,6 +95,11 @@ ACTIONS: Final[tuple[IamAction, ...]] = (
     _a("dynamodb:Scan", METRICS, [M, T], "the leader reads every worker's metrics"),
     _a("dynamodb:DeleteItem", METRICS, [M, T], "withdraw on a graceful stop; the leader deletes stale ones"),
     _a("dynamodb:Scan", METRICS, [M], "the layout check: KCL 3.0-3.4 workers' metrics beside a single table"),
+    _a("dynamodb:DescribeTable", METRICS, [PW], "per-worker renewal: wait for <app>-WorkerMetricStats"),
+    _a("dynamodb:CreateTable", METRICS, [PW], "per-worker renewal: the first heartbeat creates the table"),
+    _a("dynamodb:UpdateItem", METRICS, [PW], "per-worker renewal: the heartbeat"),
+    _a("dynamodb:Scan", METRICS, [PW], "per-worker renewal: every taker pass reads the heartbeats"),
+    _a("dynamodb:DeleteItem", METRICS, [PW], "per-worker renewal: the heartbeat withdrawn"),
     # the stream
     _a("kinesis:ListShards", Resource.STREAM, [A], "shard sync; where a shard ends"),
     _a("kinesis:GetShardIterator", Resource.STREAM, [A], "start reading a shard"),
@@ -166,6 +173,11 @@ CASES: Final[tuple[Case, ...]] = (
         "lease table (contract §9.2.6)",
     ),
     Case("kcl-daemon-fanout", frozenset({Need.FANOUT}), "add to any of the above for enhanced fan-out"),
+    Case(
+        "kcl-daemon-per-worker",
+        frozenset({PW}),
+        "add for leaseRenewal = PER_WORKER: the heartbeats in <app>-WorkerMetricStats",
+    ),
     Case(
         "kcl-daemon-operator",
         frozenset({Need.OPERATOR}),

@@ -33,19 +33,12 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import ClientError
 
 from kcl_daemon.aws.errors import error_code, map_aws_errors
+from kcl_daemon.aws.heartbeat_table import HeartbeatPlace
 from kcl_daemon.aws.lean.client import lean_client_for
 from kcl_daemon.aws.lean.dynamodb import item_from_wire, wire_safe
 from kcl_daemon.aws.update_expression import Expression, n_value, s_value
-from kcl_daemon.core.leases.heartbeat import (
-    BEAT,
-    MODE,
-    RenewalMode,
-    WorkerItem,
-    heartbeat_withdrawal,
-    heartbeat_write,
-    is_worker_item,
-    worker_item_from,
-)
+from kcl_daemon.core.leader.table_names import legacy_table_names
+from kcl_daemon.core.leases.heartbeat import RenewalMode, WorkerItem, is_worker_item
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.lease_codec import (
     CHECKPOINT,
@@ -138,8 +131,14 @@ class DynamoLeaseTable:
         setup_retry: RetryPolicy = STARTUP,
         reconcile_renewals: bool = True,
         scan_segments: int = 0,
+        heartbeat_table: str | None = None,
     ) -> None:
+        """``heartbeat_table``: where per-worker renewal's heartbeats are (the worker-metrics table of
+        the 3.0-3.4 layout; None: its default name for this table)."""
         self._client = client
+        self.heartbeats = HeartbeatPlace(
+            client, heartbeat_table or legacy_table_names(None, table_name).worker_metrics
+        )
         #: the lean request path for lease writes (None: botocore serves them; see kcl_daemon.aws.lean)
         self._lean = lean_client_for(client)
         self.table_name = table_name
@@ -406,60 +405,23 @@ class DynamoLeaseTable:
             raise
 
     def heartbeat(self, worker_id: str, mode: RenewalMode) -> WorkerItem:
-        """One attempt at this worker's heartbeat (per-worker renewal): the item as stored after it.
-        :class:`LeaseConflict` when the item is a lease, or was written as one by another worker."""
-        write = heartbeat_write(worker_id, mode)
-        with map_aws_errors(f"heartbeat of worker {worker_id}"):
-            response = self._client.update_item(
-                TableName=self.table_name,
-                Key=write.key,
-                UpdateExpression=write.update,
-                ConditionExpression=write.condition,
-                ExpressionAttributeNames=write.names,
-                ExpressionAttributeValues=write.values,
-                ReturnValues="ALL_NEW",
-            )
-        attributes = response.get("Attributes")
-        if not isinstance(attributes, Mapping):
-            raise InconsistentResponse(f"heartbeat of worker {worker_id}: the reply carries no item")
-        return worker_item_from(attributes)
+        """One attempt at this worker's heartbeat (per-worker renewal), in the heartbeat place (not this
+        table): the item as stored after it."""
+        return self.heartbeats.heartbeat(worker_id, mode)
 
     def withdraw_heartbeat(self, worker_id: str) -> bool:
-        """Delete this worker's heartbeat item after a fall-back, or only the heartbeat when a metrics
-        report shares the item; False when there was nothing to withdraw or the item was written as a
-        lease by another worker (left alone)."""
-        write = heartbeat_withdrawal(worker_id)
-        try:
-            with map_aws_errors(f"withdrawal of worker {worker_id}'s heartbeat"):
-                self._client.delete_item(
-                    TableName=self.table_name,
-                    Key=write.key,
-                    ConditionExpression=write.condition,
-                    ExpressionAttributeNames=write.names,
-                    ExpressionAttributeValues=write.values,
-                )
-        except LeaseConflict:
-            pass
-        else:
-            return True
-        try:  # a worker-metrics report shares the item: take the heartbeat off it
-            with map_aws_errors(f"withdrawal of worker {worker_id}'s heartbeat"):
-                self._client.update_item(
-                    TableName=self.table_name,
-                    Key=write.key,
-                    UpdateExpression="REMOVE #beat, #mode",
-                    ConditionExpression="#type = :type AND attribute_not_exists(#owner)",
-                    ExpressionAttributeNames={
-                        "#beat": BEAT,
-                        "#mode": MODE,
-                        "#type": write.names["#type"],
-                        "#owner": write.names["#owner"],
-                    },
-                    ExpressionAttributeValues=write.values,
-                )
-        except LeaseConflict:
-            return False  # gone already, or a Java worker took it for a lease: left alone
-        return True
+        """Take this worker's heartbeat away after a fall-back or on stopping; False: there was none."""
+        return self.heartbeats.withdraw(worker_id)
+
+    def list_leases_and_heartbeats(self, *, consistent: bool = False) -> ScanResult:
+        """:meth:`list_leases`, its ``workers`` joined by the heartbeat place's items (inspection)."""
+        scan = self.list_leases(consistent=consistent)
+        return ScanResult(scan.leases, scan.skipped, (*scan.workers, *self.heartbeat_items()))
+
+    def heartbeat_items(self) -> tuple[Mapping[str, Any], ...]:
+        """Every item of the heartbeat place (the workers' heartbeats and metrics reports), as stored;
+        retried under ``LEASE_IO`` even on the keeper's single-attempt twin (the taker reads it there)."""
+        return LEASE_IO.call(self.heartbeats.items)
 
     def take(self, lease: Lease, owner: str) -> Lease:
         """Take an unowned or expired lease, or steal one: fenced on the counter only (2.x taker).

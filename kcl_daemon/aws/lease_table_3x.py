@@ -59,7 +59,13 @@ class LeaseTable3x(DynamoLeaseTable):
     def twin(self, client: DynamoDBClient) -> LeaseTable3x:
         """This table on ``client``, for the lease keeper: single attempts (no retry, no re-read of its
         own), renewals with the throughput this table's source knows."""
-        twin = LeaseTable3x(client, self.table_name, item_retry=SINGLE_ATTEMPT, reconcile_renewals=False)
+        twin = LeaseTable3x(
+            client,
+            self.table_name,
+            item_retry=SINGLE_ATTEMPT,
+            reconcile_renewals=False,
+            heartbeat_table=self.heartbeats.table_name,
+        )
         twin._throughput_of = self
         return twin
 

@@ -317,6 +317,8 @@ def _metrics_row(item: Mapping[str, object], place: str, key_name: str) -> Metri
     problem = None
     if lut is not None and not isinstance(lut, int | float):
         problem, lut = f"{worker}: lut is not a number: {lut!r}", None
+    if BEAT in item and lut == 0:
+        lut = None  # a heartbeat's placeholder (leaseRenewal = PER_WORKER), no metrics report
     return MetricsRow(
         worker,
         None if lut is None else float(lut),
@@ -348,6 +350,8 @@ def _needs(
         needs.add(iam.Need.FANOUT)
     if cloudwatch_decision(settings.metrics(), local=False)[0]:
         needs.add(iam.Need.CLOUDWATCH)
+    if settings.lease_renewal == "PER_WORKER":
+        needs.add(iam.Need.PER_WORKER)
     return frozenset(needs)
 
 

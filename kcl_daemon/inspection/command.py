@@ -13,6 +13,7 @@ from kcl_daemon.aws.lease_table import DynamoLeaseTable, ScanResult
 from kcl_daemon.aws.table_facts import read_table_facts
 from kcl_daemon.clock import SystemClock
 from kcl_daemon.config.settings import Settings
+from kcl_daemon.config.slices import table_names
 from kcl_daemon.core.leader.layout import LayoutReport, describe_layout
 from kcl_daemon.inspection.stream_shards import configured_shard_lister
 from kcl_daemon.inspection.table import LeaseTableReport, inspect_lease_table
@@ -24,12 +25,15 @@ def inspect_leases(settings: Settings, *, check_expiry: bool = False) -> LeaseTa
     if table_name is None:
         raise ValueError("leases needs applicationName or tableName (validate_for_leases)")
     clients = build_clients(client_settings_from(settings))
-    table = DynamoLeaseTable(clients.dynamodb, table_name)
+    names = table_names(settings)
+    table = DynamoLeaseTable(
+        clients.dynamodb, table_name, heartbeat_table=None if names is None else names.worker_metrics
+    )
     kinesis = Kinesis(clients.kinesis)
     leases = settings.leases()
 
     def scan() -> ScanResult:
-        return table.list_leases(consistent=True)
+        return table.list_leases_and_heartbeats(consistent=True)
 
     return asyncio.run(
         inspect_lease_table(

@@ -223,18 +223,22 @@ def watch_leases(
         from kcl_daemon.aws.clients import build_clients, client_settings_from
         from kcl_daemon.aws.kinesis import Kinesis
         from kcl_daemon.aws.lease_table import DynamoLeaseTable
+        from kcl_daemon.config.slices import table_names
 
         table_name = settings.lease_table_name
         if table_name is None:
             raise ValueError("leases needs applicationName or tableName (validate_for_leases)")
         clients = build_clients(client_settings_from(settings))
-        table = DynamoLeaseTable(clients.dynamodb, table_name)
+        names = table_names(settings)
+        table = DynamoLeaseTable(
+            clients.dynamodb, table_name, heartbeat_table=None if names is None else names.worker_metrics
+        )
         kinesis = Kinesis(clients.kinesis)
         from kcl_daemon.inspection.stream_shards import configured_shard_lister
 
         sample = TableSampler(
             table_name,
-            lambda: table.list_leases(consistent=True),
+            lambda: table.list_leases_and_heartbeats(consistent=True),
             configured_shard_lister(settings.shards(), clients.kinesis, kinesis),
             clock,
             failover_s=settings.failover_s,

@@ -40,10 +40,10 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kcl_daemon.clock import Clock, sleep_unless_set
 from kcl_daemon.core.leader.decider import (
@@ -55,6 +55,7 @@ from kcl_daemon.core.leader.decider import (
     WorkerState,
     WorkerView,
 )
+from kcl_daemon.core.leader.heartbeat_expiry import expiry_view
 from kcl_daemon.core.leader.passes import (
     PassKind,
     dead_workers,
@@ -72,12 +73,14 @@ from kcl_daemon.core.leader.passes import (
 from kcl_daemon.core.leader.worker_metrics import CPU, WorkerMetricStats, assignable
 from kcl_daemon.core.leader.zones import WorkerExtras, WorkerExtrasError, extras_from_attribute
 from kcl_daemon.core.leases.expiry import LeaseObservations, expiry_interval_for
+from kcl_daemon.core.leases.heartbeat import HeartbeatObservations, workers_of
 from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.lease_codec import ScanResultLike
 from kcl_daemon.core.leases.restart_grace import graced_leases, restarting_owners
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.leader.election import LeaderElection
 from kcl_daemon.leader.fallback import FallbackTaker
-from kcl_daemon.leader.ports import AssignmentTable, FleetMetricsSource
+from kcl_daemon.leader.ports import AssignmentTable, FleetMetricsSource, HeartbeatSource
 from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 
 logger = logging.getLogger(__name__)
@@ -132,9 +135,16 @@ class AssignmentLoop:
         pool: Executor,
         *,
         wall: Callable[[], float] = time.time,
+        heartbeats: HeartbeatSource | None = None,
     ) -> None:
+        """``heartbeats``: where the workers' heartbeats are, when this worker renews per worker
+        (``leaseRenewal = PER_WORKER``): expiry is then judged through them (None: counters only)."""
         self.config = config
         self.decider = decider
+        self._heartbeats = heartbeats
+        self._beats = HeartbeatObservations()
+        #: what expiry is judged by: the counters, vouched by the owners' heartbeats (per worker)
+        self._view = LeaseObservations()
         self.last: RunReport | None = None
         self._table = table
         self._metrics = metrics
@@ -271,7 +281,7 @@ class AssignmentLoop:
         stuck_after = self.config.handoff_timeout_s + self.config.failover_s
         self._note_arrivals(leases, now)
         for lease in leases:
-            expired = self._observations.is_expired(lease.lease_key, now, self.config.failover_s)
+            expired = self._view.is_expired(lease.lease_key, now, self.config.failover_s)
             if expired and self._arriving(lease, now):
                 expired = False
             if not expired and self._never_adopted(lease, now):
@@ -353,19 +363,28 @@ class AssignmentLoop:
         )
         return True
 
+    async def _observe(self, scan: ScanResultLike, place: Sequence[Mapping[str, Any]], now: float) -> None:
+        """Record the counters (and the heartbeats) a scan saw; the expiry view follows."""
+        self._observations = self._observations.observe(scan.leases, now)
+        if self._heartbeats is not None:
+            self._beats = self._beats.observe(workers_of(scan, place), now)
+        self._view = expiry_view(
+            scan.leases, self._observations, self._beats, per_worker=self._heartbeats is not None
+        )
+
     async def run_once(self, kind: PassKind = PassKind.BALANCE) -> RunReport:
         scan = await self._call(self._table.list_leases)
+        # per worker: the heartbeats, read after the leases (a failed read fails the pass)
+        place = () if self._heartbeats is None else await self._call(self._heartbeats.heartbeat_items)
         if kind is PassKind.OBSERVE:  # a follower: only record the counters
             now = self._clock.monotonic()
             for problem in scan.skipped:
                 logger.debug("observing: skipping item: %s", problem)
-            self._observations = self._observations.observe(scan.leases, now)
+            await self._observe(scan, place, now)
             self.last = RunReport(len(scan.leases), kind=kind)
             if self.fallback is not None:
                 suspect = self._election.leader_suspect()
-                wake = await self.fallback.after_scan(
-                    scan.leases, self._observations, now, leader_suspect=suspect
-                )
+                wake = await self.fallback.after_scan(scan.leases, self._view, now, leader_suspect=suspect)
                 self._watch_due_at = min(self._watch_due_at, wake)
             return self.last
         if kind is PassKind.BALANCE or self._entries is None:
@@ -379,8 +398,8 @@ class AssignmentLoop:
         for problem in [*scan.skipped, *problems]:
             logger.warning("assignment: skipping item: %s", problem)
         now = self._clock.monotonic()
-        self._observations = self._observations.observe(scan.leases, now)
-        self._earliest_due = earliest_due(scan.leases, self._observations, self.config.failover_s, now)
+        await self._observe(scan, place, now)
+        self._earliest_due = earliest_due(scan.leases, self._view, self.config.failover_s, now)
         views, frozen = self._views(scan.leases, now)
         workers = self._live_workers(views, self._with_lease_graces(scan.leases, entries, now), now)
         report = RunReport(len(views), len(workers), kind=kind)
@@ -455,7 +474,7 @@ class AssignmentLoop:
         offset = self._wall() - now  # monotonic -> epoch seconds
         last_change = {
             key: observed.changed_at + offset
-            for key, observed in self._observations.entries.items()
+            for key, observed in self._view.entries.items()
             if observed.changed_at != float("-inf")
         }
         dead = dead_workers(views, workers, last_change, self._dead)

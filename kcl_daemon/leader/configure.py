@@ -63,6 +63,7 @@ def leader_mode_config(leader: LeaderSlice, leases: LeaseSlice, worker_id: str) 
         migrate_all=leader.migrate_all,
         complete_bake_s=effective_complete_bake_s(leader.complete_bake_s)[0],
         init_bake_s=leader.init_bake_s,
+        per_worker=leases.lease_renewal == "PER_WORKER",
     )
 
 

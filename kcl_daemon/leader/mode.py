@@ -71,7 +71,7 @@ from kcl_daemon.leader.fallback import FallbackTaker
 from kcl_daemon.leader.handoff import HandoffWatcher
 from kcl_daemon.leader.hooks import WorkerHooks
 from kcl_daemon.leader.layout_watch import LayoutWatch, LayoutWatchConfig
-from kcl_daemon.leader.ports import LeaderTable
+from kcl_daemon.leader.ports import HeartbeatSource, LeaderTable
 from kcl_daemon.leader.table_migration import MigrationConfig, TableMigrationDriver
 from kcl_daemon.leader.tables import FleetMetrics, MetricsWriter, Tables
 from kcl_daemon.leader.throughput import ThroughputTracker
@@ -120,6 +120,8 @@ class LeaderModeConfig:
     init_bake_s: float = INIT_BAKE_S
     #: how often every worker looks for live Java workers without CPU (in reporter periods)
     fleet_check_periods: int = 10
+    #: ``leaseRenewal = PER_WORKER``: the leader judges expiry through the owners' heartbeats
+    per_worker: bool = False
 
 
 class LeaderMode:
@@ -340,6 +342,8 @@ class LeaderMode:
             self._clock,
             self._pool,
             wall=self._wall,
+            # the lease table object reads the heartbeat place (kcl_daemon.aws.lease_table)
+            heartbeats=cast(HeartbeatSource, self.table) if cfg.per_worker else None,
         )
         self.assignment.observer = worker.coordinator.observer
         coordinator = worker.coordinator

@@ -8,8 +8,8 @@ the calls it makes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from kcl_daemon.core.leader.table_migration import Place
 from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
@@ -29,6 +29,12 @@ class AssignmentTable(HandoffTable, Protocol):
     def list_leases(self, *, consistent: bool = False) -> ScanResultLike: ...
 
     def initiate_handoff(self, lease: Lease, new_owner: str) -> Lease: ...
+
+
+class HeartbeatSource(Protocol):
+    """Where the workers' heartbeats are (``leaseRenewal = PER_WORKER``): the heartbeat place's items."""
+
+    def heartbeat_items(self) -> Sequence[Mapping[str, Any]]: ...
 
 
 class DiscoveryTable(Protocol):

@@ -8,7 +8,9 @@ one (:meth:`~kcl_daemon.leases.keeper.LeaseKeeper.vouch`): that is the renewal o
 A failed write is tried again at once, then after 50, 100, ... 500 ms; the leases then run towards
 their own deadlines exactly as when renewals fail.
 
-Each 2.x taker scan goes through :meth:`PerWorkerRenewal.observe_scan`: the heartbeats are observed,
+Each 2.x taker scan reads the heartbeat place too (:meth:`PerWorkerRenewal.read_place`: the
+worker-metrics table, where the heartbeats and the Java 3.x workers' metrics reports are; a pass whose
+read fails takes nothing) and goes through :meth:`PerWorkerRenewal.observe_scan`: the heartbeats are observed,
 the leases' expiry is read through them, and the mode decided. At the first foreign sign the worker
 falls back for good: a WARNING with the reason, every held lease renewed at once and per lease from
 then on, and, a renewal period later, its heartbeat item deleted, so the rest of the fleet sees an
@@ -21,8 +23,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from kcl_daemon.core.leases.expiry import LeaseObservations
 from kcl_daemon.core.leases.heartbeat import (
@@ -32,6 +34,8 @@ from kcl_daemon.core.leases.heartbeat import (
     RenewalMode,
     WorkerItem,
     decide,
+    heartbeat_items,
+    merged,
     settle,
     vouched,
     worker_item_from,
@@ -50,6 +54,8 @@ class HeartbeatTable(Protocol):
     def heartbeat(self, worker_id: str, mode: RenewalMode) -> WorkerItem: ...
 
     def withdraw_heartbeat(self, worker_id: str) -> bool: ...
+
+    def heartbeat_items(self) -> Sequence[Mapping[str, Any]]: ...
 
 
 class PerWorkerRenewal:
@@ -187,18 +193,27 @@ class PerWorkerRenewal:
 
     # -- the fleet ------------------------------------------------------------------------------------
 
+    def read_place(self) -> Sequence[Mapping[str, Any]]:
+        """The heartbeat place's items (blocking; a failure raises, and the taker pass takes nothing)."""
+        return self._table.heartbeat_items()
+
     def observe_scan(
-        self, scan: ScanResultLike, observations: LeaseObservations, now: float
+        self,
+        scan: ScanResultLike,
+        observations: LeaseObservations,
+        now: float,
+        place: Sequence[Mapping[str, Any]] = (),
     ) -> LeaseObservations:
-        """Observe the heartbeats a taker scan read, decide the mode, and return the leases'
-        observations with their owners' heartbeats folded in (expired only when both stood still)."""
+        """Observe the heartbeats a taker scan read (the lease table's worker items and ``place``'s,
+        read just after it), decide the mode, and return the leases' observations with their owners'
+        heartbeats folded in (expired only when both stood still)."""
         items = []
-        for raw in getattr(scan, "workers", ()):
+        for raw in heartbeat_items(scan, place):
             try:
                 items.append(worker_item_from(raw))
             except CorruptWorkerItem as exc:
                 logger.warning("skipping worker item: %s", exc)
-        self.beats = self.beats.observe(items, now)
+        self.beats = self.beats.observe(merged(items), now)
         decided = decide(
             RenewalMode.PER_WORKER, scan.leases, self.beats, self.worker_id, now, self.failover_s
         )

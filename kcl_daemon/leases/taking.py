@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from random import Random
+from typing import Any
 
 from kcl_daemon.core.leases import restart_grace
 from kcl_daemon.core.leases.expiry import LeaseObservations
@@ -26,7 +27,7 @@ from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.lease_codec import CorruptLeaseItem
 from kcl_daemon.core.leases.reconcile import LeaseWrite, WriteKind
 from kcl_daemon.core.leases.taker import PlannedTake, TakeKind, TakePlan, next_taker_pass, plan_takes
-from kcl_daemon.errors import KclError, LeaseConflict, LeaseUnreadable
+from kcl_daemon.errors import KclError, LeaseConflict, LeaseUnreadable, TransientNetwork
 from kcl_daemon.leases.coordinator_config import HeldLease, LeaseListeners
 from kcl_daemon.leases.fenced_writes import FencedWrites
 from kcl_daemon.leases.heartbeat import PerWorkerRenewal
@@ -68,11 +69,14 @@ class Taking(FencedWrites):
         )
         for problem in scan.skipped:
             logger.warning("skipping lease item: %s", problem)
+        place: Sequence[Mapping[str, Any]] = ()
+        if self.renewal is not None:  # the heartbeats, read after the leases (a failure skips the pass)
+            place = await self._read_heartbeats(self.renewal, started + LEASE_IO.deadline_s * 2)
         now = self._clock.monotonic()
         self._observations = self._observations.observe(scan.leases, now)
         observations = self._observations
         if self.renewal is not None:
-            observations = self._effective = self.renewal.observe_scan(scan, observations, now)
+            observations = self._effective = self.renewal.observe_scan(scan, observations, now, place)
             await self._per_worker_scan(scan.leases)
         failover_s = self.config.failover_s
         expired = frozenset(
@@ -186,6 +190,17 @@ class Taking(FencedWrites):
                 )
         if not self.renewal.ready():
             await self._call(self._io_pool, self.renewal.beat_now)
+
+    async def _read_heartbeats(
+        self, renewal: PerWorkerRenewal, deadline: float
+    ) -> Sequence[Mapping[str, Any]]:
+        """The heartbeat place's items, within the scan's deadline (not the lease table: its absence
+        is no sign of the lease table's)."""
+        try:
+            async with asyncio.timeout(max(deadline - self._clock.monotonic(), 0.001)):
+                return await self._call(self._io_pool, renewal.read_place)
+        except TimeoutError:
+            raise TransientNetwork("heartbeat scan: no answer before the taker pass's deadline") from None
 
     def _take_write(self, lease: Lease, *, owner: str) -> Lease:
         return self._table.take(lease, owner)

@@ -4,7 +4,9 @@
 ``leaseTableName`` set:
 
 * **joins**: refuses to start while another worker renews leases (counters moving over one failover
-  time), or waits up to ``leaseWaitTimeoutMs`` for them to stop; then takes every lease of the table;
+  time, or, with ``leaseRenewal = PER_WORKER``, its heartbeat advancing: a lease kept by heartbeat is
+  not free), or waits up to ``leaseWaitTimeoutMs`` for them to stop; then takes every lease of the
+  table;
 * **holds a lease for every shard it reads**: a shard without one (a table the query started, a new
   shard) gets it created (KCL's shape, the checkpoint the query starts the shard from) and taken before
   a batch reads it, so executors can publish their ends on it;
@@ -32,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
+from kcl_daemon.core.leases.heartbeat import WorkerItem, workers_of
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.timings import LeaseTimings
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
@@ -39,6 +42,7 @@ from kcl_daemon.core.shards.graph import Shard, ShardEndAction, child_leases_at_
 from kcl_daemon.core.spark.leases import (
     checkpoints_to_write,
     children_of,
+    heartbeating,
     lease_for_shard,
     live_owners,
     positions_from_leases,
@@ -210,9 +214,10 @@ class LeaseBridge:
             before = self.table.list_leases(consistent=True).leases
             if all(lease.lease_owner in (None, self.owner) for lease in before):
                 break
+            beats_before = self._heartbeats()
             self._sleep(self.failover_s)
             after = self.table.list_leases(consistent=True).leases
-            live = live_owners(before, after, self.owner)
+            live = live_owners(before, after, self.owner, heartbeating(beats_before, self._heartbeats()))
             if not live:
                 break  # owners that stopped renewing: their leases expired, take them
             owners = sorted({lease.owner for lease in live})
@@ -231,6 +236,10 @@ class LeaseBridge:
         self._thread = threading.Thread(target=self._renew_loop, name="spark-lease-renewer", daemon=True)
         self._thread.start()
         return positions_from_leases(leases)
+
+    def _heartbeats(self) -> list[WorkerItem]:
+        """The per-worker heartbeats (the fleet's worker-metrics table), unreadable items left out."""
+        return workers_of(None, self.table.heartbeat_items())
 
     def positions(self) -> dict[str, ShardPos]:
         with self._lock:

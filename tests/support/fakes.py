@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kcl_daemon.core.leases.heartbeat import WORKER_ITEM_TYPE, RenewalMode, WorkerItem, worker_item_from
+from kcl_daemon.core.leases.heartbeat import WORKER_KEY, RenewalMode, WorkerItem, worker_item_from
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
@@ -133,24 +133,22 @@ def owned_by(owner: str, count: int) -> list[Lease]:
 
 
 class HeartbeatFakeTable(FakeTable):
-    """A FakeTable that also keeps the workers' heartbeat items (per-worker renewal)."""
+    """A FakeTable that also keeps the heartbeat place (per-worker renewal): the workers' items of the
+    worker-metrics table, key ``wid``; Java 3.x workers' metrics reports go in ``workers`` too."""
 
     def __init__(self, leases: list[Lease]) -> None:
         super().__init__(leases)
         self.workers: dict[str, dict[str, dict[str, str]]] = {}
         self.heartbeats = 0
 
-    def list_leases(self, *, consistent: bool = False) -> Scan:
-        return Scan(list(self.items.values()), workers=[dict(item) for item in self.workers.values()])
+    def heartbeat_items(self) -> list[dict[str, dict[str, str]]]:
+        return [dict(item) for item in self.workers.values()]
 
     def heartbeat(self, worker_id: str, mode: RenewalMode) -> WorkerItem:
-        if worker_id in self.items:
-            raise LeaseConflict(f"{worker_id} is a lease")
-        item = self.workers.setdefault(
-            worker_id, {"leaseKey": {"S": worker_id}, "entityType": {"S": WORKER_ITEM_TYPE}}
-        )
+        item = self.workers.setdefault(worker_id, {WORKER_KEY: {"S": worker_id}})
         item["kdhb"] = {"N": str(int(item.get("kdhb", {"N": "0"})["N"]) + 1)}
         item["kdrm"] = {"S": mode.value}
+        item.setdefault("lut", {"N": "0"})
         self.heartbeats += 1
         return worker_item_from(item)
 

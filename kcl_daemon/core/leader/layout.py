@@ -199,8 +199,8 @@ def describe_layout(facts: TableFacts) -> LayoutReport:
         if facts.legacy_metrics is not None:
             warnings.append(
                 f"{facts.legacy_metrics_table} exists without {facts.legacy_coordinator_table}: nothing "
-                "reads "
-                "it any more; remove it once no KCL 3.0-3.4 worker runs"
+                "reads it any more but kcl-daemon workers with leaseRenewal = PER_WORKER (their "
+                "heartbeats); remove it once no KCL 3.0-3.4 worker, and no such worker, runs"
             )
     else:
         migration = legacy_status

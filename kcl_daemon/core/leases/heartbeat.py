@@ -5,17 +5,22 @@ In the default mode (``PER_LEASE``, Java's) every worker rewrites every lease it
 period. In ``PER_WORKER`` mode a worker rewrites one item of its own instead, its **heartbeat**, and
 its leases stand still; the others then judge a lease by its counter *and* its owner's heartbeat:
 
-* **Where.** The heartbeat is the item ``leaseKey = <worker id>`` in the lease table with ``entityType =
-  WORKER_METRIC_STATS`` (Java's own kind for a worker's item, contract §3.4 / §3.9) and kcl-daemon's
-  attributes ``kdhb`` (N, advanced by each heartbeat) and ``kdrm`` (S, the mode the worker renews in).
-  A Java 3.5+ lease listing skips the item (its ``entityType`` is not ``LEASE``), and Java's leader
-  ignores a worker-metrics entry without ``lut``; an unknown ``entityType`` would instead be read as a
-  lease. Readers older than 3.5 take every item for a lease; such a reader in the fleet is a foreign
-  sign (below), and the mode is only for fleets of kcl-daemon workers.
-* **The write.** One UpdateItem per renewal period, ``ADD kdhb 1`` and ``SET kdrm, entityType``, on the
-  condition that the item is not a lease (no ``leaseOwner`` or ``leaseCounter``, and ``entityType`` is
-  absent or Java's worker-metrics kind): it never lands on a shard's lease or on an item a Java worker
-  took for one.
+* **Where.** The heartbeat is two attributes of the worker's own item in the worker-metrics table of
+  the KCL 3.0-3.4 layout (``<app>-WorkerMetricStats``, key ``wid`` = the worker id; its name from
+  :mod:`kcl_daemon.core.leader.table_names`): ``kdhb`` (N, advanced by each heartbeat) and ``kdrm``
+  (S, the mode the worker renews in). It shares the item with the worker's metrics report when it
+  publishes one. Never in the lease table: a Java worker older than 3.5 reads every item there as a
+  lease and fails its whole lease listing on one without ``leaseCounter``. Java 2.x never reads the
+  worker-metrics table; Java 3.0-3.4 (and 3.5 in that layout) read it as worker metrics, where an
+  item's unknown attributes are ignored. A heartbeat without a metrics report also sets ``lut`` to 0
+  when absent, so that Java reads a dead "default metric" worker (never assigned anything, deleted by
+  its leader's stale-entry clean-up a day on) rather than an entry without ``lut``, which its 2.x->3.x
+  readiness monitor cannot read (contract §3.9).
+* **Other workers' items.** The same table holds the metrics reports of Java 3.x workers (``lut``
+  without kcl-daemon's marks): foreign signs (below). Worker-metrics items in the lease table itself
+  (``entityType = WORKER_METRIC_STATS``, the 3.5 single-table layout) are read too, for the same signs.
+* **The write.** One UpdateItem per renewal period, ``ADD kdhb 1``, ``SET kdrm`` and ``lut`` if
+  absent, on the condition that the item is not a lease (no ``leaseOwner`` or ``leaseCounter``).
 * **Expiry.** A lease is expired when its counter *and* its owner's heartbeat have both stood still
   for more than the failover time, each judged by when this worker saw it change, on its own monotonic
   clock, never by comparing clocks (the same rules as :mod:`~kcl_daemon.core.leases.expiry`: a
@@ -27,12 +32,14 @@ its leases stand still; the others then judge a lease by its counter *and* its o
 * **The mode.** ``PER_WORKER`` only while every sign says the fleet is kcl-daemon workers in that mode
   (:func:`decide`); any foreign sign yields ``PER_LEASE`` with the reason: a lease owner without a
   heartbeat in ``PER_WORKER`` mode (a worker with the key off, a Java worker, or one that fell back),
-  a worker-metrics item without kcl-daemon's marks (a Java worker) or a kcl-daemon one without a
-  heartbeat that is alive, and a heartbeat item carrying lease attributes (a Java-shaped renewal: an
-  older Java worker took the item for a lease). A counter-only change of a lease is *not* a sign by
-  itself: kcl-daemon renews a lease adopted from a leader once, and the owner of any lease renewed
-  that way by a foreign worker has no heartbeat, which is a sign already. Falling back is for the
-  process's life (:func:`settle`); the worker then deletes its heartbeat item
+  a live worker-metrics item without kcl-daemon's marks (a Java 3.x worker: a 3.1.3 worker's first
+  report comes seconds after it starts, before its taker judges any lease expired), a kcl-daemon
+  worker-metrics item without a heartbeat whose worker holds leases, and a worker item carrying lease
+  attributes (a Java-shaped renewal: an older Java worker took an item of the lease table for a
+  lease). A counter-only change of a lease is *not* a sign by itself: kcl-daemon renews a lease
+  adopted from a leader once, and the owner of any lease renewed that way by a foreign worker has no
+  heartbeat, which is a sign already. Falling back is for the process's life (:func:`settle`); the
+  worker then takes its heartbeat off its item, deleting the item when nothing else is on it
   (:func:`heartbeat_withdrawal`), which the others see as an owner without one. A heartbeat that
   vanishes, or turns to ``PER_LEASE``, vouches no longer but counts as standing still from its last
   advance (:class:`ItemObservation`), so the leases it kept stay safe until their counters move.
@@ -58,14 +65,17 @@ from kcl_daemon.core.leases.lease_codec import (
     Item,
 )
 
-#: Java's kind for a worker's own item (contract §3.4): skipped by lease listings, ignored as metrics
-#: without ``lut``
+#: Java's kind for a worker's item in a single-table lease table (contract §3.4)
 WORKER_ITEM_TYPE: Final = "WORKER_METRIC_STATS"
+#: the key of the worker-metrics table of the 3.0-3.4 layout (contract §3.9): where heartbeats live
+WORKER_KEY: Final = "wid"
 BEAT: Final = "kdhb"
 MODE: Final = "kdrm"
 #: attributes a Java worker-metrics item has (contract §3.9); kcl-daemon's own carries ``kdx`` too
 JAVA_METRICS: Final = "lut"
 KCL_DAEMON_MARK: Final = "kdx"
+#: the ``lut`` a heartbeat gives an item without one: a dead "default metric" worker to Java
+NO_REPORT_LUT: Final = "0"
 
 
 class RenewalMode(enum.StrEnum):
@@ -83,9 +93,9 @@ class WorkerItem:
     worker_id: str
     beat: int | None = None  # None: no heartbeat attribute
     mode: RenewalMode | None = None
-    #: ``lut`` is there (a worker-metrics report, Java's or kcl-daemon's)
+    #: a worker-metrics report (``lut`` other than a heartbeat's 0), Java's or kcl-daemon's
     metrics: bool = False
-    #: kcl-daemon's ``kdx`` mark is there (its 3.x worker-metrics reporter writes it)
+    #: kcl-daemon's marks are there (``kdx`` of its metrics reporter, or a heartbeat)
     kcl_daemon: bool = False
     #: lease attributes on it: an older Java worker took the item for a lease
     leased_by: str | None = None
@@ -115,10 +125,11 @@ def is_worker_item(item: Item) -> bool:
 
 
 def worker_item_from(item: Item) -> WorkerItem:
-    """Decode a ``WORKER_METRIC_STATS`` item of the lease table (:func:`is_worker_item` first)."""
-    key = item.get(LEASE_KEY, {}).get("S")
+    """Decode an item of the worker-metrics table (key ``wid``), or a ``WORKER_METRIC_STATS`` item of
+    the lease table (:func:`is_worker_item` first)."""
+    key = item.get(WORKER_KEY, item.get(LEASE_KEY, {})).get("S")
     if not isinstance(key, str) or not key:
-        raise CorruptWorkerItem("a worker item without a string leaseKey")
+        raise CorruptWorkerItem("a worker item without a string wid or leaseKey")
     beat: int | None = None
     raw_beat = item.get(BEAT)
     if raw_beat is not None:
@@ -135,12 +146,13 @@ def worker_item_from(item: Item) -> WorkerItem:
         except ValueError:
             raise CorruptWorkerItem(f"worker item {key}: {MODE} is {raw_mode!r}") from None
     owner = item.get(LEASE_OWNER, {}).get("S")
+    lut = item.get(JAVA_METRICS)
     return WorkerItem(
         worker_id=key,
         beat=beat,
         mode=mode,
-        metrics=JAVA_METRICS in item,
-        kcl_daemon=KCL_DAEMON_MARK in item,
+        metrics=lut is not None and lut.get("N") != NO_REPORT_LUT,
+        kcl_daemon=KCL_DAEMON_MARK in item or BEAT in item or MODE in item,
         leased_by=owner if isinstance(owner, str) else None,
         lease_shaped=LEASE_OWNER in item or LEASE_COUNTER in item,
         metrics_seen=_plain(item.get(JAVA_METRICS)),
@@ -148,30 +160,69 @@ def worker_item_from(item: Item) -> WorkerItem:
 
 
 def heartbeat_withdrawal(worker_id: str) -> HeartbeatWrite:
-    """Delete ``worker_id``'s heartbeat item after a fall-back, unless it is more than a heartbeat (a
-    worker-metrics report is on it, or a Java worker took it for a lease): then nothing is deleted."""
+    """Delete ``worker_id``'s item after a fall-back when it holds nothing but a heartbeat (no metrics
+    report, no lease attributes); else :func:`heartbeat_removal` takes the heartbeat off it."""
     return HeartbeatWrite(
-        key={LEASE_KEY: {"S": worker_id}},
+        key={WORKER_KEY: {"S": worker_id}},
         update="",
         condition=(
-            "#type = :type AND attribute_not_exists(#lut) AND attribute_not_exists(#owner) "
+            "attribute_exists(#beat) AND (attribute_not_exists(#lut) OR #lut = :none) "
+            "AND attribute_not_exists(#mark) AND attribute_not_exists(#owner) "
             "AND attribute_not_exists(#counter)"
         ),
-        names={"#type": ENTITY_TYPE, "#lut": JAVA_METRICS, "#owner": LEASE_OWNER, "#counter": LEASE_COUNTER},
-        values={":type": {"S": WORKER_ITEM_TYPE}},
+        names={
+            "#beat": BEAT,
+            "#lut": JAVA_METRICS,
+            "#mark": KCL_DAEMON_MARK,
+            "#owner": LEASE_OWNER,
+            "#counter": LEASE_COUNTER,
+        },
+        values={":none": {"N": NO_REPORT_LUT}},
     )
 
 
-def workers_of(scan: object) -> list[WorkerItem]:
+def heartbeat_removal(worker_id: str) -> HeartbeatWrite:
+    """Take the heartbeat off ``worker_id``'s item, which a metrics report shares."""
+    return HeartbeatWrite(
+        key={WORKER_KEY: {"S": worker_id}},
+        update="REMOVE #beat, #mode",
+        condition="attribute_exists(#beat) OR attribute_exists(#mode)",
+        names={"#beat": BEAT, "#mode": MODE},
+        values={},
+    )
+
+
+def heartbeat_items(scan: object, place: Iterable[Item] = ()) -> list[Item]:
+    """The worker items to observe: the lease table's (a scan's ``workers``) and the heartbeat place's."""
+    return [*getattr(scan, "workers", ()), *place]
+
+
+def workers_of(scan: object, place: Iterable[Item] = ()) -> list[WorkerItem]:
     """The readable worker items a lease-table scan carried (``workers``; none when it has no such
-    field); corrupt ones are left out (the taker's shell warns about them)."""
+    field) and the heartbeat place's ``place``; corrupt ones are left out (the taker's shell warns
+    about them). A worker with an item in both: the one with a heartbeat counts."""
     items = []
-    for raw in getattr(scan, "workers", ()):
+    for raw in heartbeat_items(scan, place):
         try:
             items.append(worker_item_from(raw))
         except CorruptWorkerItem:
             continue
-    return items
+    return merged(items)
+
+
+def merged(items: Iterable[WorkerItem]) -> list[WorkerItem]:
+    """One item per worker, when a worker has items in two places: one written as a lease first (a
+    sign never hides), then one with a heartbeat."""
+    by_worker: dict[str, WorkerItem] = {}
+    for item in items:
+        seen = by_worker.get(item.worker_id)
+        if seen is None or _rank(item) > _rank(seen):
+            by_worker[item.worker_id] = item
+    return list(by_worker.values())
+
+
+def _rank(item: WorkerItem) -> tuple[bool, bool]:
+    return (item.lease_shaped, item.beat is not None)
 
 
 def _plain(value: object) -> object:
@@ -190,23 +241,19 @@ class HeartbeatWrite:
 
 
 def heartbeat_write(worker_id: str, mode: RenewalMode) -> HeartbeatWrite:
-    """Advance ``worker_id``'s heartbeat and state its mode; never on a lease or a leased item."""
+    """Advance ``worker_id``'s heartbeat and state its mode; ``lut`` 0 when absent; never on a lease."""
     return HeartbeatWrite(
-        key={LEASE_KEY: {"S": worker_id}},
-        update="ADD #beat :one SET #mode = :mode, #type = :type",
-        condition=(
-            "(attribute_not_exists(#key) OR #type = :type) "
-            "AND attribute_not_exists(#owner) AND attribute_not_exists(#counter)"
-        ),
+        key={WORKER_KEY: {"S": worker_id}},
+        update="ADD #beat :one SET #mode = :mode, #lut = if_not_exists(#lut, :none)",
+        condition="attribute_not_exists(#owner) AND attribute_not_exists(#counter)",
         names={
             "#beat": BEAT,
             "#mode": MODE,
-            "#type": ENTITY_TYPE,
-            "#key": LEASE_KEY,
+            "#lut": JAVA_METRICS,
             "#owner": LEASE_OWNER,
             "#counter": LEASE_COUNTER,
         },
-        values={":one": {"N": "1"}, ":mode": {"S": mode.value}, ":type": {"S": WORKER_ITEM_TYPE}},
+        values={":one": {"N": "1"}, ":mode": {"S": mode.value}, ":none": {"N": NO_REPORT_LUT}},
     )
 
 
@@ -344,7 +391,8 @@ def foreign_signs(
             alive = beats.alive(worker_id, now, failover_s)
             if item.metrics and not item.kcl_daemon and (alive or worker_id in owners):
                 signs.append(f"worker {worker_id} publishes Java worker metrics (a Java 3.x worker)")
-            elif worker_id in owners or alive:
+            elif worker_id in owners:
+                # not merely alive: a starting worker with the key on reports before its first heartbeat
                 signs.append(f"worker {worker_id} writes no heartbeat (leaseRenewal is off there)")
         elif item.mode is not RenewalMode.PER_WORKER and worker_id in owners:
             signs.append(f"worker {worker_id} renews per lease ({MODE} = {item.mode})")

@@ -6,7 +6,8 @@
 
 * :func:`positions_from_leases`: a KCL checkpoint is a Spark position as it stands (sub-sequence
   exact); ``LATEST`` / ``AT_TIMESTAMP`` sentinels carry no position (the fallback applies).
-* :func:`live_owners`: leases another worker renewed between two scans a failover time apart.
+* :func:`live_owners`: leases another worker renewed between two scans a failover time apart, or
+  kept by its heartbeat (``leaseRenewal = PER_WORKER``: :func:`heartbeating`) meanwhile.
 * :func:`checkpoints_to_write`: the positions of a committed offset that move a lease forward.
 * :func:`children_of`: the ``ChildShards`` of a shard from a ListShards result (for child leases).
 """
@@ -17,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from kcl_daemon.core.leases.heartbeat import WorkerItem
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.lease_codec import LEASE_ENTITY_TYPE
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, Sentinel
@@ -66,17 +68,32 @@ class LiveLease:
     owner: str
 
 
-def live_owners(before: Iterable[Lease], after: Iterable[Lease], me: str) -> list[LiveLease]:
-    """Leases held by another worker that renewed them (counter moved) between the two scans."""
+def live_owners(
+    before: Iterable[Lease], after: Iterable[Lease], me: str, heartbeats: frozenset[str] = frozenset()
+) -> list[LiveLease]:
+    """Leases held by another worker that renewed them (counter moved) between the two scans, or
+    whose owner is in ``heartbeats`` (its heartbeat advanced meanwhile: it keeps its leases without
+    renewing them, so they are not free)."""
     earlier = {lease.lease_key: lease for lease in before}
     live = []
     for lease in after:
         if lease.lease_owner is None or lease.lease_owner == me:
             continue
         old = earlier.get(lease.lease_key)
-        if old is None or old.lease_counter != lease.lease_counter:
+        if old is None or old.lease_counter != lease.lease_counter or lease.lease_owner in heartbeats:
             live.append(LiveLease(lease.lease_key, lease.lease_owner))
     return sorted(live, key=lambda live_lease: live_lease.lease_key)
+
+
+def heartbeating(before: Iterable[WorkerItem], after: Iterable[WorkerItem]) -> frozenset[str]:
+    """The workers whose per-worker heartbeat advanced between two reads of the heartbeat place (one
+    first seen in the second read counts: it was written meanwhile)."""
+    earlier = {item.worker_id: item.beat for item in before}
+    return frozenset(
+        item.worker_id
+        for item in after
+        if item.heartbeats and (item.worker_id not in earlier or earlier[item.worker_id] != item.beat)
+    )
 
 
 def checkpoints_to_write(

@@ -477,3 +477,59 @@ async def test_a_lease_handed_to_a_java_worker_waits_two_failovers_for_its_first
         table.renew("j")
         await loop.run_once(PassKind.EXPIRY)
     assert table.owned("j") == {"s0"}
+
+
+class _Heartbeats:
+    """The heartbeat place: ``beat(worker)`` advances a worker's heartbeat (leaseRenewal = PER_WORKER)."""
+
+    def __init__(self) -> None:
+        self.beats: dict[str, int] = {}
+
+    def beat(self, worker: str) -> None:
+        self.beats[worker] = self.beats.get(worker, 0) + 1
+
+    def heartbeat_items(self) -> list[dict[str, dict[str, str]]]:
+        return [
+            {"wid": {"S": w}, "kdhb": {"N": str(n)}, "kdrm": {"S": "PER_WORKER"}, "lut": {"N": "0"}}
+            for w, n in self.beats.items()
+        ]
+
+
+@pytest.mark.parametrize("per_worker", [True, False], ids=["per-worker", "per-lease"])
+async def test_the_leader_judges_expiry_through_the_heartbeats_of_a_fleet_renewing_per_worker(
+    per_worker: bool, pool: ThreadPoolExecutor
+) -> None:
+    """Leases kept by heartbeat: "a" and "b" write none (their counters stand still), "c" renews its
+    lease per lease. A leader renewing per worker moves none of them while the heartbeats advance, and
+    b's once its heartbeat stops; a leader judging counters alone (Java's rule) takes a's and b's."""
+    leases = [Lease(f"s{i}", TRIM_HORIZON, lease_owner=o, lease_counter=1) for i, o in enumerate("aabbc")]
+    table, clock, beats = _Table(leases), FakeClock(), _Heartbeats()
+    loop = AssignmentLoop(
+        table,
+        _Metrics(["a", "b", "c"]),
+        _Election(),  # type: ignore[arg-type]
+        make_decider("LEASE_COUNT_BASED"),
+        AssignmentConfig(2 * FAILOVER, FAILOVER),
+        clock,  # type: ignore[arg-type]
+        pool,
+        wall=lambda: WALL + clock.now,
+        heartbeats=beats if per_worker else None,
+    )
+    await loop.run_once(PassKind.BALANCE)
+    moved: set[str] = set()
+    for _ in range(15):  # 15 s: past the failover, heartbeats every second, no lease write of a or b
+        clock.now += 1.0
+        beats.beat("a")
+        beats.beat("b")
+        table.renew("c")
+        moved |= {m.lease_key for m in (await loop.run_once(PassKind.EXPIRY)).moves}
+    assert moved == (set() if per_worker else {"s0", "s1", "s2", "s3"})
+    if not per_worker:
+        return
+    for _ in range(11):  # "b" stops: its leases go once its heartbeat stood still for the failover
+        clock.now += 1.0
+        beats.beat("a")
+        table.renew("c")
+        moved |= {m.lease_key for m in (await loop.run_once(PassKind.EXPIRY)).moves}
+    assert moved == {"s2", "s3"} and not table.owned("b")
+    assert table.owned("a") >= {"s0", "s1"}

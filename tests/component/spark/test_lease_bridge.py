@@ -36,6 +36,15 @@ class FakeTable:
     def __init__(self, *leases: Lease) -> None:
         self.items = {lease.lease_key: lease for lease in leases}
         self.renewing: set[str] = set()  # owners that renew whenever the table is scanned
+        #: owners renewing per worker (leaseRenewal = PER_WORKER): their heartbeat advances at each read
+        self.beating: dict[str, int] = {}
+
+    def heartbeat_items(self) -> list[dict[str, dict[str, str]]]:
+        self.beating = {worker: beat + 1 for worker, beat in self.beating.items()}
+        return [
+            {"wid": {"S": w}, "kdhb": {"N": str(n)}, "kdrm": {"S": "PER_WORKER"}, "lut": {"N": "0"}}
+            for w, n in self.beating.items()
+        ]
 
     def list_leases(self, *, consistent: bool = False) -> ScanResult:
         for key, lease in list(self.items.items()):
@@ -103,6 +112,20 @@ def test_a_worker_that_keeps_renewing_makes_the_query_refuse(clock: FakeClock) -
     with pytest.raises(LeasesHeld, match="daemon-1"):
         bridge(table, clock).join()
     assert table.items["s0"].lease_owner == "daemon-1"
+
+
+def test_a_worker_keeping_its_leases_by_heartbeat_makes_the_query_refuse(clock: FakeClock) -> None:
+    """leaseRenewal = PER_WORKER: the counter stands still, the owner's heartbeat moves: not free."""
+    table = FakeTable(Lease("s0", TRIM_HORIZON, lease_owner="daemon-1", lease_counter=4))
+    table.beating["daemon-1"] = 1
+    with pytest.raises(LeasesHeld, match="daemon-1"):
+        bridge(table, clock).join()
+    assert table.items["s0"].lease_owner == "daemon-1"
+    table.beating.clear()  # it stops (its item goes): its leases are free one failover on
+    joining = bridge(table, clock)
+    joining.join()
+    assert table.items["s0"].lease_owner == "spark:app"
+    joining.release()
 
 
 def test_the_query_waits_for_a_worker_to_go_then_takes_every_lease(clock: FakeClock) -> None:

@@ -150,36 +150,34 @@ def test_the_layout_is_read_back_from_the_tables(
     assert again.layout is TableLayout.LEGACY
 
 
-def test_the_per_worker_heartbeat_shares_the_workers_item_and_never_lands_on_a_lease(
+def test_the_per_worker_heartbeat_lives_on_the_workers_item_in_the_worker_metrics_table(
     aws_clients: AwsClients, lease_table: DynamoLeaseTable
 ) -> None:
-    """leaseRenewal = PER_WORKER: the heartbeat is an attribute of the worker's own item."""
+    """leaseRenewal = PER_WORKER: the heartbeat is an attribute of the worker's own item in
+    ``<app>-WorkerMetricStats`` (created by the first heartbeat), never an item of the lease table."""
     lease_table.create_lease(_lease("shardId-000000000000"))
-    first = lease_table.heartbeat("py-1", RenewalMode.PER_WORKER)
-    second = lease_table.heartbeat("py-1", RenewalMode.PER_WORKER)
-    assert (first.beat, second.beat, second.mode) == (1, 2, RenewalMode.PER_WORKER)
-    rows = WorkerMetricsTable(aws_clients.dynamodb, lease_table.table_name, in_lease_table=True)
-    now = time.time()
-    rows.publish(WorkerMetricStats("py-1", now))  # a metrics report on the same item keeps the heartbeat
-    assert lease_table.heartbeat("py-1", RenewalMode.PER_WORKER).beat == 3
-    scan = lease_table.list_leases(consistent=True)
-    assert [lease.lease_key for lease in scan.leases] == ["shardId-000000000000"]
-    assert next(worker_item_from(item) for item in scan.workers).metrics
-    with pytest.raises(LeaseConflict):  # a worker named like a shard
-        lease_table.heartbeat("shardId-000000000000", RenewalMode.PER_WORKER)
-    # withdrawn after a fall-back: only the heartbeat goes where a report shares the item
-    lease_table.heartbeat("py-2", RenewalMode.PER_WORKER)
-    assert lease_table.withdraw_heartbeat("py-1") and lease_table.withdraw_heartbeat("py-2")
-    items = {item["leaseKey"]["S"]: item for item in lease_table.list_leases(consistent=True).workers}
-    assert set(items) == {"py-1"} and "kdhb" not in items["py-1"] and "lut" in items["py-1"]
-    # an item an older Java worker took for a lease: neither written nor withdrawn
-    lease_table.heartbeat("py-3", RenewalMode.PER_WORKER)
-    aws_clients.dynamodb.update_item(
-        TableName=lease_table.table_name,
-        Key={"leaseKey": {"S": "py-3"}},
-        UpdateExpression="SET leaseOwner = :o, leaseCounter = :c",
-        ExpressionAttributeValues={":o": {"S": "java-1"}, ":c": {"N": "1"}},
-    )
-    with pytest.raises(LeaseConflict):
-        lease_table.heartbeat("py-3", RenewalMode.PER_WORKER)
-    assert not lease_table.withdraw_heartbeat("py-3")
+    rows = WorkerMetricsTable(aws_clients.dynamodb, lease_table.heartbeats.table_name)
+    try:
+        assert lease_table.heartbeat_items() == ()  # no table yet: no heartbeats
+        first = lease_table.heartbeat("py-1", RenewalMode.PER_WORKER)
+        second = lease_table.heartbeat("py-1", RenewalMode.PER_WORKER)
+        assert (first.beat, second.beat, second.mode) == (1, 2, RenewalMode.PER_WORKER)
+        assert not second.metrics  # lut 0: to Java a dead "default metric" worker, never assigned
+        now = time.time()
+        rows.publish(WorkerMetricStats("py-1", now))  # a metrics report on the same item keeps the heartbeat
+        assert lease_table.heartbeat("py-1", RenewalMode.PER_WORKER).beat == 3
+        entries, problems = rows.scan()
+        assert [(e.worker_id, e.last_update_s) for e in entries] == [("py-1", float(int(now)))]
+        assert not problems
+        scan = lease_table.list_leases(consistent=True)
+        assert [lease.lease_key for lease in scan.leases] == ["shardId-000000000000"] and scan.workers == ()
+        assert [worker_item_from(item).beat for item in lease_table.heartbeat_items()] == [3]
+        # withdrawn after a fall-back: only the heartbeat goes where a report shares the item
+        lease_table.heartbeat("py-2", RenewalMode.PER_WORKER)
+        assert lease_table.withdraw_heartbeat("py-1") and lease_table.withdraw_heartbeat("py-2")
+        items = {item["wid"]["S"]: item for item in lease_table.heartbeat_items()}
+        assert set(items) == {"py-1"} and "kdhb" not in items["py-1"] and "lut" in items["py-1"]
+        assert not lease_table.withdraw_heartbeat("py-2")  # nothing left to withdraw
+    finally:
+        with contextlib.suppress(ClientError):
+            aws_clients.dynamodb.delete_table(TableName=rows.table_name)

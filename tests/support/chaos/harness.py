@@ -61,6 +61,8 @@ class ChaosConfig:
     lease_mode: str = "taker"  # "leader": KCL 3.x leader-based assignment; "taker": the 2.x taker
     cpu_hog: bool = False  # a busy loop on every core while the run lasts
     reshard: bool = True
+    #: leaseRenewal (taker mode): PER_LEASE, Java's, or PER_WORKER (one heartbeat per worker)
+    lease_renewal: str = "PER_LEASE"
 
 
 @dataclass
@@ -229,8 +231,23 @@ def _properties(path: Path, worker: str, table: str, stream: str, kinesis: str, 
             if config.lease_mode == "taker"
             else ""
         )
+        + (f"leaseRenewal = {config.lease_renewal}\n" if config.lease_renewal != "PER_LEASE" else "")
     )
     return path
+
+
+def _held(clients: AwsClients, table: str) -> defaultdict[str, set[str]]:
+    """owner -> the unfinished leases it holds (none while a starved host has not created the table)."""
+    leases: defaultdict[str, set[str]] = defaultdict(set)
+    try:
+        items = clients.dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]
+    except clients.dynamodb.exceptions.ResourceNotFoundException:
+        return leases
+    for item in items:
+        owner = item.get("leaseOwner", {}).get("S")
+        if owner and item.get("checkpoint", {}).get("S") != "SHARD_END":
+            leases[owner].add(item["leaseKey"]["S"])
+    return leases
 
 
 def _read_records(path: Path) -> list[dict[str, Any]]:
@@ -358,7 +375,8 @@ def run_chaos(
     say: Callable[[str], None] = lambda _: None,
 ) -> ChaosReport:
     rng = random.Random(config.seed)
-    report = ChaosReport(config.seed, mode=config.lease_mode, hog=config.cpu_hog)
+    mode = config.lease_mode + ("" if config.lease_renewal == "PER_LEASE" else f"+{config.lease_renewal}")
+    report = ChaosReport(config.seed, mode=mode, hog=config.cpu_hog)
     started = time.monotonic()
     clients = build_clients(ClientSettings(REGION, kinesis_endpoint, dynamodb_endpoint, read_timeout_s=10))
     stream = f"chaos-{uuid.uuid4().hex[:8]}"
@@ -432,15 +450,20 @@ def run_chaos(
                     elif what == "merge":
                         report.events.append(f"{now:.1f}s {_merge(clients, stream, rng)}")
                     elif what == "faults-on":
+                        if not any(_held(clients, table).values()):  # a starved host: nothing to disturb yet
+                            bisect.insort(plan, (now + 1.0, what))
+                            continue
                         proxy.set_rules(*_fault_rules(rng))
                         faults_off_at = now + config.fault_window_s
                         report.events.append(f"{now:.1f}s faults on for {config.fault_window_s:.0f}s")
                     elif what == "kill":
-                        live = sorted(n for n, d in daemons.items() if d.exit_status is None)
-                        leases: dict[str, set[str]] = defaultdict(set)
-                        for item in clients.dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]:
-                            if item.get("checkpoint", {}).get("S") != "SHARD_END":
-                                leases[item.get("leaseOwner", {}).get("S", "")].add(item["leaseKey"]["S"])
+                        live = sorted(
+                            n for n, d in daemons.items() if d.exit_status is None and n not in killed
+                        )
+                        leases = _held(clients, table)
+                        if not any(leases[n] for n in live):  # nothing held yet: a kill would test nothing
+                            bisect.insort(plan, (now + 1.0, what))
+                            continue
                         # a victim without leases would measure no takeover: pick among those with some
                         victim = rng.choice([n for n in live if leases[n]] or live)
                         owned = leases[victim]
@@ -474,7 +497,17 @@ def run_chaos(
             for hog in hogs:
                 hog.kill()
                 hog.wait()
+            # a daemon restarted moments ago may still be importing, before its signal handlers: a
+            # SIGTERM then kills it (-15); give each up to 20 s to log its start first
+            started_by = time.monotonic() + 20.0
             for daemon in daemons.values():
+                while (
+                    daemon.exit_status is None
+                    and daemon.log is not None
+                    and " starting: " not in daemon.log.read_text(errors="replace")
+                    and time.monotonic() < started_by
+                ):
+                    time.sleep(0.1)
                 daemon.send(signal.SIGTERM)
             for name, daemon in daemons.items():
                 report.exit_codes[name] = daemon.wait(40)  # None: killed after 40 s

@@ -15,9 +15,12 @@ from kcl_daemon.core.leases.heartbeat import (
     WorkerItem,
     decide,
     foreign_signs,
+    heartbeat_removal,
+    heartbeat_withdrawal,
     heartbeat_write,
     is_expired,
     is_worker_item,
+    merged,
     settle,
     vouched,
     worker_item_from,
@@ -44,39 +47,41 @@ def beat(worker: str, n: int, mode: RenewalMode = PW) -> WorkerItem:
 @pytest.mark.parametrize(
     ("item", "expected"),
     [
-        (
-            {"leaseKey": {"S": "w1"}, "entityType": {"S": "WORKER_METRIC_STATS"}, "kdhb": {"N": "7"},
-             "kdrm": {"S": "PER_WORKER"}},
-            WorkerItem("w1", beat=7, mode=PW),
+        (  # a heartbeat alone in the worker-metrics table: lut 0 is no report
+            {"wid": {"S": "w1"}, "kdhb": {"N": "7"}, "kdrm": {"S": "PER_WORKER"}, "lut": {"N": "0"}},
+            WorkerItem("w1", beat=7, mode=PW, kcl_daemon=True, metrics_seen=(("N", "0"),)),
         ),
-        (  # a Java worker's metrics report
+        (  # a Java 3.1.3 worker's metrics report (no CPU outside EC2)
+            {"wid": {"S": "j1"}, "lut": {"N": "1700"}, "sts": {"M": {}}, "opr": {"M": {}}},
+            WorkerItem("j1", metrics=True, metrics_seen=(("N", "1700"),)),
+        ),
+        (  # the same in a single-table lease table (Java 3.5)
             {"leaseKey": {"S": "j1"}, "entityType": {"S": "WORKER_METRIC_STATS"}, "lut": {"N": "1700"},
              "sts": {"M": {}}, "opr": {"M": {}}},
             WorkerItem("j1", metrics=True, metrics_seen=(("N", "1700"),)),
         ),
-        (  # kcl-daemon's 3.x report, with its mark
-            {"leaseKey": {"S": "k1"}, "entityType": {"S": "WORKER_METRIC_STATS"}, "lut": {"N": "5"},
-             "kdx": {"M": {}}},
-            WorkerItem("k1", metrics=True, kcl_daemon=True, metrics_seen=(("N", "5"),)),
+        (  # kcl-daemon's report, with its mark, sharing the item with the heartbeat
+            {"wid": {"S": "k1"}, "lut": {"N": "5"}, "kdx": {"M": {}}, "kdhb": {"N": "2"},
+             "kdrm": {"S": "PER_WORKER"}},
+            WorkerItem("k1", beat=2, mode=PW, metrics=True, kcl_daemon=True, metrics_seen=(("N", "5"),)),
         ),
-        (  # an older Java worker took the heartbeat item for a lease
+        (  # an older Java worker took a worker item of the lease table for a lease
             {"leaseKey": {"S": "w1"}, "entityType": {"S": "WORKER_METRIC_STATS"}, "kdhb": {"N": "3"},
              "kdrm": {"S": "PER_WORKER"}, "leaseOwner": {"S": "java-1"}, "leaseCounter": {"N": "1"}},
-            WorkerItem("w1", beat=3, mode=PW, leased_by="java-1", lease_shaped=True),
+            WorkerItem("w1", beat=3, mode=PW, kcl_daemon=True, leased_by="java-1", lease_shaped=True),
         ),
     ],
 )  # fmt: skip
 def test_worker_items_decode(item: dict[str, dict[str, object]], expected: WorkerItem) -> None:
-    assert is_worker_item(item)
     assert worker_item_from(item) == expected
 
 
 @pytest.mark.parametrize(
     ("item", "problem"),
     [
-        ({"leaseKey": {"S": "w"}, "entityType": {"S": "WORKER_METRIC_STATS"}, "kdhb": {"N": "x"}}, "kdhb"),
-        ({"leaseKey": {"S": "w"}, "entityType": {"S": "WORKER_METRIC_STATS"}, "kdrm": {"S": "NO"}}, "kdrm"),
-        ({"entityType": {"S": "WORKER_METRIC_STATS"}}, "leaseKey"),
+        ({"wid": {"S": "w"}, "kdhb": {"N": "x"}}, "kdhb"),
+        ({"wid": {"S": "w"}, "kdrm": {"S": "NO"}}, "kdrm"),
+        ({"entityType": {"S": "WORKER_METRIC_STATS"}}, "wid or leaseKey"),
     ],
 )
 def test_corrupt_worker_items_name_the_attribute(item: dict[str, dict[str, object]], problem: str) -> None:
@@ -85,19 +90,37 @@ def test_corrupt_worker_items_name_the_attribute(item: dict[str, dict[str, objec
 
 
 def test_leases_and_other_items_are_not_worker_items() -> None:
+    assert is_worker_item({"leaseKey": {"S": "j"}, "entityType": {"S": "WORKER_METRIC_STATS"}})
     assert not is_worker_item({"leaseKey": {"S": "shardId-0"}, "leaseCounter": {"N": "1"}})
     assert not is_worker_item({"leaseKey": {"S": "Leader"}, "entityType": {"S": "LEADER"}})
 
 
-def test_the_heartbeat_write_never_lands_on_a_lease() -> None:
+def test_the_heartbeat_lives_in_the_worker_metrics_table_and_never_on_a_lease() -> None:
     write = heartbeat_write("w1", PW)
-    assert write.key == {"leaseKey": {"S": "w1"}}
+    assert write.key == {"wid": {"S": "w1"}}  # the 3.0-3.4 worker-metrics table: no Java 2.x reads it
     assert "ADD #beat :one" in write.update
+    assert "#lut = if_not_exists(#lut, :none)" in write.update and write.values[":none"] == {"N": "0"}
     assert "attribute_not_exists(#owner)" in write.condition
     assert "attribute_not_exists(#counter)" in write.condition
-    assert write.names["#type"] == "entityType"
-    assert write.values[":type"] == {"S": "WORKER_METRIC_STATS"}
+    assert "entityType" not in write.names.values()
     assert write.values[":mode"] == {"S": "PER_WORKER"}
+
+
+def test_a_withdrawal_deletes_only_an_item_that_holds_nothing_but_the_heartbeat() -> None:
+    delete = heartbeat_withdrawal("w1")
+    assert delete.key == {"wid": {"S": "w1"}}
+    for name in ("#mark", "#owner", "#counter"):  # kcl-daemon's metrics report, lease attributes
+        assert f"attribute_not_exists({name})" in delete.condition
+    assert "#lut = :none" in delete.condition  # a real report's lut stays: only the heartbeat goes
+    assert heartbeat_removal("w1").update == "REMOVE #beat, #mode"
+
+
+def test_a_worker_with_items_in_both_places_counts_by_its_heartbeat_and_never_hides_a_sign() -> None:
+    report = WorkerItem("w", metrics=True, kcl_daemon=True, metrics_seen=1)
+    beating = WorkerItem("w", beat=3, mode=PW, kcl_daemon=True)
+    leased = WorkerItem("w", leased_by="j", lease_shaped=True)
+    assert merged([report, beating]) == merged([beating, report]) == [beating]
+    assert merged([beating, leased]) == merged([leased, beating]) == [leased]
 
 
 # -- expiry --------------------------------------------------------------------------------------------
@@ -230,11 +253,22 @@ def _signs(leases: list[Lease], scans: list[list[WorkerItem]]) -> list[str]:
             "worker j publishes Java worker metrics",
         ),
         ([], [[WorkerItem("j", metrics=True, metrics_seen=1)]] * 3, None),  # stale, from a past run
-        (  # a kcl-daemon 3.x report without heartbeat, live: the key is off there
-            [],
+        (  # a kcl-daemon report without heartbeat, its worker holding leases: the key is off there
+            [lease("a", 1, "k")],
             [[WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=1)],
              [WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=2)]],
             "worker k writes no heartbeat",
+        ),
+        (  # ... holding none: a starting worker reports before its first heartbeat
+            [],
+            [[WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=1)],
+             [WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=2)]],
+            None,
+        ),
+        (  # a Java 3.1.3 worker's first report, while it holds nothing yet
+            [lease("a", 1, "w1")],
+            [[beat("w1", 1)], [beat("w1", 2), WorkerItem("java", metrics=True, metrics_seen=1)]],
+            "worker java publishes Java worker metrics (a Java 3.x worker)",
         ),
         (
             [],

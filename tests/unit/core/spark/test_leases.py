@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kcl_daemon.core.leases.heartbeat import RenewalMode, WorkerItem
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import LATEST, SHARD_END, TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import Shard
@@ -9,6 +10,7 @@ from kcl_daemon.core.spark.leases import (
     checkpoints_to_write,
     children_of,
     end_attribute,
+    heartbeating,
     is_ahead,
     lease_for_shard,
     live_owners,
@@ -55,6 +57,25 @@ def test_live_owners_are_those_whose_counters_moved() -> None:
     assert [(x.lease_key, x.owner) for x in live_owners(before, after_, "me")] == [("a", "w1")]
     mine = [lease("a", TRIM_HORIZON, "me", 9)]
     assert live_owners(before, mine, "me") == []
+    # w2 keeps "b" by its heartbeat (leaseRenewal = PER_WORKER): live although its counter stood still
+    assert [x.lease_key for x in live_owners(before, after_, "me", frozenset({"w2"}))] == ["a", "b"]
+
+
+def test_heartbeating_workers_are_those_whose_per_worker_heartbeat_advanced() -> None:
+    pw, pl = RenewalMode.PER_WORKER, RenewalMode.PER_LEASE
+    before = [
+        WorkerItem("w1", beat=3, mode=pw),
+        WorkerItem("w2", beat=5, mode=pw),
+        WorkerItem("j", metrics=True),
+    ]
+    after_ = [
+        WorkerItem("w1", beat=4, mode=pw),  # advanced
+        WorkerItem("w2", beat=5, mode=pw),  # stood still
+        WorkerItem("w3", beat=1, mode=pw),  # written meanwhile
+        WorkerItem("w4", beat=2, mode=pl),  # fell back: renews its leases, which the counters show
+        WorkerItem("j", metrics=True, metrics_seen=2),  # a metrics report is no heartbeat
+    ]
+    assert heartbeating(before, after_) == {"w1", "w3"}
 
 
 def test_only_forward_real_positions_are_written() -> None:
