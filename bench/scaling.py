@@ -72,6 +72,7 @@ from _daemons import (
     sample,
 )
 from _local import quiet_logs, unique
+from _memory_kinesis import MemoryKinesis
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.kinesis import Kinesis
@@ -125,6 +126,30 @@ class Stream:
     def snapshot(self) -> Counter[str]:
         with self._lock:
             return Counter(self.per_shard)
+
+    def fill(self, count: int) -> None:
+        """The backlog: ``count`` records."""
+        self.put(count)
+
+
+class HeldStream(Stream):
+    """A stream whose records the in-memory endpoint makes and serves (``--endpoint memory``): kinesalite
+    holds the stream's shape (ListShards), the endpoint its records; nothing is put into kinesalite."""
+
+    def __init__(self, clients: AwsClients, shards: int, memory: MemoryKinesis) -> None:
+        super().__init__(clients, shards)
+        self.memory = memory
+        self.memory.hold(self.name, [s.shard_id for s in self.shards], 0)
+
+    def fill(self, count: int) -> None:
+        held = self.memory.hold(self.name, [s.shard_id for s in self.shards], count // len(self.shards))
+        with self._lock:
+            self.per_shard = held
+
+    def put(self, count: int) -> None:
+        held = self.memory.append(self.name, count)
+        with self._lock:
+            self.per_shard = held
 
 
 class Producer:
@@ -252,6 +277,7 @@ class Session:
     idle_cpu_ms_per_call: float = float("nan")
     steady_target_per_s: float = float("nan")
     steady_per_s: float = float("nan")
+    steady_held: float = float("nan")  # delivered / produced over the steady window
     steady_cpu_per_10k: float = float("nan")
     rss_mb: float = float("nan")
     peak_rss_mb: float = float("nan")
@@ -309,6 +335,32 @@ class Setup:
     limit_s: float
     call_log: Path  # kinesalite's line per GetRecords call: when each daemon starts reading
     profile: Path | None = None
+    memory: MemoryKinesis | None = None  # --endpoint memory: GetRecords served from memory
+
+    def kinesis_for(self, daemon: str) -> str:
+        """The Kinesis endpoint a daemon is given: Java's speaks h2c (the memory endpoint's second port, or
+        the proxy in front of kinesalite)."""
+        if self.memory is not None:
+            return self.memory.h2c_endpoint if daemon == "java" else self.memory.endpoint
+        return self.java_kinesis if daemon == "java" else self.backend.kinesis_endpoint
+
+    def get_records_calls(self) -> int:
+        if self.memory is not None:
+            return self.memory.stats().calls["GetRecords"]
+        return kinesis_calls(self.counts)["GetRecords"]
+
+    def mark(self) -> None:
+        if self.memory is not None:
+            self.memory.mark()
+
+    def first_read(self, offset: int, after: float) -> float:
+        """When the daemon under test made its first GetRecords call (epoch seconds)."""
+        if self.memory is not None:
+            first = self.memory.stats().first_get_records_at
+            if first is None:
+                raise RuntimeError("no GetRecords call since the session started")
+            return first
+        return first_read(self.call_log, offset, after)
 
 
 def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: int, work: Path) -> Session:
@@ -325,7 +377,7 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
             processor=PROCESSORS[processor],
             stream=stream.name,
             app=app,
-            kinesis=setup.java_kinesis if java else setup.backend.kinesis_endpoint,
+            kinesis=setup.kinesis_for(daemon),
             dynamodb=setup.backend.dynamodb_endpoint,
             java=java,
             max_records=setup.max_records,
@@ -337,6 +389,7 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
     env = daemon_env({"BENCH_BATCH_LOG": str(batch_log.path), "BENCH_OUTPUT_DIR": str(session_dir / "out")})
     timeline = Timeline()
     calls_offset = setup.call_log.stat().st_size if setup.call_log.exists() else 0
+    setup.mark()
     epoch0 = time.time()
     argv = daemon_argv("kcl-daemon" if daemon == "kcl-daemon-botocore" else daemon, props, setup.jars)
     if daemon == "kcl-daemon-botocore":
@@ -378,7 +431,7 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
         spy.start(f"{profile_name}-drain")
         wait_until(lambda: len(backlog_done) >= shards, "drain")
         drain_end = max(backlog_done.values())
-        drain_start = first_read(setup.call_log, calls_offset, epoch0)
+        drain_start = setup.first_read(calls_offset, epoch0)
         delivery_start = min(first_batch.values())
         drained = sum(b.records for b in batch_log.batches if b.records and b.end <= drain_end + 1e-6)
         figures.drain_records = drained
@@ -397,20 +450,20 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
         poll()
         spy.start(f"{profile_name}-idle")
         calls0, cpu0, t0 = (
-            kinesis_calls(setup.counts),
+            setup.get_records_calls(),
             sample(process.pid, with_children=False),
             time.monotonic(),
         )
         time.sleep(setup.idle_s)
         calls1, cpu1, t1 = (
-            kinesis_calls(setup.counts),
+            setup.get_records_calls(),
             sample(process.pid, with_children=False),
             time.monotonic(),
         )
         shard_seconds = shards * (t1 - t0)
-        figures.idle_calls_per_shard_s = (calls1["GetRecords"] - calls0["GetRecords"]) / shard_seconds
+        figures.idle_calls_per_shard_s = (calls1 - calls0) / shard_seconds
         figures.idle_cpu_ms_per_shard_s = (cpu1.cpu_s - cpu0.cpu_s) * 1000 / shard_seconds
-        idle_calls = calls1["GetRecords"] - calls0["GetRecords"]
+        idle_calls = calls1 - calls0
         if idle_calls:
             figures.idle_cpu_ms_per_call = (cpu1.cpu_s - cpu0.cpu_s) * 1000 / idle_calls
         poll()
@@ -424,6 +477,7 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
             spy.start(f"{profile_name}-steady")
             window_start = time.time()
             before = sum(delivered.values())
+            produced_before = sum(stream.snapshot().values())
             cpu_start = sample(process.pid, with_children=False).cpu_s
             end_at = time.monotonic() + setup.steady_s
             while time.monotonic() < end_at:
@@ -431,11 +485,13 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
                 poll()
             window = time.time() - window_start
             after = sum(delivered.values())
+            produced = sum(stream.snapshot().values()) - produced_before
             end_sample: Sample = sample(process.pid)
             if producer.behind_s > 1.0:
                 figures.notes.append(f"producer fell {producer.behind_s:.1f}s behind")
         got = after - before
         figures.steady_per_s = got / window
+        figures.steady_held = got / produced if produced else float("nan")
         figures.steady_cpu_per_10k = (end_sample.cpu_s - cpu_start) / got * 10000 if got else float("nan")
         figures.rss_mb, figures.peak_rss_mb = end_sample.rss_mb, end_sample.peak_rss_mb
         figures.total_rss_mb, figures.children = end_sample.total_rss_mb, end_sample.children
@@ -457,6 +513,7 @@ COLUMNS: Final = [
     ("drain_delivery_per_s", "drain from 1st delivery /s", ",.0f"),
     ("drain_cpu_per_10k", "drain CPU-s/10k", ".3f"),
     ("steady_per_s", "steady records/s", ",.0f"),
+    ("steady_held", "steady delivered / produced", ".3f"),
     ("steady_cpu_per_10k", "steady CPU-s/10k", ".3f"),
     ("idle_calls_per_shard_s", "idle GetRecords/shard-s", ".2f"),
     ("idle_cpu_ms_per_shard_s", "idle CPU ms/shard-s", ".3f"),
@@ -528,6 +585,46 @@ def derived(sessions: list[Session]) -> str:
                 f"{spread(per_shard, '.2f')} MB"
             )
     return "\n".join(out) + "\n"
+
+
+#: issue 30's goals per point: (column, kcl-daemon / Java at most or at least, the bound)
+GOALS: Final = (
+    ("drain_cpu_per_10k", "<=", 0.25),
+    ("steady_cpu_per_10k", "<=", 0.25),
+    ("drain_per_s", ">=", 1.5),
+)
+HELD: Final = 0.99  # at the largest shard count: delivered / produced over the steady window, at least
+
+
+def goals(sessions: list[Session]) -> str:
+    """Per point, each goal's median ratio against Java and whether it is met; the producer's rate held at
+    the largest shard count."""
+    lines = [
+        "| shards | processor | " + " | ".join(f"{k} {op} {b:g} x Java" for k, op, b in GOALS) + " | held |"
+    ]
+    lines.append("|" + " --- |" * (3 + len(GOALS)))
+    largest = max((s.shards for s in sessions), default=0)
+    for shards, processor in sorted({(s.shards, s.processor) for s in sessions}):
+        group = [s for s in sessions if s.shards == shards and s.processor == processor]
+        ours = [s for s in group if s.daemon == "kcl-daemon"]
+        java = [s for s in group if s.daemon == "java"]
+        cells = []
+        for key, op, bound in GOALS:
+            values = [v for v in ratios(ours, java, key) if v == v]
+            if not values:
+                cells.append("-")
+                continue
+            median = statistics.median(values)
+            met = median <= bound if op == "<=" else median >= bound
+            cells.append(f"{median:.2f} {'met' if met else 'MISSED'}")
+        held = [s.steady_held for s in ours if s.steady_held == s.steady_held]
+        if shards == largest and held:
+            median = statistics.median(held)
+            cells.append(f"{median:.3f} {'met' if median >= HELD else 'MISSED'}")
+        else:
+            cells.append(spread(held, ".3f"))
+        lines.append(f"| {shards} | {processor} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def plot(sessions: list[Session], path: Path) -> bool:
@@ -612,6 +709,15 @@ def emulators(log_dir: Path, shard_limit: int, call_log: Path) -> Iterator[tuple
         )
 
 
+QUICK_HELP: Final = "4 and 64 shards, one run, the no-op processor, short phases, no botocore variant"
+
+
+def quick(args: argparse.Namespace) -> None:
+    """``--quick``: a few minutes instead of most of an hour."""
+    args.shards, args.runs, args.processors, args.no_botocore = "4,64", 1, "noop", True
+    args.idle_s, args.warmup_s, args.steady_s = 3.0, 2.0, 6.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shards", default="4,16,64,256", help="comma-separated shard counts")
@@ -628,6 +734,18 @@ def main() -> None:
     parser.add_argument("--warmup-s", type=float, default=5.0)
     parser.add_argument("--steady-s", type=float, default=15.0)
     parser.add_argument("--limit-s", type=float, default=600.0, help="give up on a phase after this")
+    parser.add_argument(
+        "--endpoint",
+        choices=("memory", "kinesalite"),
+        default="memory",
+        help="where GetRecords is served from: memory (_memory_kinesis.js, both daemons read it alike) or "
+        "kinesalite itself (which caps both daemons near 35k records/s here)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a small subset: {QUICK_HELP}",
+    )
     parser.add_argument("--no-java", action="store_true")
     parser.add_argument(
         "--no-botocore", action="store_true", help="skip kcl-daemon with its reads on botocore (before/after)"
@@ -645,6 +763,8 @@ def main() -> None:
         help="run nothing: join these scaling.json files (runs of other invocations) into --out",
     )
     args = parser.parse_args()
+    if args.quick:
+        quick(args)
     if args.merge:
         joined = [Session(**row) for path in args.merge for row in json.loads(path.read_text())]
         write(joined, args.out)
@@ -669,7 +789,10 @@ def main() -> None:
             emulators(work, sum(counts) + 10, work / "getrecords.log")
         )
         clients = backend.clients(max_pool_connections=16, read_timeout_s=60.0)
-        java_kinesis = stack.enter_context(h2c_proxy(backend.kinesis_endpoint)) if jars else ""
+        memory = None
+        if args.endpoint == "memory":
+            memory = stack.enter_context(MemoryKinesis(backend.kinesis_endpoint, work / "memory_kinesis.log"))
+        java_kinesis = stack.enter_context(h2c_proxy(backend.kinesis_endpoint)) if jars and not memory else ""
         setup = Setup(
             backend,
             clients,
@@ -685,15 +808,17 @@ def main() -> None:
             args.limit_s,
             work / "getrecords.log",
             args.profile,
+            memory,
         )
         for shards in counts:
-            stream = Stream(clients, shards)
+            stream = HeldStream(clients, shards, memory) if memory else Stream(clients, shards)
             put_started = time.monotonic()
             backlog = max(args.backlog * shards, args.min_total)
-            stream.put(backlog)
+            stream.fill(backlog)
             setup = replace(setup, max_records=max(1, min(args.max_records, backlog // shards // 3)))
             print(
-                f"\n{shards} shards: {sum(stream.per_shard.values()):,} records of 100 B put in "
+                f"\n{shards} shards: {sum(stream.per_shard.values()):,} records of 100 B "
+                f"({args.endpoint}) put in "
                 f"{time.monotonic() - put_started:.1f}s; maxRecords {setup.max_records}, "
                 f"idleTimeBetweenReadsInMillis {args.idle_ms}, steady {args.rate:g} records/s per shard",
                 flush=True,
@@ -720,10 +845,11 @@ def write(sessions: list[Session], out: Path | None) -> None:
     print()
     print(table)
     print(derived(sessions))
+    print(goals(sessions))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "scaling.json").write_text(json.dumps([asdict(s) for s in sessions], indent=1) + "\n")
-        (out / "scaling.md").write_text(table + "\n" + derived(sessions))
+        (out / "scaling.md").write_text(table + "\n" + derived(sessions) + "\n" + goals(sessions))
         drawn = plot(sessions, out / "scaling.png")
         print(f"wrote {out}/scaling.json, scaling.md" + (", scaling.png" if drawn else " (no matplotlib)"))
 
