@@ -293,7 +293,8 @@ class Session:
             f"run {self.run} {self.processor:<7} {self.daemon:<10} start-up {self.startup_s:5.1f}s  "
             f"drain {self.drain_per_s:8,.0f}/s (from 1st delivery {self.drain_delivery_per_s:,.0f}/s) "
             f"{self.drain_cpu_per_10k:.3f} CPU-s/10k  "
-            f"steady {self.steady_per_s:7,.0f}/s {self.steady_cpu_per_10k:.3f}  "
+            f"steady {self.steady_per_s:7,.0f}/s (held {self.steady_held:.3f}) "
+            f"{self.steady_cpu_per_10k:.3f}  "
             f"idle {self.idle_calls_per_shard_s:.2f} calls {self.idle_cpu_ms_per_shard_s:.3f} ms/shard-s "
             f"{self.idle_cpu_ms_per_call:.3f} ms/call  "
             f"RSS {self.rss_mb:.0f}/{self.total_rss_mb:,.0f} MB  threads {self.threads} fds {self.fds}{notes}"
@@ -834,6 +835,10 @@ def main() -> None:
                             print(f"  run {run} {processor} {daemon}: gave up: {exc}", flush=True)
                             continue
                         sessions.append(figures)
+                        if args.out is not None:  # so far, in case the run is cut short
+                            args.out.mkdir(parents=True, exist_ok=True)
+                            partial = json.dumps([asdict(s) for s in sessions], indent=1) + "\n"
+                            (args.out / "scaling.partial.json").write_text(partial)
                         print(f"  {figures.line()} ({time.monotonic() - session_started:.0f}s)", flush=True)
     print(f"\n{len(sessions)} sessions in {time.monotonic() - started:.0f}s (min/median/max over runs)")
     write(sessions, args.out)
