@@ -246,7 +246,15 @@ const plain = http.createServer({ keepAliveTimeout: 60000 }, (req, res) => {
 plain.headersTimeout = 0;
 plain.requestTimeout = 0;
 
-const h2c = http2.createServer();
+// Node's default of 10 MB per session is less than 256 shards' first pages in flight at once: past it Node
+// drops the connection (the SDK then saw "received 0 bytes before the connection was closed"), so the
+// session may hold what the pages need; no idle timeout either
+const h2c = http2.createServer({
+  maxSessionMemory: 4096,
+  settings: { maxConcurrentStreams: 100000, initialWindowSize: 16 * 1024 * 1024 },
+});
+h2c.setTimeout(0);
+h2c.on('sessionError', () => {});
 h2c.on('stream', (stream, headers) => {
   stream.on('error', () => {});
   collect(stream, (body) => handle(headers[':method'], headers[':path'], headers, body, (status, back, data) => {

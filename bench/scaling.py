@@ -719,6 +719,10 @@ def quick(args: argparse.Namespace) -> None:
     args.idle_s, args.warmup_s, args.steady_s = 3.0, 2.0, 6.0
 
 
+def _exit_on_signal(number: int, _frame: object) -> None:
+    raise SystemExit(128 + number)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shards", default="4,16,64,256", help="comma-separated shard counts")
@@ -771,6 +775,10 @@ def main() -> None:
         write(joined, args.out)
         return
     quiet_logs()
+    # SIGTERM (and SIGINT, which a shell's background job ignores) end the run through the cleanups: the
+    # daemon under test and its children stopped, the emulators too
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGINT, _exit_on_signal)
     jars = java_jars(disabled=args.no_java or args.ours_only)
     daemons = (
         ["kcl-daemon"] + ([] if args.no_botocore else ["kcl-daemon-botocore"]) + (["java"] if jars else [])
