@@ -64,6 +64,7 @@ from _daemons import (
     BatchLog,
     DaemonProcess,
     Sample,
+    cpu_seconds,
     daemon_argv,
     daemon_env,
     h2c_proxy,
@@ -279,6 +280,9 @@ class Session:
     steady_per_s: float = float("nan")
     steady_held: float = float("nan")  # delivered / produced over the steady window
     steady_cpu_per_10k: float = float("nan")
+    drain_kinesis_busy: float = float("nan")  # % of one core the Kinesis endpoint used over the drain
+    drain_dynamodb_busy: float = float("nan")  # the same for dynalite
+    steady_dynamodb_busy: float = float("nan")
     rss_mb: float = float("nan")
     peak_rss_mb: float = float("nan")
     total_rss_mb: float = float("nan")
@@ -299,6 +303,13 @@ class Session:
             f"{self.idle_cpu_ms_per_call:.3f} ms/call  "
             f"RSS {self.rss_mb:.0f}/{self.total_rss_mb:,.0f} MB  threads {self.threads} fds {self.fds}{notes}"
         )
+
+
+def share_of_core(timeline: Timeline | None, start: float, end: float) -> float:
+    """Percent of one core a process used between two instants (epoch seconds), from its timeline."""
+    if timeline is None or not timeline.points or end <= start:
+        return float("nan")
+    return (timeline.cpu_at(end) - timeline.cpu_at(start)) / (end - start) * 100
 
 
 class Timeline:
@@ -337,6 +348,8 @@ class Setup:
     call_log: Path  # kinesalite's line per GetRecords call: when each daemon starts reading
     profile: Path | None = None
     memory: MemoryKinesis | None = None  # --endpoint memory: GetRecords served from memory
+    #: "kinesis" (the endpoint GetRecords is read from) and "dynamodb" (dynalite): how busy each was
+    emulator_pids: dict[str, int] = field(default_factory=dict)
 
     def kinesis_for(self, daemon: str) -> str:
         """The Kinesis endpoint a daemon is given: Java's speaks h2c (the memory endpoint's second port, or
@@ -389,6 +402,7 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
     backlog = stream.snapshot()
     env = daemon_env({"BENCH_BATCH_LOG": str(batch_log.path), "BENCH_OUTPUT_DIR": str(session_dir / "out")})
     timeline = Timeline()
+    busy = {name: Timeline() for name in setup.emulator_pids}
     calls_offset = setup.call_log.stat().st_size if setup.call_log.exists() else 0
     setup.mark()
     epoch0 = time.time()
@@ -405,7 +419,11 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
 
     def poll() -> None:
         process.check()
-        timeline.add(time.time(), sample(process.pid, with_children=False).cpu_s)
+        now = time.time()
+        timeline.add(now, sample(process.pid, with_children=False).cpu_s)
+        for name, pid in setup.emulator_pids.items():
+            with contextlib.suppress(OSError):
+                busy[name].add(now, cpu_seconds(pid))
         for batch in batch_log.poll():
             if not batch.records:
                 continue
@@ -440,6 +458,8 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
         figures.drain_delivery_per_s = drained / (drain_end - delivery_start)
         cpu = timeline.cpu_at(drain_end) - timeline.cpu_at(drain_start)
         figures.drain_cpu_per_10k = cpu / drained * 10000
+        figures.drain_kinesis_busy = share_of_core(busy.get("kinesis"), drain_start, drain_end)
+        figures.drain_dynamodb_busy = share_of_core(busy.get("dynamodb"), drain_start, drain_end)
         times = {"started": epoch0, "drain_start": delivery_start, "first_read": drain_start}
         times["drain_end"] = drain_end
         (session_dir / "times.json").write_text(json.dumps({**times, "backlog": dict(backlog)}) + "\n")
@@ -493,6 +513,9 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
         got = after - before
         figures.steady_per_s = got / window
         figures.steady_held = got / produced if produced else float("nan")
+        figures.steady_dynamodb_busy = share_of_core(
+            busy.get("dynamodb"), window_start, window_start + window
+        )
         figures.steady_cpu_per_10k = (end_sample.cpu_s - cpu_start) / got * 10000 if got else float("nan")
         figures.rss_mb, figures.peak_rss_mb = end_sample.rss_mb, end_sample.peak_rss_mb
         figures.total_rss_mb, figures.children = end_sample.total_rss_mb, end_sample.children
@@ -523,6 +546,9 @@ COLUMNS: Final = [
     ("total_rss_mb", "RSS with children MB", ",.0f"),
     ("threads", "threads", ".0f"),
     ("fds", "open fds", ".0f"),
+    ("drain_kinesis_busy", "Kinesis endpoint % of a core, drain", ".0f"),
+    ("drain_dynamodb_busy", "dynalite % of a core, drain", ".0f"),
+    ("steady_dynamodb_busy", "dynalite % of a core, steady", ".0f"),
 ]
 
 
@@ -693,7 +719,11 @@ def plot(sessions: list[Session], path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def emulators(log_dir: Path, shard_limit: int, call_log: Path) -> Iterator[tuple[Backend, str]]:
+def emulators(
+    log_dir: Path, shard_limit: int, call_log: Path
+) -> Iterator[tuple[Backend, str, dict[str, int]]]:
+    """kinesalite (with its call counts and log) and dynalite; the backend, the counts' address and the
+    emulators' pids (to see how busy each was)."""
     use_dummy_credentials()
     counts_port = free_port()
     kinesalite = Emulator.kinesalite(
@@ -704,9 +734,13 @@ def emulators(log_dir: Path, shard_limit: int, call_log: Path) -> Iterator[tuple
         for emulator in (kinesalite, dynalite):
             stack.callback(emulator.stop)
             emulator.start()
+        pids = {
+            name: e.process.pid for name, e in (("kinesis", kinesalite), ("dynamodb", dynalite)) if e.process
+        }
         yield (
             Backend("kinesalite+dynalite", kinesalite.endpoint, dynalite.endpoint),
             f"http://127.0.0.1:{counts_port}/",
+            pids,
         )
 
 
@@ -794,13 +828,14 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         work = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="scaling-")))
         work.mkdir(parents=True, exist_ok=True)
-        backend, counts_endpoint = stack.enter_context(
+        backend, counts_endpoint, emulator_pids = stack.enter_context(
             emulators(work, sum(counts) + 10, work / "getrecords.log")
         )
         clients = backend.clients(max_pool_connections=16, read_timeout_s=60.0)
         memory = None
         if args.endpoint == "memory":
             memory = stack.enter_context(MemoryKinesis(backend.kinesis_endpoint, work / "memory_kinesis.log"))
+            emulator_pids["kinesis"] = memory.pid
         java_kinesis = stack.enter_context(h2c_proxy(backend.kinesis_endpoint)) if jars and not memory else ""
         setup = Setup(
             backend,
@@ -818,6 +853,7 @@ def main() -> None:
             work / "getrecords.log",
             args.profile,
             memory,
+            emulator_pids,
         )
         for shards in counts:
             stream = HeldStream(clients, shards, memory) if memory else Stream(clients, shards)
