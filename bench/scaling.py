@@ -65,6 +65,7 @@ from _daemons import (
     BatchLog,
     DaemonProcess,
     Sample,
+    cpu_seconds,
     daemon_argv,
     daemon_env,
     h2c_proxy,
@@ -73,6 +74,7 @@ from _daemons import (
     sample,
 )
 from _local import quiet_logs, unique
+from _memory_kinesis import MemoryKinesis
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.kinesis import Kinesis
@@ -126,6 +128,30 @@ class Stream:
     def snapshot(self) -> Counter[str]:
         with self._lock:
             return Counter(self.per_shard)
+
+    def fill(self, count: int) -> None:
+        """The backlog: ``count`` records."""
+        self.put(count)
+
+
+class HeldStream(Stream):
+    """A stream whose records the in-memory endpoint makes and serves (``--endpoint memory``): kinesalite
+    holds the stream's shape (ListShards), the endpoint its records; nothing is put into kinesalite."""
+
+    def __init__(self, clients: AwsClients, shards: int, memory: MemoryKinesis) -> None:
+        super().__init__(clients, shards)
+        self.memory = memory
+        self.memory.hold(self.name, [s.shard_id for s in self.shards], 0)
+
+    def fill(self, count: int) -> None:
+        held = self.memory.hold(self.name, [s.shard_id for s in self.shards], count // len(self.shards))
+        with self._lock:
+            self.per_shard = held
+
+    def put(self, count: int) -> None:
+        held = self.memory.append(self.name, count)
+        with self._lock:
+            self.per_shard = held
 
 
 class Producer:
@@ -259,7 +285,11 @@ class Session:
     idle_cpu_ms_per_call: float = float("nan")
     steady_target_per_s: float = float("nan")
     steady_per_s: float = float("nan")
+    steady_held: float = float("nan")  # delivered / produced over the steady window
     steady_cpu_per_10k: float = float("nan")
+    drain_kinesis_busy: float = float("nan")  # % of one core the Kinesis endpoint used over the drain
+    drain_dynamodb_busy: float = float("nan")  # the same for dynalite
+    steady_dynamodb_busy: float = float("nan")
     rss_mb: float = float("nan")
     peak_rss_mb: float = float("nan")
     total_rss_mb: float = float("nan")
@@ -274,11 +304,19 @@ class Session:
             f"run {self.run} {self.processor:<7} {self.daemon:<10} start-up {self.startup_s:5.1f}s  "
             f"drain {self.drain_per_s:8,.0f}/s (from 1st delivery {self.drain_delivery_per_s:,.0f}/s) "
             f"{self.drain_cpu_per_10k:.3f} CPU-s/10k  "
-            f"steady {self.steady_per_s:7,.0f}/s {self.steady_cpu_per_10k:.3f}  "
+            f"steady {self.steady_per_s:7,.0f}/s (held {self.steady_held:.3f}) "
+            f"{self.steady_cpu_per_10k:.3f}  "
             f"idle {self.idle_calls_per_shard_s:.2f} calls {self.idle_cpu_ms_per_shard_s:.3f} ms/shard-s "
             f"{self.idle_cpu_ms_per_call:.3f} ms/call  "
             f"RSS {self.rss_mb:.0f}/{self.total_rss_mb:,.0f} MB  threads {self.threads} fds {self.fds}{notes}"
         )
+
+
+def share_of_core(timeline: Timeline | None, start: float, end: float) -> float:
+    """Percent of one core a process used between two instants (epoch seconds), from its timeline."""
+    if timeline is None or not timeline.points or end <= start:
+        return float("nan")
+    return (timeline.cpu_at(end) - timeline.cpu_at(start)) / (end - start) * 100
 
 
 class Timeline:
@@ -316,6 +354,34 @@ class Setup:
     limit_s: float
     call_log: Path  # kinesalite's line per GetRecords call: when each daemon starts reading
     profile: Path | None = None
+    memory: MemoryKinesis | None = None  # --endpoint memory: GetRecords served from memory
+    #: "kinesis" (the endpoint GetRecords is read from) and "dynamodb" (dynalite): how busy each was
+    emulator_pids: dict[str, int] = field(default_factory=dict)
+
+    def kinesis_for(self, daemon: str) -> str:
+        """The Kinesis endpoint a daemon is given: Java's speaks h2c (the memory endpoint's second port, or
+        the proxy in front of kinesalite)."""
+        if self.memory is not None:
+            return self.memory.h2c_endpoint if daemon == "java" else self.memory.endpoint
+        return self.java_kinesis if daemon == "java" else self.backend.kinesis_endpoint
+
+    def get_records_calls(self) -> int:
+        if self.memory is not None:
+            return self.memory.stats().calls["GetRecords"]
+        return kinesis_calls(self.counts)["GetRecords"]
+
+    def mark(self) -> None:
+        if self.memory is not None:
+            self.memory.mark()
+
+    def first_read(self, offset: int, after: float) -> float:
+        """When the daemon under test made its first GetRecords call (epoch seconds)."""
+        if self.memory is not None:
+            first = self.memory.stats().first_get_records_at
+            if first is None:
+                raise RuntimeError("no GetRecords call since the session started")
+            return first
+        return first_read(self.call_log, offset, after)
 
 
 def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: int, work: Path) -> Session:
@@ -332,7 +398,7 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
             processor=PROCESSORS[processor],
             stream=stream.name,
             app=app,
-            kinesis=setup.java_kinesis if java else setup.backend.kinesis_endpoint,
+            kinesis=setup.kinesis_for(daemon),
             dynamodb=setup.backend.dynamodb_endpoint,
             java=java,
             max_records=setup.max_records,
@@ -343,7 +409,9 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
     backlog = stream.snapshot()
     env = daemon_env({"BENCH_BATCH_LOG": str(batch_log.path), "BENCH_OUTPUT_DIR": str(session_dir / "out")})
     timeline = Timeline()
+    busy = {name: Timeline() for name in setup.emulator_pids}
     calls_offset = setup.call_log.stat().st_size if setup.call_log.exists() else 0
+    setup.mark()
     epoch0 = time.time()
     argv = daemon_argv("kcl-daemon" if daemon == "kcl-daemon-botocore" else daemon, props, setup.jars)
     if daemon == "kcl-daemon-botocore":
@@ -358,7 +426,11 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
 
     def poll() -> None:
         process.check()
-        timeline.add(time.time(), sample(process.pid, with_children=False).cpu_s)
+        now = time.time()
+        timeline.add(now, sample(process.pid, with_children=False).cpu_s)
+        for name, pid in setup.emulator_pids.items():
+            with contextlib.suppress(OSError):
+                busy[name].add(now, cpu_seconds(pid))
         for batch in batch_log.poll():
             if not batch.records:
                 continue
@@ -385,7 +457,7 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
         spy.start(f"{profile_name}-drain")
         wait_until(lambda: len(backlog_done) >= shards, "drain")
         drain_end = max(backlog_done.values())
-        drain_start = first_read(setup.call_log, calls_offset, epoch0)
+        drain_start = setup.first_read(calls_offset, epoch0)
         delivery_start = min(first_batch.values())
         drained = sum(b.records for b in batch_log.batches if b.records and b.end <= drain_end + 1e-6)
         figures.drain_records = drained
@@ -393,6 +465,8 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
         figures.drain_delivery_per_s = drained / (drain_end - delivery_start)
         cpu = timeline.cpu_at(drain_end) - timeline.cpu_at(drain_start)
         figures.drain_cpu_per_10k = cpu / drained * 10000
+        figures.drain_kinesis_busy = share_of_core(busy.get("kinesis"), drain_start, drain_end)
+        figures.drain_dynamodb_busy = share_of_core(busy.get("dynamodb"), drain_start, drain_end)
         times = {"started": epoch0, "drain_start": delivery_start, "first_read": drain_start}
         times["drain_end"] = drain_end
         (session_dir / "times.json").write_text(json.dumps({**times, "backlog": dict(backlog)}) + "\n")
@@ -404,20 +478,20 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
         poll()
         spy.start(f"{profile_name}-idle")
         calls0, cpu0, t0 = (
-            kinesis_calls(setup.counts),
+            setup.get_records_calls(),
             sample(process.pid, with_children=False),
             time.monotonic(),
         )
         time.sleep(setup.idle_s)
         calls1, cpu1, t1 = (
-            kinesis_calls(setup.counts),
+            setup.get_records_calls(),
             sample(process.pid, with_children=False),
             time.monotonic(),
         )
         shard_seconds = shards * (t1 - t0)
-        figures.idle_calls_per_shard_s = (calls1["GetRecords"] - calls0["GetRecords"]) / shard_seconds
+        figures.idle_calls_per_shard_s = (calls1 - calls0) / shard_seconds
         figures.idle_cpu_ms_per_shard_s = (cpu1.cpu_s - cpu0.cpu_s) * 1000 / shard_seconds
-        idle_calls = calls1["GetRecords"] - calls0["GetRecords"]
+        idle_calls = calls1 - calls0
         if idle_calls:
             figures.idle_cpu_ms_per_call = (cpu1.cpu_s - cpu0.cpu_s) * 1000 / idle_calls
         poll()
@@ -431,6 +505,7 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
             spy.start(f"{profile_name}-steady")
             window_start = time.time()
             before = sum(delivered.values())
+            produced_before = sum(stream.snapshot().values())
             cpu_start = sample(process.pid, with_children=False).cpu_s
             end_at = time.monotonic() + setup.steady_s
             while time.monotonic() < end_at:
@@ -438,11 +513,16 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
                 poll()
             window = time.time() - window_start
             after = sum(delivered.values())
+            produced = sum(stream.snapshot().values()) - produced_before
             end_sample: Sample = sample(process.pid)
             if producer.behind_s > 1.0:
                 figures.notes.append(f"producer fell {producer.behind_s:.1f}s behind")
         got = after - before
         figures.steady_per_s = got / window
+        figures.steady_held = got / produced if produced else float("nan")
+        figures.steady_dynamodb_busy = share_of_core(
+            busy.get("dynamodb"), window_start, window_start + window
+        )
         figures.steady_cpu_per_10k = (end_sample.cpu_s - cpu_start) / got * 10000 if got else float("nan")
         figures.rss_mb, figures.peak_rss_mb = end_sample.rss_mb, end_sample.peak_rss_mb
         figures.total_rss_mb, figures.children = end_sample.total_rss_mb, end_sample.children
@@ -464,6 +544,7 @@ COLUMNS: Final = [
     ("drain_delivery_per_s", "drain from 1st delivery /s", ",.0f"),
     ("drain_cpu_per_10k", "drain CPU-s/10k", ".3f"),
     ("steady_per_s", "steady records/s", ",.0f"),
+    ("steady_held", "steady delivered / produced", ".3f"),
     ("steady_cpu_per_10k", "steady CPU-s/10k", ".3f"),
     ("idle_calls_per_shard_s", "idle GetRecords/shard-s", ".2f"),
     ("idle_cpu_ms_per_shard_s", "idle CPU ms/shard-s", ".3f"),
@@ -472,6 +553,9 @@ COLUMNS: Final = [
     ("total_rss_mb", "RSS with children MB", ",.0f"),
     ("threads", "threads", ".0f"),
     ("fds", "open fds", ".0f"),
+    ("drain_kinesis_busy", "Kinesis endpoint % of a core, drain", ".0f"),
+    ("drain_dynamodb_busy", "dynalite % of a core, drain", ".0f"),
+    ("steady_dynamodb_busy", "dynalite % of a core, steady", ".0f"),
 ]
 
 
@@ -535,6 +619,46 @@ def derived(sessions: list[Session]) -> str:
                 f"{spread(per_shard, '.2f')} MB"
             )
     return "\n".join(out) + "\n"
+
+
+#: issue 30's goals per point: (column, kcl-daemon / Java at most or at least, the bound)
+GOALS: Final = (
+    ("drain_cpu_per_10k", "<=", 0.25),
+    ("steady_cpu_per_10k", "<=", 0.25),
+    ("drain_per_s", ">=", 1.5),
+)
+HELD: Final = 0.99  # at the largest shard count: delivered / produced over the steady window, at least
+
+
+def goals(sessions: list[Session]) -> str:
+    """Per point, each goal's ratios against Java (min/median/max, paired run by run) and whether the
+    median meets it; kcl-daemon's delivered / produced, judged at the largest shard count."""
+    lines = [
+        "| shards | processor | " + " | ".join(f"{k} {op} {b:g} x Java" for k, op, b in GOALS) + " | held |"
+    ]
+    lines.append("|" + " --- |" * (3 + len(GOALS)))
+    largest = max((s.shards for s in sessions), default=0)
+    for shards, processor in sorted({(s.shards, s.processor) for s in sessions}):
+        group = [s for s in sessions if s.shards == shards and s.processor == processor]
+        ours = [s for s in group if s.daemon == "kcl-daemon"]
+        java = [s for s in group if s.daemon == "java"]
+        cells = []
+        for key, op, bound in GOALS:
+            values = [v for v in ratios(ours, java, key) if v == v]
+            if not values:
+                cells.append("-")
+                continue
+            median = statistics.median(values)
+            met = median <= bound if op == "<=" else median >= bound
+            cells.append(f"{spread(values, '.2f')} {'met' if met else 'MISSED'}")
+        held = [s.steady_held for s in ours if s.steady_held == s.steady_held]
+        if shards == largest and held:
+            median = statistics.median(held)
+            cells.append(f"{spread(held, '.3f')} {'met' if median >= HELD else 'MISSED'}")
+        else:
+            cells.append(spread(held, ".3f"))
+        lines.append(f"| {shards} | {processor} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def plot(sessions: list[Session], path: Path) -> bool:
@@ -602,7 +726,11 @@ def plot(sessions: list[Session], path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def emulators(log_dir: Path, shard_limit: int, call_log: Path) -> Iterator[tuple[Backend, str]]:
+def emulators(
+    log_dir: Path, shard_limit: int, call_log: Path
+) -> Iterator[tuple[Backend, str, dict[str, int]]]:
+    """kinesalite (with its call counts and log) and dynalite; the backend, the counts' address and the
+    emulators' pids (to see how busy each was)."""
     use_dummy_credentials()
     counts_port = free_port()
     kinesalite = Emulator.kinesalite(
@@ -613,10 +741,27 @@ def emulators(log_dir: Path, shard_limit: int, call_log: Path) -> Iterator[tuple
         for emulator in (kinesalite, dynalite):
             stack.callback(emulator.stop)
             emulator.start()
+        pids = {
+            name: e.process.pid for name, e in (("kinesis", kinesalite), ("dynamodb", dynalite)) if e.process
+        }
         yield (
             Backend("kinesalite+dynalite", kinesalite.endpoint, dynalite.endpoint),
             f"http://127.0.0.1:{counts_port}/",
+            pids,
         )
+
+
+QUICK_HELP: Final = "4 and 64 shards, one run, the no-op processor, short phases, no botocore variant"
+
+
+def quick(args: argparse.Namespace) -> None:
+    """``--quick``: a few minutes instead of most of an hour."""
+    args.shards, args.runs, args.processors, args.no_botocore = "4,64", 1, "noop", True
+    args.idle_s, args.warmup_s, args.steady_s = 3.0, 2.0, 6.0
+
+
+def _exit_on_signal(number: int, _frame: object) -> None:
+    raise SystemExit(128 + number)
 
 
 def main() -> None:
@@ -635,6 +780,18 @@ def main() -> None:
     parser.add_argument("--warmup-s", type=float, default=5.0)
     parser.add_argument("--steady-s", type=float, default=15.0)
     parser.add_argument("--limit-s", type=float, default=600.0, help="give up on a phase after this")
+    parser.add_argument(
+        "--endpoint",
+        choices=("memory", "kinesalite"),
+        default="memory",
+        help="where GetRecords is served from: memory (_memory_kinesis.js, both daemons read it alike) or "
+        "kinesalite itself (which caps both daemons near 35k records/s here)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a small subset: {QUICK_HELP}",
+    )
     parser.add_argument("--no-java", action="store_true")
     parser.add_argument(
         "--no-botocore", action="store_true", help="skip kcl-daemon with its reads on botocore (before/after)"
@@ -652,11 +809,17 @@ def main() -> None:
         help="run nothing: join these scaling.json files (runs of other invocations) into --out",
     )
     args = parser.parse_args()
+    if args.quick:
+        quick(args)
     if args.merge:
         joined = [Session(**row) for path in args.merge for row in json.loads(path.read_text())]
         write(joined, args.out)
         return
     quiet_logs()
+    # SIGTERM (and SIGINT, which a shell's background job ignores) end the run through the cleanups: the
+    # daemon under test and its children stopped, the emulators too
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGINT, _exit_on_signal)
     jars = java_jars(disabled=args.no_java or args.ours_only)
     daemons = (
         ["kcl-daemon"] + ([] if args.no_botocore else ["kcl-daemon-botocore"]) + (["java"] if jars else [])
@@ -672,11 +835,15 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         work = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="scaling-")))
         work.mkdir(parents=True, exist_ok=True)
-        backend, counts_endpoint = stack.enter_context(
+        backend, counts_endpoint, emulator_pids = stack.enter_context(
             emulators(work, sum(counts) + 10, work / "getrecords.log")
         )
         clients = backend.clients(max_pool_connections=16, read_timeout_s=60.0)
-        java_kinesis = stack.enter_context(h2c_proxy(backend.kinesis_endpoint)) if jars else ""
+        memory = None
+        if args.endpoint == "memory":
+            memory = stack.enter_context(MemoryKinesis(backend.kinesis_endpoint, work / "memory_kinesis.log"))
+            emulator_pids["kinesis"] = memory.pid
+        java_kinesis = stack.enter_context(h2c_proxy(backend.kinesis_endpoint)) if jars and not memory else ""
         setup = Setup(
             backend,
             clients,
@@ -692,15 +859,18 @@ def main() -> None:
             args.limit_s,
             work / "getrecords.log",
             args.profile,
+            memory,
+            emulator_pids,
         )
         for shards in counts:
-            stream = Stream(clients, shards)
+            stream = HeldStream(clients, shards, memory) if memory else Stream(clients, shards)
             put_started = time.monotonic()
             backlog = max(args.backlog * shards, args.min_total)
-            stream.put(backlog)
+            stream.fill(backlog)
             setup = replace(setup, max_records=max(1, min(args.max_records, backlog // shards // 3)))
             print(
-                f"\n{shards} shards: {sum(stream.per_shard.values()):,} records of 100 B put in "
+                f"\n{shards} shards: {sum(stream.per_shard.values()):,} records of 100 B "
+                f"({args.endpoint}) put in "
                 f"{time.monotonic() - put_started:.1f}s; maxRecords {setup.max_records}, "
                 f"idleTimeBetweenReadsInMillis {args.idle_ms}, steady {args.rate:g} records/s per shard",
                 flush=True,
@@ -716,6 +886,10 @@ def main() -> None:
                             print(f"  run {run} {processor} {daemon}: gave up: {exc}", flush=True)
                             continue
                         sessions.append(figures)
+                        if args.out is not None:  # so far, in case the run is cut short
+                            args.out.mkdir(parents=True, exist_ok=True)
+                            partial = json.dumps([asdict(s) for s in sessions], indent=1) + "\n"
+                            (args.out / "scaling.partial.json").write_text(partial)
                         print(f"  {figures.line()} ({time.monotonic() - session_started:.0f}s)", flush=True)
     print(f"\n{len(sessions)} sessions in {time.monotonic() - started:.0f}s (min/median/max over runs)")
     write(sessions, args.out)
@@ -727,10 +901,11 @@ def write(sessions: list[Session], out: Path | None) -> None:
     print()
     print(table)
     print(derived(sessions))
+    print(goals(sessions))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "scaling.json").write_text(json.dumps([asdict(s) for s in sessions], indent=1) + "\n")
-        (out / "scaling.md").write_text(table + "\n" + derived(sessions))
+        (out / "scaling.md").write_text(table + "\n" + derived(sessions) + "\n" + goals(sessions))
         drawn = plot(sessions, out / "scaling.png")
         print(f"wrote {out}/scaling.json, scaling.md" + (", scaling.png" if drawn else " (no matplotlib)"))
 

@@ -75,6 +75,9 @@ def test_scaling_without_java_prints_every_figure_of_a_point(tmp_path: Path) -> 
     )
     assert "| 2 | noop | kcl-daemon |" in out and "idle GetRecords/shard-s" in out and "open fds" in out
     assert "daemon CPU ms per idle GetRecords call" in out
+    assert "(memory) put in" in out  # GetRecords served from memory, the default
+    assert "steady delivered / produced" in out and "dynalite % of a core" in out
+    assert "drain_per_s >= 1.5 x Java" in out  # the goals per point
     assert (tmp_path / "scaling.json").exists() and (tmp_path / "scaling.md").exists()
 
 
