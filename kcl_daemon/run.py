@@ -31,7 +31,6 @@ from kcl_daemon.aws.worker_metrics_table import WorkerMetricsTable
 from kcl_daemon.blocking import BlockingPool
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.config.settings import Settings
-from kcl_daemon.core.leader import table_names
 from kcl_daemon.core.leases.timings import attempt_timeout_for
 from kcl_daemon.core.shards.graph import Shard
 from kcl_daemon.core.shards.multi_stream import recreated_stream
@@ -58,12 +57,9 @@ from kcl_daemon.worker.scheduler import SYNC_THREADS, Scheduler
 
 logger = logging.getLogger(__name__)
 
-#: GetRecords calls in flight at once, across all shards of this worker: enough for 256 shards read every
-#: 200 ms at 50 ms a call (Java runs one thread per shard). On the lean request path (the default) the
-#: reads are awaited on the event loop and this many connections may be open at once (the Kinesis
-#: client's pool is at least this large); the threads serve reads only where botocore does (a proxy,
-#: unsigned requests, ...). Threads start only as the calls in flight need them (kcl_daemon.blocking
-#: reuses an idle one first), so a worker on the lean path starts none.
+#: GetRecords calls in flight at once across the worker's shards: 256 shards read every 200 ms at 50 ms a
+#: call. On the lean path (the default) they are awaited on the event loop over as many connections; the
+#: threads, started only as needed, serve reads only where botocore does (a proxy, unsigned requests...).
 READ_THREADS = 64
 #: Enhanced fan-out: one thread per subscribed shard (a subscription blocks its thread).
 FANOUT_THREADS = 512
@@ -99,13 +95,9 @@ def build_scheduler(
     cwd: str | None = None,
     metrics: DaemonMetrics | None = None,
 ) -> Scheduler:
+    heartbeats = plan.side_tables.worker_metrics  # leaseRenewal = PER_WORKER's heartbeat items
     table = LeaseTable3x(
-        clients.dynamodb,
-        plan.table_name,
-        scan_segments=plan.scan_segments,
-        heartbeat_table=table_names.legacy_table_names(
-            None, plan.table_name, worker_metrics=plan.worker_metrics_table
-        ).worker_metrics,
+        clients.dynamodb, plan.table_name, scan_segments=plan.scan_segments, heartbeat_table=heartbeats
     )
     kinesis = Kinesis(clients.kinesis)
     read_pool = BlockingPool(READ_THREADS, thread_name_prefix="kinesis-read")
@@ -178,12 +170,7 @@ def build_scheduler(
     )
     lease_mode = None
     if plan.lease_mode is not None:
-        coordinator_table, metrics_table = table_names.legacy_table_names(
-            None,
-            plan.table_name,
-            coordinator_state=plan.coordinator_table,
-            worker_metrics=plan.worker_metrics_table,
-        )
+        coordinator_table, metrics_table = plan.side_tables
         tables = Tables(
             CoordinatorStore(clients.dynamodb, coordinator_table),
             CoordinatorStore(clients.dynamodb, plan.table_name, LEASE_TABLE_KEY),

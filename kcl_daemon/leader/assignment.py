@@ -42,13 +42,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kcl_daemon.clock import Clock, sleep_unless_set
 from kcl_daemon.core.leader.decider import (
     Decider,
-    DeciderConfig,
     DeciderState,
     LeaseView,
     Move,
@@ -72,12 +70,13 @@ from kcl_daemon.core.leader.passes import (
 )
 from kcl_daemon.core.leader.worker_metrics import CPU, WorkerMetricStats, assignable
 from kcl_daemon.core.leader.zones import WorkerExtras, WorkerExtrasError, extras_from_attribute
-from kcl_daemon.core.leases.expiry import LeaseObservations, expiry_interval_for
+from kcl_daemon.core.leases.expiry import LeaseObservations
 from kcl_daemon.core.leases.heartbeat import HeartbeatObservations, workers_of
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.lease_codec import ScanResultLike
 from kcl_daemon.core.leases.restart_grace import graced_leases, restarting_owners
 from kcl_daemon.errors import KclError, LeaseConflict
+from kcl_daemon.leader.assignment_config import AssignmentConfig, RunReport
 from kcl_daemon.leader.election import LeaderElection
 from kcl_daemon.leader.fallback import FallbackTaker
 from kcl_daemon.leader.ports import AssignmentTable, FleetMetricsSource, HeartbeatSource
@@ -86,41 +85,6 @@ from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 MAX_FAILED_RUNS = 3
-
-
-@dataclass(frozen=True, slots=True)
-class AssignmentConfig:
-    interval_s: float
-    failover_s: float
-    handoff_timeout_s: float = 30.0
-    graceful_handoff: bool = True
-    reporter_period_s: float = 30.0
-    stale_metrics_s: float = 86400.0
-    decider: DeciderConfig = field(default_factory=DeciderConfig)
-    #: how often the leader looks for expired leases between balance rounds (None: from the failover)
-    expiry_interval_s: float | None = None
-
-    @property
-    def expiry_s(self) -> float:
-        return (
-            self.expiry_interval_s
-            if self.expiry_interval_s is not None
-            else expiry_interval_for(self.failover_s)
-        )
-
-
-@dataclass(slots=True)
-class RunReport:
-    leases: int = 0
-    workers: int = 0
-    moves: list[Move] = field(default_factory=list)
-    applied: int = 0
-    #: the moves whose write succeeded
-    applied_moves: list[Move] = field(default_factory=list)
-    conflicts: int = 0
-    kind: PassKind = PassKind.BALANCE
-    #: owners of the leases that are not expired, by the leader's observation
-    live_owners: frozenset[str] = frozenset()
 
 
 class AssignmentLoop:

@@ -12,7 +12,7 @@ from kcl_daemon.core.leader.decider import DeciderConfig
 from kcl_daemon.core.leader.table_migration import effective_complete_bake_s
 from kcl_daemon.core.leader.zones import resolve_zone
 from kcl_daemon.core.leases.timings import discovery_period_s
-from kcl_daemon.leader.assignment import AssignmentConfig
+from kcl_daemon.leader.assignment_config import AssignmentConfig
 from kcl_daemon.leader.mode import LeaderModeConfig
 from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig
 from kcl_daemon.leader.zone_lookup import zone_from_environment

@@ -63,7 +63,8 @@ from kcl_daemon.core.leader.table_migration import COMPLETE_BAKE_DEFAULT_S, INIT
 from kcl_daemon.core.leader.variance import VarianceDecider
 from kcl_daemon.core.leader.worker_metrics import java_workers_without_cpu
 from kcl_daemon.errors import ConfigError, KclError, LeaseConflict
-from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop, RunReport
+from kcl_daemon.leader.assignment import AssignmentLoop
+from kcl_daemon.leader.assignment_config import AssignmentConfig, RunReport
 from kcl_daemon.leader.cpu import CpuSampler, default_reading
 from kcl_daemon.leader.discovery import LeaseDiscovery
 from kcl_daemon.leader.election import LeaderElection

@@ -16,6 +16,7 @@ from kcl_daemon.config.slices import (
     WorkerSlice,
 )
 from kcl_daemon.core.leader.table_migration import TableLayoutConfig
+from kcl_daemon.core.leader.table_names import LegacyTableNames, legacy_table_names
 from kcl_daemon.core.shards.multi_stream import StreamSpec
 from kcl_daemon.leader.configure import leader_mode_config
 from kcl_daemon.leader.mode import LeaderModeConfig
@@ -57,6 +58,17 @@ class WorkerPlan:
     scan_segments: int = 0
     #: shardStallMillis: a shard behind the tip whose child finished nothing this long fails /readyz
     shard_stall_s: float = 300.0
+
+    @property
+    def side_tables(self) -> LegacyTableNames:
+        """The coordinator-state and worker-metrics tables (the per-worker heartbeats live in the latter),
+        as configured, else named after the lease table."""
+        return legacy_table_names(
+            None,
+            self.table_name,
+            coordinator_state=self.coordinator_table,
+            worker_metrics=self.worker_metrics_table,
+        )
 
 
 @dataclass(frozen=True, slots=True)

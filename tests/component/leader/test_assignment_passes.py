@@ -21,7 +21,8 @@ from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
 from kcl_daemon.core.sequence import SHARD_END, TRIM_HORIZON
 from kcl_daemon.errors import LeaseConflict
-from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
+from kcl_daemon.leader.assignment import AssignmentLoop
+from kcl_daemon.leader.assignment_config import AssignmentConfig
 from kcl_daemon.leader.mode import make_decider
 from tests.support.clocks import FakeClock
 

@@ -11,7 +11,8 @@ from kcl_daemon.core.leader.assignor import CooperativeAssignor
 from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
-from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
+from kcl_daemon.leader.assignment import AssignmentLoop
+from kcl_daemon.leader.assignment_config import AssignmentConfig
 from tests.support.clocks import FakeClock
 from tests.support.fakes import Scan
 

@@ -24,7 +24,8 @@ from kcl_daemon.core.leases.restart_grace import RESTART_ATTRIBUTE, RestartMark,
 from kcl_daemon.core.leases.taker import PlannedTake, TakeKind
 from kcl_daemon.core.sequence import TRIM_HORIZON
 from kcl_daemon.errors import LeaseConflict
-from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
+from kcl_daemon.leader.assignment import AssignmentLoop
+from kcl_daemon.leader.assignment_config import AssignmentConfig
 from kcl_daemon.leader.fallback import FallbackTaker
 from kcl_daemon.leader.mode import make_decider
 from tests.support.clocks import FakeClock

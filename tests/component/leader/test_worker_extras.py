@@ -10,7 +10,8 @@ from kcl_daemon.core.leader.assignor import CooperativeAssignor
 from kcl_daemon.core.leader.decider import WorkerState, WorkerView
 from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats, from_item, to_item
 from kcl_daemon.core.leader.zones import EXTRA_ATTRIBUTE
-from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
+from kcl_daemon.leader.assignment import AssignmentLoop
+from kcl_daemon.leader.assignment_config import AssignmentConfig
 from kcl_daemon.leader.mode import make_decider
 from kcl_daemon.leader.worker_metrics import WorkerMetricsConfig, WorkerMetricsPublisher
 from tests.support.clocks import FakeClock

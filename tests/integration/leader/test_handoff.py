@@ -20,7 +20,8 @@ from kcl_daemon.core.leader.worker_metrics import WorkerMetricStats
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import ExtendedSequenceNumber, Sentinel
 from kcl_daemon.errors import LeaseConflict
-from kcl_daemon.leader.assignment import AssignmentConfig, AssignmentLoop
+from kcl_daemon.leader.assignment import AssignmentLoop
+from kcl_daemon.leader.assignment_config import AssignmentConfig
 from kcl_daemon.leader.discovery import LeaseDiscovery
 from kcl_daemon.leader.handoff import HandoffWatcher
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
