@@ -91,6 +91,9 @@ def main() -> None:
     if args.no_profile:
         return
     for title, profiles in (("event loop thread", [profiler]), ("GetRecords threads", _THREAD_PROFILES)):
+        if not profiles:  # the lean path awaits the reads on the event loop: no read thread ran
+            print(f"--- {title}: none (the reads ran on the event loop) ---")
+            continue
         for order in ("tottime", "cumulative"):
             out = io.StringIO()
             stats = pstats.Stats(profiles[0], stream=out)
