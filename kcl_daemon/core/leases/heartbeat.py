@@ -428,6 +428,10 @@ def settle(current: ModeDecision, decided: ModeDecision) -> ModeDecision:
 def moved_on(held: Lease, seen: Lease, me: str) -> bool:
     """A scan shows a lease this worker holds written by another worker since (taken or stolen): with
     no renewal write of its own, a worker renewing per worker learns it from its scans. Only a counter
-    past the one held counts, so a scan older than this worker's own take is not a loss."""
+    at or past the one held counts, so a scan older than this worker's own take (which shows the counter
+    before it) is not a loss. Another owner *at* the held counter cannot happen where conditional writes
+    are atomic (each write sets ``counter + 1`` on the counter it found), but it does where two writes
+    fenced on the same counter both applied (an emulator under load: our checkpoint and a steal): in
+    the default mode the next renewal's condition would catch it; here only the scan can."""
     ours = seen.lease_owner == me or seen.checkpoint_owner == me
-    return not ours and seen.lease_counter > held.lease_counter
+    return not ours and seen.lease_counter >= held.lease_counter

@@ -21,6 +21,7 @@ from kcl_daemon.core.leases.heartbeat import (
     is_expired,
     is_worker_item,
     merged,
+    moved_on,
     settle,
     vouched,
     worker_item_from,
@@ -333,3 +334,21 @@ def test_a_fleet_all_heartbeating_stays_per_worker(lease_owners: list[str]) -> N
     leases = [lease(f"s{i}", 1, o) for i, o in enumerate(lease_owners)]
     beats = HeartbeatObservations().observe([beat(w, 1) for w in ("w1", "w2", "w3")], 0.0)
     assert decide(PW, leases, beats, "me", 1.0, L).mode is PW
+
+
+@pytest.mark.parametrize(
+    ("seen_owner", "seen_counter", "lost"),
+    [
+        ("b", 4, False),  # a scan from before our take (counter 5): the former owner, not a loss
+        ("a", 5, False),  # ours as held
+        ("a", 7, False),  # ours, written since (a checkpoint)
+        ("b", 6, True),  # stolen: another owner past our counter
+        ("b", 5, True),  # another owner at our counter: two writes on counter 4 both applied (a racy table)
+        (None, 6, True),  # released by someone else
+    ],
+)
+def test_a_scan_shows_a_held_lease_moved_on_when_another_owner_is_at_or_past_our_counter(
+    seen_owner: str | None, seen_counter: int, lost: bool
+) -> None:
+    held = lease("shard-0", 5, "a")
+    assert moved_on(held, lease("shard-0", seen_counter, seen_owner), "a") is lost
