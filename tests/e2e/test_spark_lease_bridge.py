@@ -32,7 +32,7 @@ from tests.support.fleet import Fleet
 from tests.support.spark import rows, run_query
 from tests.support.streams import put, wait_for_stream
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.e2e]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.e2e, pytest.mark.timeout(300)]
 
 FAILOVER_MS = 2000  # the fleet's failoverTimeMillis (tests.support.fleet.Fleet)
 
