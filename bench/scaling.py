@@ -75,13 +75,11 @@ from _daemons import (
 )
 from _local import quiet_logs, unique
 from _memory_kinesis import MemoryKinesis
+from _streams import Producer, prepare_leases
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.kinesis import Kinesis
-from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.aws.provision import MAX_PUT_RECORDS_ENTRIES, ensure_stream
-from kcl_daemon.core.leases.lease import Lease
-from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.local.producer import open_hash_ranges, partition_keys_for
 from tests.support.emulators import Backend, Emulator, free_port, use_dummy_credentials
 
@@ -154,36 +152,6 @@ class HeldStream(Stream):
             self.per_shard = held
 
 
-class Producer:
-    """Puts ``per_s`` records per second into the stream on a thread, every 100 ms."""
-
-    def __init__(self, stream: Stream, per_s: float) -> None:
-        self._stream = stream
-        self._per_s = per_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="producer", daemon=True)
-        self.behind_s = 0.0
-
-    def _run(self) -> None:
-        started = time.monotonic()
-        sent = 0
-        while not self._stop.is_set():
-            due = int((time.monotonic() - started) * self._per_s)
-            if due > sent:
-                self._stream.put(due - sent)
-                sent = due
-            self.behind_s = max(self.behind_s, time.monotonic() - started - sent / self._per_s)
-            self._stop.wait(0.1)
-
-    def __enter__(self) -> Producer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-
 def first_read(call_log: Path, offset: int, after: float) -> float:
     """The start (epoch seconds) of the first GetRecords call kinesalite logged from ``offset`` on that
     began at or after ``after``: when the daemon under test started reading (only it reads)."""
@@ -200,22 +168,6 @@ def kinesis_calls(counts_endpoint: str) -> Counter[str]:
     with urllib.request.urlopen(counts_endpoint, timeout=5) as response:  # noqa: S310 - 127.0.0.1
         raw = json.loads(response.read())
     return Counter({target.rpartition(".")[2]: n for target, n in raw.items()})
-
-
-def prepare_leases(clients: AwsClients, app: str, stream: Stream) -> None:
-    """The lease table (with the GSI KCL 3.x wants: dynalite refuses to add it later, java-mld.md) and one
-    unowned TRIM_HORIZON lease per shard, as a shard sync would write them."""
-    table = DynamoLeaseTable(clients.dynamodb, app)
-    table.create_table_if_missing(poll_s=0.1)
-    for shard in stream.shards:
-        table.create_lease(
-            Lease(
-                shard.shard_id,
-                ExtendedSequenceNumber("TRIM_HORIZON"),
-                starting_hash_key=shard.starting_hash_key,
-                ending_hash_key=shard.ending_hash_key,
-            )
-        )
 
 
 def _py_spy() -> str:
