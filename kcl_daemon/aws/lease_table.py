@@ -40,6 +40,7 @@ from kcl_daemon.aws.update_expression import Expression, n_value, s_value
 from kcl_daemon.core.leader.table_names import legacy_table_names
 from kcl_daemon.core.leases.heartbeat import RenewalMode, WorkerItem, is_worker_item
 from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.lease_reads import StealNotice
 from kcl_daemon.core.leases.lease_codec import (
     CHECKPOINT,
     CHECKPOINT_SUB,
@@ -404,10 +405,12 @@ class DynamoLeaseTable:
                 return current
             raise
 
-    def heartbeat(self, worker_id: str, mode: RenewalMode) -> WorkerItem:
-        """One attempt at this worker's heartbeat (per-worker renewal), in the heartbeat place (not this
-        table): the item as stored after it."""
-        return self.heartbeats.heartbeat(worker_id, mode)
+    def heartbeat(
+        self, worker_id: str, mode: RenewalMode, notices: Mapping[str, StealNotice] | None = None
+    ) -> WorkerItem:
+        """One attempt at this worker's heartbeat (per-worker renewal), with its steal notices, in the
+        heartbeat place (not this table): the item as stored after it."""
+        return self.heartbeats.heartbeat(worker_id, mode, notices)
 
     def withdraw_heartbeat(self, worker_id: str) -> bool:
         """Take this worker's heartbeat away after a fall-back or on stopping; False: there was none."""
