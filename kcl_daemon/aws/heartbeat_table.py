@@ -2,10 +2,11 @@
 (``<app>-WorkerMetricStats``, key ``wid``; docs/leases.md "Renewing per worker", contract §3.9).
 
 The item shapes and conditions are :mod:`kcl_daemon.core.leases.heartbeat`'s; this is their I/O: one
-UpdateItem per heartbeat (with the worker's steal notices; the table is created, as Java 3.0-3.4 create it, when the first heartbeat
-finds it missing), the withdrawal after a fall-back (a delete when the item holds nothing but the
-heartbeat, else a REMOVE of the heartbeat's attributes), and the scan each taker pass reads (a missing
-table is an empty one). Blocking (boto3); single attempts, the caller retries.
+UpdateItem per heartbeat, with the worker's steal notices (the table is created, as Java 3.0-3.4
+create it, when the first heartbeat finds it missing), the withdrawal after a fall-back (a delete
+when the item holds nothing but the heartbeat, else a REMOVE of the heartbeat's attributes), and the
+scan each taker pass reads (a missing table is an empty one). Blocking (boto3); single attempts,
+the caller retries.
 """
 
 from __future__ import annotations

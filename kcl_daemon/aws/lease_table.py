@@ -40,7 +40,6 @@ from kcl_daemon.aws.update_expression import Expression, n_value, s_value
 from kcl_daemon.core.leader.table_names import legacy_table_names
 from kcl_daemon.core.leases.heartbeat import RenewalMode, WorkerItem, is_worker_item
 from kcl_daemon.core.leases.lease import Lease
-from kcl_daemon.core.leases.lease_reads import StealNotice
 from kcl_daemon.core.leases.lease_codec import (
     CHECKPOINT,
     CHECKPOINT_SUB,
@@ -61,6 +60,7 @@ from kcl_daemon.core.leases.lease_codec import (
     lease_from_item,
     new_lease_item,
 )
+from kcl_daemon.core.leases.lease_reads import StealNotice
 from kcl_daemon.core.leases.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
 from kcl_daemon.core.leases.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
 from kcl_daemon.core.leases.scan_segments import CACHE_S, scan_segments

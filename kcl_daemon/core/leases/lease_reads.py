@@ -10,9 +10,9 @@ a pass between full runs needs only the heartbeats, a small read, and scans the 
 
 * a **full run** (with its steals), the first pass, and every pass once the worker fell back;
 * **something may be due**: a lease of the last scan whose effective observation (its owner's
-  heartbeat, :func:`judged`, re-read with every heartbeat read) was not expired at that scan and is now, or is due for eviction; or the heartbeat of any other
-  worker has stood still a failover since that scan (a lease it took after the scan is not in it)
-  (:func:`scan_due_at`);
+  heartbeat, :func:`judged`, re-read with every heartbeat read) was not expired at that scan and is
+  now, or is due for eviction; or the heartbeat of any other worker has stood still a failover since
+  that scan (a lease it took after the scan is not in it) (:func:`scan_due_at`);
 * **leases in motion**: the last scan's plan took or evicted leases (some takes may have lost the race
   and the rest is still to take);
 * **the fleet changed** (:func:`fleet_change`): a worker item appeared or vanished (a worker started;
@@ -226,10 +226,6 @@ def noticed_losses(held: Mapping[str, Lease], items: Iterable[Item], me: str) ->
         for key, counter in sorted(steal_notices(item).items()):
             mine = held.get(key)
             if mine is not None and counter >= mine.lease_counter:
-                lost.append(
-                    (
-                        key,
-                        f"worker {thief} stole it (its notice: counter {counter}, held at {mine.lease_counter})",
-                    )
-                )
+                why = f"worker {thief} stole it (its notice: counter {counter}, held at {mine.lease_counter})"
+                lost.append((key, why))
     return lost

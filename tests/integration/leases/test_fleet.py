@@ -125,7 +125,9 @@ async def test_a_worker_that_joins_late_gets_its_share_by_stealing(
             f"{key}: the victim learned of the steal {learned:.2f}s after it (bound {bound:.2f}s)"
         )
     if renewal == "PER_WORKER":
-        assert caplog.text.count("w-new stole it (its notice") == len(stolen_at), "each victim read the notice"
+        assert caplog.text.count("w-new stole it (its notice") == len(stolen_at), (
+            "each victim read the notice"
+        )
         victims = {w: fleet.coordinators[w] for w in ("w-a", "w-b")}
         assert all(c.heartbeat_passes > 0 for c in victims.values())
         FIGURES["PER_WORKER steal notice (simulated s)"] = (
