@@ -94,6 +94,7 @@ class PerWorkerRenewal:
         keeper.per_worker = True
         #: this worker's steal notices (kcl_daemon.core.leases.lease_reads), written with each heartbeat
         self.notices: dict[str, StealNotice] = {}
+        self._notices_lock = threading.Lock()  # the loop adds, the heartbeat thread prunes
         self.notice_keep_s = 2 * failover_s if notice_keep_s is None else notice_keep_s
 
     @property
@@ -127,8 +128,9 @@ class PerWorkerRenewal:
         mode = self.decision.mode
         sent_at = self._monotonic()
         try:
-            self.notices = live_notices(self.notices, sent_at, self.notice_keep_s)
-            self._table.heartbeat(self.worker_id, mode, self.notices)
+            with self._notices_lock:
+                notices = self.notices = live_notices(self.notices, sent_at, self.notice_keep_s)
+            self._table.heartbeat(self.worker_id, mode, notices)
         except LeaseConflict as exc:
             self.fall_back(f"this worker's heartbeat item cannot be written ({exc})")
             self._next_at = sent_at + self.period_s
@@ -249,7 +251,8 @@ class PerWorkerRenewal:
 
     def publish_steal(self, lease_key: str, lease_counter: int, at: float) -> None:
         """Note a steal: its notice goes out with the next heartbeat (the thief writes one at once)."""
-        self.notices[lease_key] = StealNotice(lease_counter, at)
+        with self._notices_lock:
+            self.notices = {**self.notices, lease_key: StealNotice(lease_counter, at)}
 
     def observe_beats(self, last: LastScan, place: Sequence[Mapping[str, Any]], now: float) -> str | None:
         """A taker pass that read only the heartbeat place (``last``: the last lease scan, whose own
