@@ -132,17 +132,25 @@ class LeaseReads(FencedWrites):
 
     async def _publish_steals(self, stolen: Iterable[Lease], sent_at: float) -> None:
         """Renewing per worker: write this worker's steal notices now, with a heartbeat, so that each
-        victim reads it at its next heartbeat read. Unconfirmed, a victim may learn only from its next
-        full run: the stolen leases then wait for that too."""
+        victim reads it at its next heartbeat read; the stolen leases deliver nothing for the quiet time
+        from its confirmation. Unconfirmed, a victim may learn only from its next full run: the stolen
+        leases then wait for that too."""
         renewal = self.renewal
         if renewal is None or not renewal.per_worker:
             return
         stolen = list(stolen)
         for lease in stolen:
             renewal.publish_steal(lease.lease_key, lease.lease_counter, sent_at)
-        if await self._call(self._io_pool, renewal.beat_now):
-            return
         timings = self.config.timings
+        if await self._call(self._io_pool, renewal.beat_now):
+            # the quiet time runs from the notice's confirmation, which a slow write may delay
+            written = self._clock.monotonic()
+            for lease in stolen:
+                not_before = self._not_before.get(lease.lease_key, written)
+                self._not_before[lease.lease_key] = max(
+                    not_before, written + timings.per_worker_steal_quiet_s
+                )
+            return
         for lease in stolen:
             logger.warning(
                 "lease %s: the steal notice was not written; its shard waits a full run", lease.lease_key
