@@ -29,9 +29,19 @@ async def test_leases_stand_still_while_heartbeats_keep_them() -> None:
     fleet = CoordinatorFleet(table, ["w-a", "w-b"], lease_renewal=PW)
     await fleet.run_until(lambda: sorted(fleet.owners().values()) == [3, 3], limit_s=600)
     counters, beats = _counters(table), table.heartbeats
+    scans = {w: (c.lease_scans, c.heartbeat_passes) for w, c in fleet.coordinators.items()}
     start = fleet.clock.now
     await fleet.run_until(lambda: fleet.clock.now >= start + 60.0, limit_s=61)
     assert _counters(table) == counters  # not one lease write in a minute
+    # the lease table is scanned at the full runs (every 2 x (L + ε)); the passes between read heartbeats
+    for worker, coordinator in fleet.coordinators.items():
+        lease_scans = coordinator.lease_scans - scans[worker][0]
+        heartbeat_passes = coordinator.heartbeat_passes - scans[worker][1]
+        assert lease_scans <= 60.0 / fleet.take_every + 1, (worker, lease_scans)
+        assert heartbeat_passes >= 60.0 / coordinator.pass_every_s() - lease_scans - 2, (
+            worker,
+            heartbeat_passes,
+        )
     # two workers, one heartbeat each per renewal period (failover / 3 - 25 ms)
     periods = 60.0 / fleet.renew_every
     assert 2 * (periods - 1) <= table.heartbeats - beats <= 2 * (periods + 1)
