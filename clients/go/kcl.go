@@ -5,6 +5,9 @@
 //
 //	func main() { kcl.Run(&myProcessor{}) }
 //
+// Or give RunFactory a function that makes one: under kcl-daemon's shardsPerChild one process then
+// serves several shards, each with a processor of its own (see RunFactory).
+//
 // Stdout belongs to the protocol: log to stderr (the standard log package does by default), never
 // with fmt.Print. The daemon copies every stderr line into its own log.
 package kcl
