@@ -459,9 +459,13 @@ async function serveLanes(makeProcessor, reader, first, { stdout, log }) {
   await Promise.all(running);
 }
 
-/** A processor from `factory`: a class is constructed, any other function called. */
+/**
+ * A processor from `factory`: a class (or a constructor function whose prototype has processRecords) is
+ * constructed with `new`, any other function called.
+ */
 function processorMaker(factory) {
-  const isClass = /^class[\s{]/.test(Function.prototype.toString.call(factory));
+  const isClass = /^class[\s{]/.test(Function.prototype.toString.call(factory))
+    || typeof factory.prototype?.processRecords === 'function';
   return () => {
     const processor = isClass ? new factory() : factory(); // eslint-disable-line new-cap
     if (!processor || typeof processor.processRecords !== 'function') {

@@ -204,3 +204,12 @@ test('lines naming no lane are skipped and logged; a factory making no processor
   bad.end();
   await assert.rejects(bad.done, /the factory made a processor without a processRecords function/);
 });
+
+test('a constructor function whose prototype has processRecords is constructed', async () => {
+  function Legacy() { this.made = true; }
+  Legacy.prototype.processRecords = function processRecords() { assert.equal(this.made, true); };
+  const d = daemon(Legacy);
+  d.send(initialize(0, 's', true), onLane(0, batch()));
+  await d.end();
+  assert.deepEqual(d.rest(), [{ action: 'lanes' }, onLane(0, status('initialize')), onLane(0, status('processRecords'))]);
+});
