@@ -2,10 +2,11 @@
 (``<app>-WorkerMetricStats``, key ``wid``; docs/leases.md "Renewing per worker", contract §3.9).
 
 The item shapes and conditions are :mod:`kcl_daemon.core.leases.heartbeat`'s; this is their I/O: one
-UpdateItem per heartbeat (the table is created, as Java 3.0-3.4 create it, when the first heartbeat
-finds it missing), the withdrawal after a fall-back (a delete when the item holds nothing but the
-heartbeat, else a REMOVE of the heartbeat's attributes), and the scan each taker pass reads (a missing
-table is an empty one). Blocking (boto3); single attempts, the caller retries.
+UpdateItem per heartbeat, with the worker's steal notices (the table is created, as Java 3.0-3.4
+create it, when the first heartbeat finds it missing), the withdrawal after a fall-back (a delete
+when the item holds nothing but the heartbeat, else a REMOVE of the heartbeat's attributes), and the
+scan each taker pass reads (a missing table is an empty one). Blocking (boto3); single attempts,
+the caller retries.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from kcl_daemon.core.leases.heartbeat import (
     heartbeat_write,
     worker_item_from,
 )
+from kcl_daemon.core.leases.lease_reads import StealNotice, notice_write
 from kcl_daemon.errors import DependencyUnavailable, InconsistentResponse, LeaseConflict
 
 if TYPE_CHECKING:
@@ -43,10 +45,15 @@ class HeartbeatPlace:
         self.table_name = table_name
         self._store = CoordinatorStore(client, table_name, WORKER_KEY)
 
-    def heartbeat(self, worker_id: str, mode: RenewalMode) -> WorkerItem:
-        """One heartbeat: the item as stored after it. :class:`LeaseConflict` when the item carries
-        lease attributes (never written by a heartbeat)."""
+    def heartbeat(
+        self, worker_id: str, mode: RenewalMode, notices: Mapping[str, StealNotice] | None = None
+    ) -> WorkerItem:
+        """One heartbeat, with this worker's steal notices (``notices``; None: left as they are): the
+        item as stored after it. :class:`LeaseConflict` when the item carries lease attributes (never
+        written by a heartbeat)."""
         write = heartbeat_write(worker_id, mode)
+        if notices is not None:
+            write = notice_write(write, notices)
         try:
             attributes = self._update(write, f"heartbeat of worker {worker_id}")
         except DependencyUnavailable:

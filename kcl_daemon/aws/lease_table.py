@@ -61,6 +61,7 @@ from kcl_daemon.core.leases.lease_codec import (
     lease_from_item,
     new_lease_item,
 )
+from kcl_daemon.core.leases.lease_reads import StealNotice
 from kcl_daemon.core.leases.reconcile import LeaseWrite, Verdict, WriteKind, reconcile
 from kcl_daemon.core.leases.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
 from kcl_daemon.core.leases.scan_segments import CACHE_S, scan_segments
@@ -410,10 +411,12 @@ class DynamoLeaseTable:
                 return current
             raise
 
-    def heartbeat(self, worker_id: str, mode: RenewalMode) -> WorkerItem:
-        """One attempt at this worker's heartbeat (per-worker renewal), in the heartbeat place (not this
-        table): the item as stored after it."""
-        return self.heartbeats.heartbeat(worker_id, mode)
+    def heartbeat(
+        self, worker_id: str, mode: RenewalMode, notices: Mapping[str, StealNotice] | None = None
+    ) -> WorkerItem:
+        """One attempt at this worker's heartbeat (per-worker renewal), with its steal notices, in the
+        heartbeat place (not this table): the item as stored after it."""
+        return self.heartbeats.heartbeat(worker_id, mode, notices)
 
     def withdraw_heartbeat(self, worker_id: str) -> bool:
         """Take this worker's heartbeat away after a fall-back or on stopping; False: there was none."""

@@ -113,6 +113,7 @@ class LeaseCoordinator(Taking, GracefulStop):
                 config.failover_s,
                 self.keeper.timings.renew_every_s,
                 monotonic=clock.monotonic,
+                notice_keep_s=config.timings.steal_notice_keep_s,
             )
         self._effective: LeaseObservations | None = None
 

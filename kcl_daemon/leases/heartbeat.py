@@ -41,6 +41,7 @@ from kcl_daemon.core.leases.heartbeat import (
     worker_item_from,
 )
 from kcl_daemon.core.leases.lease_codec import ScanResultLike
+from kcl_daemon.core.leases.lease_reads import LastScan, StealNotice, fleet_change, live_notices
 from kcl_daemon.errors import KclError, LeaseConflict
 from kcl_daemon.leases.keeper import LeaseKeeper
 
@@ -51,7 +52,9 @@ BACKOFF_MAX_S = 0.5
 
 
 class HeartbeatTable(Protocol):
-    def heartbeat(self, worker_id: str, mode: RenewalMode) -> WorkerItem: ...
+    def heartbeat(
+        self, worker_id: str, mode: RenewalMode, notices: Mapping[str, StealNotice] | None = None
+    ) -> WorkerItem: ...
 
     def withdraw_heartbeat(self, worker_id: str) -> bool: ...
 
@@ -68,6 +71,7 @@ class PerWorkerRenewal:
         period_s: float,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        notice_keep_s: float | None = None,
     ) -> None:
         self.worker_id = worker_id
         self.failover_s = failover_s
@@ -88,6 +92,10 @@ class PerWorkerRenewal:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         keeper.per_worker = True
+        #: this worker's steal notices (kcl_daemon.core.leases.lease_reads), written with each heartbeat
+        self.notices: dict[str, StealNotice] = {}
+        self._notices_lock = threading.Lock()  # the loop adds, the heartbeat thread prunes
+        self.notice_keep_s = 2 * failover_s if notice_keep_s is None else notice_keep_s
 
     @property
     def per_worker(self) -> bool:
@@ -120,7 +128,9 @@ class PerWorkerRenewal:
         mode = self.decision.mode
         sent_at = self._monotonic()
         try:
-            self._table.heartbeat(self.worker_id, mode)
+            with self._notices_lock:
+                notices = self.notices = live_notices(self.notices, sent_at, self.notice_keep_s)
+            self._table.heartbeat(self.worker_id, mode, notices)
         except LeaseConflict as exc:
             self.fall_back(f"this worker's heartbeat item cannot be written ({exc})")
             self._next_at = sent_at + self.period_s
@@ -236,3 +246,31 @@ class PerWorkerRenewal:
         self._failures = 0
         # the item goes after one renewal period, when every lease it kept has been renewed per lease
         self._next_at = self._monotonic() + self.period_s
+
+    # -- the passes between lease scans (kcl_daemon.leases.lease_reads) ------------------------------
+
+    def publish_steal(self, lease_key: str, lease_counter: int, at: float) -> None:
+        """Note a steal: its notice goes out with the next heartbeat (the thief writes one at once)."""
+        with self._notices_lock:
+            self.notices = {**self.notices, lease_key: StealNotice(lease_counter, at)}
+
+    def observe_beats(self, last: LastScan, place: Sequence[Mapping[str, Any]], now: float) -> str | None:
+        """A taker pass that read only the heartbeat place (``last``: the last lease scan, whose own
+        worker items are carried on): observe the heartbeats; returns how the worker items changed
+        other than by advancing, and then the pass scans the lease table and decides the mode on it;
+        else the mode is decided here, on ``last``'s leases (whose owners' items are all as then)."""
+        items = []
+        for raw in heartbeat_items(last, place):
+            try:
+                items.append(worker_item_from(raw))
+            except CorruptWorkerItem as exc:
+                logger.warning("skipping worker item: %s", exc)
+        before, self.beats = self.beats, self.beats.observe(merged(items), now)
+        change = fleet_change(before, self.beats)
+        if change is None:
+            decided = decide(
+                RenewalMode.PER_WORKER, last.leases, self.beats, self.worker_id, now, self.failover_s
+            )
+            if self.per_worker and decided.mode is RenewalMode.PER_LEASE:
+                self.fall_back(decided.reason)
+        return change

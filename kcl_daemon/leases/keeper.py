@@ -148,6 +148,8 @@ class LeaseKeeper:
         self._tokens = itertools.count(1)
         #: ``leaseRenewal = PER_WORKER`` and not fallen back: held leases are kept by the heartbeat
         self.per_worker = False
+        #: the send time of the last confirmed heartbeat (per-worker renewal; None: none yet)
+        self._vouched_at: float | None = None
         self._busy = 0  # attempts submitted whose answer has not been fully handled yet
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -158,6 +160,9 @@ class LeaseKeeper:
     def hold(self, lease: Lease, confirmed_at: float, *, validated: bool = True) -> None:
         """Keep ``lease``: taken by a write sent at ``confirmed_at``, or adopted (``validated=False``:
         renewed at once, deliverable once that renewal is confirmed)."""
+        if self.per_worker and self._vouched_at is not None:
+            # kept by the heartbeat: its deadline runs from the last confirmed one (keeping._confirmed_at)
+            confirmed_at = min(confirmed_at, self._vouched_at)
         kept = keeping.start(lease, confirmed_at, self.worker_id, validated=validated)
         if self.per_worker:
             kept = replace(kept, vouched=True)
@@ -168,6 +173,7 @@ class LeaseKeeper:
 
     def vouch(self, sent_at: float) -> None:
         """This worker's heartbeat sent at ``sent_at`` was confirmed: every lease it keeps is renewed."""
+        self._vouched_at = sent_at if self._vouched_at is None else max(self._vouched_at, sent_at)
         for key in self.keys():
             self._apply(key, _Vouch(sent_at))
 

@@ -6,7 +6,9 @@ passes (no steals) in between (:func:`~kcl_daemon.core.leases.taker.next_taker_p
 is a counter-fenced write (:class:`~kcl_daemon.leases.fenced_writes.FencedWrites`); a steal re-reads its
 lease first and its shard starts only after the victim's next renewal has had time to fail
 (:attr:`~kcl_daemon.core.leases.timings.LeaseTimings.steal_quiet_s`; renewing per worker, after its next
-scan has shown it the steal: ``per_worker_steal_quiet_s``). A mixin of
+heartbeat read has shown it the thief's steal notice: ``per_worker_steal_quiet_s``). Renewing per
+worker, the passes between full runs read the heartbeats every ``heartbeat_read_s`` and the lease
+table only when needed (:mod:`~kcl_daemon.leases.lease_reads`). A mixin of
 :class:`~kcl_daemon.leases.coordinator.LeaseCoordinator`.
 """
 
@@ -29,15 +31,15 @@ from kcl_daemon.core.leases.reconcile import LeaseWrite, WriteKind
 from kcl_daemon.core.leases.taker import PlannedTake, TakeKind, TakePlan, next_taker_pass, plan_takes
 from kcl_daemon.errors import KclError, LeaseConflict, LeaseUnreadable, TransientNetwork
 from kcl_daemon.leases.coordinator_config import HeldLease, LeaseListeners
-from kcl_daemon.leases.fenced_writes import FencedWrites
 from kcl_daemon.leases.heartbeat import PerWorkerRenewal
+from kcl_daemon.leases.lease_reads import LeaseReads
 from kcl_daemon.metrics.observer import WorkerObserver
 from kcl_daemon.retry import LEASE_IO
 
 logger = logging.getLogger("kcl_daemon.leases.coordinator")
 
 
-class Taking(FencedWrites):
+class Taking(LeaseReads):
     """The taker's passes and loop; the coordinator holds what it takes (:meth:`_hold`)."""
 
     listeners: LeaseListeners
@@ -61,8 +63,14 @@ class Taking(FencedWrites):
         raise NotImplementedError  # the coordinator's
 
     async def take_once(self, *, steals: bool = True) -> TakePlan:
-        """One taker pass: scan, then take (and, unless ``steals=False``, steal) what the plan says."""
+        """One taker pass: scan, then take (and, unless ``steals=False``, steal) what the plan says.
+        Renewing per worker, a pass between full runs reads only the heartbeats when no lease can have
+        come due (:meth:`~kcl_daemon.leases.lease_reads.LeaseReads._heartbeat_pass`)."""
         self._loop = asyncio.get_running_loop()
+        if self.renewal is not None:
+            quiet = await self._heartbeat_pass(self.renewal, full=steals)
+            if quiet is not None:
+                return quiet
         started = self._clock.monotonic()
         scan = await self._bounded(
             self._io_pool, self._table.list_leases, started + LEASE_IO.deadline_s * 2, "scan"
@@ -77,6 +85,7 @@ class Taking(FencedWrites):
         observations = self._observations
         if self.renewal is not None:
             observations = self._effective = self.renewal.observe_scan(scan, observations, now, place)
+            observations = self._effective = self._judge(self.renewal, scan.leases)  # lease_reads
             await self._per_worker_scan(scan.leases)
         failover_s = self.config.failover_s
         expired = frozenset(
@@ -96,9 +105,10 @@ class Taking(FencedWrites):
             graced=restart_grace.graced_leases(scan.leases, self._wall()),
         )
         self.last_plan = plan
-        await self.take_planned(plan.all)
+        taken = await self.take_planned(plan.all)
         for planned in plan.evictions:
             await self._evict(planned)
+        self._remember_scan(scan, now, plan, taken)
         return plan
 
     async def take_planned(self, planned_takes: Iterable[PlannedTake]) -> list[Lease]:
@@ -107,6 +117,7 @@ class Taking(FencedWrites):
         first, an unreadable item, an error) is logged and skipped."""
         self._loop = asyncio.get_running_loop()
         taken_leases = []
+        stolen: list[tuple[Lease, float]] = []
         for planned in planned_takes:
             lease: Lease | None = planned.lease
             deadline = self._clock.monotonic() + LEASE_IO.deadline_s
@@ -132,11 +143,14 @@ class Taking(FencedWrites):
             if planned.kind is TakeKind.STEAL:
                 # the victim delivers until its next renewal fails (within one renewal period): ours wait
                 self._not_before[taken.lease_key] = sent_at + self._victim_stops_s()
+                stolen.append((taken, sent_at))
             logger.info("lease %s taken (%s): %s", taken.lease_key, planned.kind.value, planned.reason)
             self.observer.lease_taken(planned.kind.value)
             for listener in self.listeners.taken:
                 listener(taken)
             taken_leases.append(taken)
+        if stolen:  # renewing per worker: the victims read the notice with the heartbeats
+            await self._publish_steals([lease for lease, _ in stolen], stolen[0][1])
         return taken_leases
 
     async def _evict(self, planned: PlannedTake) -> None:
@@ -239,11 +253,11 @@ class Taking(FencedWrites):
                 started,
                 full_due_at=full_due_at,
                 take_interval_s=self.config.take_interval_s,
-                expiry_interval_s=self.config.expiry_pass_s,
+                expiry_interval_s=self.pass_every_s(),
                 earliest_due=self.next_expiry(),
             )
             full_due_at = step.full_due_at
             delay = step.wake_at - self._clock.monotonic()
             if delay <= 0:  # a pass slower than the interval (a large table): a pause, not the next scan
-                delay = self.config.expiry_pass_s / 2
+                delay = self.pass_every_s() / 2
             await self._clock.sleep(delay)

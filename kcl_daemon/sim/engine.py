@@ -16,7 +16,9 @@ Simplifications, each the same for every policy: 2.x takers share one observatio
 (true change times, first-seen-unowned = never changed) instead of one per worker; a graceful stop
 checkpoints at once, so a lease it held is never processed twice; a split or merge ends its parents at
 once. DynamoDB units: every write is 1 WCU (items < 1 KB), a scan costs 1 RCU per 4 KB read
-(consistent), a GSI query 0.5 RCU, each ownership change 1 more WCU on the 3.x owner index.
+(consistent), a GSI query 0.5 RCU, each ownership change 1 more WCU on the 3.x owner index; per-worker
+renewal under the 2.x taker adds each worker's heartbeat reads between its full runs (one small scan
+every ``max(expiry passes, renewal period / 2)``), and no expiry pass scans the lease table.
 """
 
 from __future__ import annotations
@@ -321,6 +323,17 @@ class Simulation:
                 self._set_owner(lease, w.id, now, graceful=False, reason=takes[i].kind.value)
                 w.held.add(lease.key)
 
+    def _heartbeat_reads(self, now: float) -> None:
+        """Per-worker renewal: between its full runs each 2.x worker reads the heartbeats (one small scan)
+        every ``heartbeat_read_s`` and the lease table only when something may have come due
+        (:mod:`kcl_daemon.core.leases.lease_reads`; those few scans are not modelled)."""
+        if not self.fleet.per_worker:
+            return
+        period = self.fleet.timings.heartbeat_read_s
+        for w in self.workers.values():
+            if w.up and (now - w.phase) % period < self.dt:
+                self.reads += self._scan_units(len(self.workers))
+
     # --- 3.x ---------------------------------------------------------------------------------------
 
     def _maybe_elect(self, now: float) -> None:
@@ -555,6 +568,7 @@ class Simulation:
             self._renew(now)
             if self.policy.mode is Mode.TAKER:
                 self._takers(now)
+                self._heartbeat_reads(now)
             else:
                 self._publish_metrics(now)
                 self._leader_round(now)

@@ -9,6 +9,7 @@ from typing import Any
 
 from kcl_daemon.core.leases.heartbeat import WORKER_KEY, RenewalMode, WorkerItem, worker_item_from
 from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.lease_reads import StealNotice
 from kcl_daemon.core.leases.restart_grace import RESTART_ATTRIBUTE, RestartMark, mark_attribute
 from kcl_daemon.core.sequence import TRIM_HORIZON, ExtendedSequenceNumber
 from kcl_daemon.errors import LeaseConflict, TransientNetwork
@@ -138,14 +139,20 @@ class HeartbeatFakeTable(FakeTable):
 
     def __init__(self, leases: list[Lease]) -> None:
         super().__init__(leases)
-        self.workers: dict[str, dict[str, dict[str, str]]] = {}
+        self.workers: dict[str, dict[str, Any]] = {}
         self.heartbeats = 0
 
-    def heartbeat_items(self) -> list[dict[str, dict[str, str]]]:
+    def heartbeat_items(self) -> list[dict[str, Any]]:
         return [dict(item) for item in self.workers.values()]
 
-    def heartbeat(self, worker_id: str, mode: RenewalMode) -> WorkerItem:
+    def heartbeat(
+        self, worker_id: str, mode: RenewalMode, notices: Mapping[str, StealNotice] | None = None
+    ) -> WorkerItem:
         item = self.workers.setdefault(worker_id, {WORKER_KEY: {"S": worker_id}})
+        if notices:
+            item["kdst"] = {"M": {k: {"N": str(n.lease_counter)} for k, n in notices.items()}}
+        elif notices is not None:
+            item.pop("kdst", None)
         item["kdhb"] = {"N": str(int(item.get("kdhb", {"N": "0"})["N"]) + 1)}
         item["kdrm"] = {"S": mode.value}
         item.setdefault("lut", {"N": "0"})

@@ -2,7 +2,8 @@
 
 Each live coordinator renews every failover/3 - epsilon and follows the daemon's taker schedule on the
 fake clock: a full run every 2 x (failover + epsilon), staggered 3 s apart as real workers' are, and
-expiry passes (no steals) in between and when a lease seen would expire. The table may be an
+expiry passes (no steals) in between (renewing per worker, at the heartbeat reads' period, most of
+them reading the heartbeats alone) and when a lease seen would expire. The table may be an
 in-memory fake or the real DynamoDB adapter against an emulator: only the clock is simulated.
 """
 
@@ -89,7 +90,7 @@ class CoordinatorFleet:
                         now,
                         full_due_at=self.next_full[worker],
                         take_interval_s=self.take_every,
-                        expiry_interval_s=self.expiry_every,
+                        expiry_interval_s=coordinator.pass_every_s(),
                         earliest_due=coordinator.next_expiry(),
                     )
                     self.next_full[worker], self.next_take[worker] = step.full_due_at, step.wake_at

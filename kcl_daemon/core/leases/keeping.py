@@ -507,7 +507,7 @@ def _confirm(
     confirmed = replace(
         kept,
         lease=lease,
-        confirmed_at=max(sent_at, kept.confirmed_at) if kept.validated else sent_at,
+        confirmed_at=_confirmed_at(kept, sent_at),
         validated=True,
         write=None,
         unresolved_since=None,
@@ -523,6 +523,18 @@ def _confirm(
     if request is not None and write.op is Op.CHECKPOINT:
         actions.append(Done(request.token, lease))
     return confirmed
+
+
+def _confirmed_at(kept: Kept, sent_at: float) -> float:
+    """Where a lease's deadline runs from after a write of ours sent at ``sent_at``: that write, unless
+    a heartbeat keeps the lease (``leaseRenewal = PER_WORKER``): then from the last confirmed heartbeat
+    only, so that the others may time it by the heartbeat alone, whatever its counter did (a checkpoint
+    they first see at a later scan). An adopted lease's first renewal validates it."""
+    if not kept.validated:
+        return sent_at
+    if kept.vouched:
+        return kept.confirmed_at
+    return max(sent_at, kept.confirmed_at)
 
 
 def _judge(

@@ -15,8 +15,14 @@ discovery, the simulator, the checkpoint tool, the Spark lease bridge) reads its
 * a held lease is lost by our own clock ``min(10 % of L, 1 s)`` before anyone may see it expire
   (:func:`~kcl_daemon.core.leases.expiry.local_expiry_margin_s`);
 * a stolen lease delivers nothing for one renewal period plus ``2 ε`` (the victim's next renewal has
-  failed by then); renewing per worker, where no renewal write fails and the victim learns of the steal
-  from its taker scan, for at least two expiry passes plus ``2 ε`` (the scan's own time covered).
+  failed by then);
+* renewing per worker (``leaseRenewal = PER_WORKER``), the passes between full runs read the heartbeats
+  every ``max(expiry passes, renewal period / 2)`` (a heartbeat stands still long enough to matter only
+  after a whole failover, and a renewal period holds at most two such reads), and a stolen lease
+  delivers nothing for two of those reads plus ``2 ε``: no renewal write fails there, the victim learns
+  of the steal from the thief's notice in the thief's heartbeat item (written right after the steal),
+  at its next heartbeat read, whose own time the second read covers. The thief keeps a notice for one
+  full-run period, by when the victim's own full run has scanned the table anyway.
 """
 
 from __future__ import annotations
@@ -48,8 +54,13 @@ class LeaseTimings:
     local_expiry_margin_s: float
     #: how long a stolen lease delivers nothing: until the victim's next renewal has failed
     steal_quiet_s: float
-    #: the same when renewing per worker: also until the victim's next taker scan has shown it the steal
+    #: renewing per worker: how often a pass between full runs reads the heartbeats
+    heartbeat_read_s: float
+    #: the same when renewing per worker: until the victim's next heartbeat read has shown it the
+    #: thief's steal notice
     per_worker_steal_quiet_s: float
+    #: renewing per worker: how long a thief keeps a steal notice in its heartbeat item
+    steal_notice_keep_s: float
 
     @classmethod
     def from_failover(
@@ -69,17 +80,21 @@ class LeaseTimings:
             if assignment_interval_s is not None
             else assignment_interval_for(failover_s)
         )
+        heartbeat_read = heartbeat_read_period_s(renew, expiry)
+        take_every = (failover_s + EPSILON_S) * 2
         return cls(
             failover_s=failover_s,
             renew_every_s=renew,
-            take_every_s=(failover_s + EPSILON_S) * 2,
+            take_every_s=take_every,
             expiry_check_s=expiry,
             assignment_interval_s=interval,
             java_discovery_s=interval / 2 - EPSILON_S,
             discovery_s=discovery_period_s(interval, expiry),
             local_expiry_margin_s=local_expiry_margin_s(failover_s),
             steal_quiet_s=renew + 2 * EPSILON_S,
-            per_worker_steal_quiet_s=max(renew, 2 * expiry) + 2 * EPSILON_S,
+            heartbeat_read_s=heartbeat_read,
+            per_worker_steal_quiet_s=2 * heartbeat_read + 2 * EPSILON_S,
+            steal_notice_keep_s=take_every,
         )
 
 
@@ -89,6 +104,13 @@ def renew_period_s(failover_s: float) -> float:
     if not failover_s > 3 * EPSILON_S:
         raise ValueError(f"failover time {failover_s!r}s leaves no renewal period (L/3 - 25 ms)")
     return failover_s / 3 - EPSILON_S
+
+
+def heartbeat_read_period_s(renew_every_s: float, expiry_check_s: float) -> float:
+    """Renewing per worker: how often the passes between full runs read the heartbeats, ``max(expiry
+    passes, renewal period / 2)``. A lease kept by a heartbeat can only expire once the heartbeat has
+    stood still a whole failover; reading it at half its period adds at most that much to a takeover."""
+    return max(expiry_check_s, renew_every_s / 2)
 
 
 def assignment_interval_for(failover_s: float) -> float:

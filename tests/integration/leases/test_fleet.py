@@ -83,12 +83,17 @@ async def test_cold_start_three_workers_converge_and_two_take_over_when_one_stop
     )
 
 
+@pytest.mark.parametrize("renewal", ["PER_LEASE", "PER_WORKER"])
 async def test_a_worker_that_joins_late_gets_its_share_by_stealing(
-    lease_table: DynamoLeaseTable,
+    lease_table: DynamoLeaseTable, aws_clients: AwsClients, renewal: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Renewing per worker, each victim learns of its stolen lease from the thief's steal notice, read
+    with the heartbeats, before the thief's quiet time is over (no lease scan between full runs tells
+    it): never two workers delivering one shard."""
+    caplog.set_level(logging.INFO, logger="kcl_daemon.leases.coordinator")
     for index in range(8):
         assert lease_table.create_lease(Lease(f"shardId-{index:012d}", TRIM_HORIZON))
-    fleet = CoordinatorFleet(lease_table, ["w-a", "w-b", "w-new"], FAILOVER_S)
+    fleet = CoordinatorFleet(lease_table, ["w-a", "w-b", "w-new"], FAILOVER_S, lease_renewal=renewal)
     fleet.stopped.add("w-new")
     await fleet.run_until(lambda: counts(fleet) == [4, 4], limit_s=300)
 
@@ -97,9 +102,39 @@ async def test_a_worker_that_joins_late_gets_its_share_by_stealing(
     newcomer = fleet.coordinators["w-new"]
     kinds: list[TakeKind] = []
     newcomer.listeners.taken.append(lambda _lease: kinds.extend(t.kind for t in newcomer.last_plan.all))  # type: ignore[union-attr]
-    await fleet.run_until(lambda: counts(fleet) == [2, 3, 3], limit_s=300)
+    stolen_at: dict[str, float] = {}
+    lost: list[tuple[str, float]] = []
+    newcomer.listeners.taken.append(lambda lease: stolen_at.setdefault(lease.lease_key, fleet.clock.now))
+    for victim in ("w-a", "w-b"):
+        fleet.coordinators[victim].listeners.lost.append(lambda key: lost.append((key, fleet.clock.now)))
+    scans = {w: fleet.coordinators[w].lease_scans for w in ("w-a", "w-b")}
+    try:
+        await fleet.run_until(
+            lambda: counts(fleet) == [2, 3, 3] and set(stolen_at) <= {k for k, _ in lost}, 300
+        )
+    finally:
+        if renewal == "PER_WORKER":
+            aws_clients.dynamodb.delete_table(TableName=lease_table.heartbeats.table_name)
     assert set(kinds) == {TakeKind.STEAL}, "nothing was free: every lease the newcomer got was stolen"
     assert fleet.owners()["w-new"] == 2  # target ceil(8/3) = 3; steals stop once the victim is at target
+    quiet = newcomer.config.timings.per_worker_steal_quiet_s if renewal == "PER_WORKER" else None
+    learned_s = {key: min(t - at for k, t in lost if k == key and t >= at) for key, at in stolen_at.items()}
+    for key, learned in learned_s.items():
+        bound = quiet if quiet is not None else newcomer.config.timings.steal_quiet_s
+        assert learned <= bound, (
+            f"{key}: the victim learned of the steal {learned:.2f}s after it (bound {bound:.2f}s)"
+        )
+    if renewal == "PER_WORKER":
+        assert caplog.text.count("w-new stole it (its notice") == len(stolen_at), (
+            "each victim read the notice"
+        )
+        victims = {w: fleet.coordinators[w] for w in ("w-a", "w-b")}
+        assert all(c.heartbeat_passes > 0 for c in victims.values())
+        FIGURES["PER_WORKER steal notice (simulated s)"] = (
+            f"victims learned {', '.join(f'{learned_s[k]:.1f}' for k in sorted(learned_s))}s "
+            f"after the steal (quiet time {quiet:.2f}s); lease scans between "
+            + ", ".join(f"{w} {c.lease_scans - scans[w]}" for w, c in victims.items())
+        )
 
 
 async def test_concurrent_takes_of_one_lease_have_exactly_one_winner(lease_table: DynamoLeaseTable) -> None:

@@ -82,6 +82,8 @@ def test_per_worker_renewal_writes_a_heartbeat_per_worker_and_takes_over_as_fast
     per_worker = compare(["crash"], ("2.x",), SMALL, FleetConfig(lease_renewal="PER_WORKER"))[0]
     # 50 leases over 10 workers: a tenth of the renewal writes, before takes and moves
     assert per_worker.ddb_write_units_per_lease_hour < 0.25 * per_lease.ddb_write_units_per_lease_hour
+    # each worker's heartbeat reads between its full runs (the sim's 2.x takers scan at full runs only)
+    assert per_lease.ddb_read_units_per_lease_hour < per_worker.ddb_read_units_per_lease_hour
     # a crashed worker's leases are served again as soon (its heartbeat stands still as its counters did)
     assert per_worker.unserved_lease_s <= per_lease.unserved_lease_s * 1.1 + 1
     assert per_worker.max_leases - per_worker.min_leases <= per_lease.max_leases - per_lease.min_leases + 1

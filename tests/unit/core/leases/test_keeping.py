@@ -417,3 +417,20 @@ def test_with_no_faults_a_lease_is_renewed_for_ever_and_never_stops_delivering()
         assert kept is not None and deliver_until(kept, T) > now
         now += 0.05
     assert table.lease.lease_counter > LEASE.lease_counter + 55
+
+
+@pytest.mark.parametrize(("vouched", "deadline_from"), [(False, 2.0), (True, 0.5)])
+def test_a_checkpoint_extends_the_deadline_unless_a_heartbeat_keeps_the_lease(
+    vouched: bool, deadline_from: float
+) -> None:
+    """Renewing per worker the others time the lease by its owner's heartbeat alone, so its deadline
+    runs from the last confirmed heartbeat (here at 0.5 s), never from a checkpoint they may see late."""
+    kept = replace(_held(0.5), vouched=vouched)
+    target = ExtendedSequenceNumber("42")
+    asked = step(kept, Ask(Request(7, Op.CHECKPOINT, 2.0, target)), 2.0, T)
+    [send] = _sends(asked.actions)
+    assert send.op is Op.CHECKPOINT and asked.kept is not None
+    written = replace(LEASE, lease_counter=6, checkpoint=target)
+    done = step(asked.kept, Answer(send.attempt_id, Outcome.WRITTEN, written), 2.1, T)
+    assert done.kept is not None and done.kept.confirmed_at == deadline_from
+    assert Done(7, written) in done.actions

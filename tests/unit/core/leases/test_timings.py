@@ -93,3 +93,24 @@ def test_timing_invariants(failover_s: float, expiry_check_s: float | None, inte
         assert 0.05 <= t.expiry_check_s <= 1.0
     if interval_s is None:
         assert t.assignment_interval_s == 2 * failover_s
+
+
+@pytest.mark.parametrize(
+    ("failover_s", "expiry_check_s", "read_s"),
+    [
+        (10.0, None, 3.308333 / 2),  # half a renewal period: slower than the 1 s expiry passes
+        (2.0, None, 0.641667 / 2),
+        (0.3, None, 0.05),  # the expiry passes' 50 ms floor is the slower
+        (10.0, 5.0, 5.0),  # a configured slow expiry check wins
+    ],
+)
+def test_per_worker_passes_read_the_heartbeats_at_half_a_renewal_period(
+    failover_s: float, expiry_check_s: float | None, read_s: float
+) -> None:
+    """Renewing per worker, a thief's quiet time is two heartbeat reads (the victim reads its notice
+    at its next one), and a notice is kept for a full-run period."""
+    t = LeaseTimings.from_failover(failover_s, expiry_check_s=expiry_check_s)
+    assert t.heartbeat_read_s == pytest.approx(read_s, abs=1e-6)
+    assert t.per_worker_steal_quiet_s == pytest.approx(2 * read_s + 2 * EPSILON_S, abs=1e-6)
+    assert t.per_worker_steal_quiet_s >= t.steal_quiet_s
+    assert t.steal_notice_keep_s == t.take_every_s > t.per_worker_steal_quiet_s
