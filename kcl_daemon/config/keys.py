@@ -480,8 +480,10 @@ KEYS: Final[tuple[Key, ...]] = (
         "shards_per_child",
         Kind.INT,
         1,
-        "Above 1: offer each child lanes for this many shards; children that accept serve several "
-        "shards in one process, others one shard each as before (protocol README section 11).",
+        "Above 1: offer each child lanes for this many shards; children that accept (the project's "
+        "Python, Node and Go clients given a processor factory) serve several shards in one process, "
+        "others (amazon_kclpy, aws-kcl, the shell client, a processor instance) one shard each as before "
+        "(protocol README section 11).",
         extension=True,
         minimum=1,
         maximum=1024,
