@@ -71,6 +71,7 @@ class LeaseCoordinator(Taking, GracefulStop):
         *,
         rng: Random | None = None,
         renew_pool: Executor | None = None,
+        checkpoint_pool: Executor | None = None,
         io_pool: Executor | None = None,
         keeper_table: KeeperTable | None = None,
         attempt_timeout_s: float | None = None,
@@ -100,6 +101,7 @@ class LeaseCoordinator(Taking, GracefulStop):
             config.worker_id,
             KeepTimings.for_failover(config.failover_s, attempt_timeout_s=attempt_timeout_s),
             renew_pool or ThreadPoolExecutor(4, thread_name_prefix="lease-renew"),
+            checkpoint_pool=checkpoint_pool,
             monotonic=clock.monotonic,
             notify=self._from_keeper,
         )
