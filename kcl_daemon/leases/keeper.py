@@ -433,8 +433,9 @@ class LeaseKeeper:
             case Judged(op=op, reason=reason):
                 logger.info("lease %s: %s settled by a consistent read: %s", lease_key, op.value, reason)
                 return []
-            case Retrying(op=op, error=error, failures=failures):
-                level = logging.WARNING if failures == 1 else logging.DEBUG
+            case Retrying(op=op, error=error, failures=failures, racing=racing):
+                # a twin's failure while its sibling is still out is the race hedging runs, not a fault
+                level = logging.WARNING if failures == 1 and not racing else logging.DEBUG
                 logger.log(level, "lease %s: %s attempt failed, trying again: %s", lease_key, op.value, error)
                 return []
 

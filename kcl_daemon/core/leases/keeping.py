@@ -240,11 +240,14 @@ class Judged:
 
 @dataclass(frozen=True, slots=True)
 class Retrying:
-    """An attempt failed and another follows; ``failures`` counts them within this logical write."""
+    """An attempt failed and another follows; ``failures`` counts them within this logical write;
+    ``racing``: another attempt of the same write was still out (a hedged twin: a condition failure is
+    then most likely that twin having applied first, which the next answer or read shows)."""
 
     op: Op
     error: str
     failures: int
+    racing: bool = False
 
 
 Action = Send | Confirmed | Done | Failed | Lost | Released | Retrying | Judged
@@ -513,7 +516,7 @@ def _answer(
             )
     op = attempt.op if attempt is not None else write.op
     write = replace(write, failures=write.failures + 1)
-    actions.append(Retrying(op, answer.error, write.failures))
+    actions.append(Retrying(op, answer.error, write.failures, racing=bool(write.in_flight)))
     return replace(kept, write=write)
 
 

@@ -437,3 +437,20 @@ def test_the_fast_replace_is_dataclasses_replace(record: object, changes: dict[s
 def test_the_fast_replace_refuses_a_field_that_does_not_exist() -> None:
     with pytest.raises(TypeError, match="Kept has no field 'confirmed'"):
         keeping.replace(Kept(Lease("s", TRIM_HORIZON, "w", 3), 1.0, "w"), confirmed=2.0)
+
+
+def test_a_twin_refused_while_its_sibling_is_still_out_says_it_raced() -> None:
+    """A hedged twin whose condition fails while the first attempt is unanswered most likely lost the race
+    to that attempt: the retry says so (the keeper logs it at DEBUG, not as a WARNING)."""
+    timings = KeepTimings.for_failover(10.0)
+    kept = start(Lease("s", TRIM_HORIZON, ME, 3), 0.0, ME)
+    stepped = step(kept, Ask(Request(1, Op.CHECKPOINT, 0.0, ExtendedSequenceNumber("5"))), 0.0, timings)
+    first = next(a for a in stepped.actions if isinstance(a, Send))
+    assert stepped.kept is not None
+    hedged = step(stepped.kept, Tick(), timings.hedge_after_s + 0.01, timings)
+    twin = next(a for a in hedged.actions if isinstance(a, Send))
+    assert hedged.kept is not None and twin.attempt_id != first.attempt_id
+    refused = step(hedged.kept, Answer(twin.attempt_id, Outcome.CONFLICT, error="no"), 0.7, timings)
+    assert [a.racing for a in refused.actions if isinstance(a, keeping.Retrying)] == [True]
+    alone = step(stepped.kept, Answer(first.attempt_id, Outcome.CONFLICT, error="no"), 0.1, timings)
+    assert [a.racing for a in alone.actions if isinstance(a, keeping.Retrying)] == [False]
