@@ -31,7 +31,6 @@ from kcl_daemon.core.leases.keeping import (
     Request,
     Send,
     Tick,
-    Write,
     deliver_until,
     give_up_at,
     next_wake,
@@ -419,24 +418,6 @@ def test_with_no_faults_a_lease_is_renewed_for_ever_and_never_stops_delivering()
         assert kept is not None and deliver_until(kept, T) > now
         now += 0.05
     assert table.lease.lease_counter > LEASE.lease_counter + 55
-
-
-@pytest.mark.parametrize(
-    ("record", "changes"),
-    [
-        (Kept(Lease("s", TRIM_HORIZON, "w", 3), 1.0, "w"), {"confirmed_at": 2.0}),
-        (Kept(Lease("s", TRIM_HORIZON, "w", 3), 1.0, "w"), {"validated": False, "renew_asked": True}),
-        (Write(Op.RENEW, Lease("s", TRIM_HORIZON, "w", 3)), {"next_at": 5.0, "failures": 2}),
-        (Kept(Lease("s", TRIM_HORIZON, "w", 3), 1.0, "w"), {}),
-    ],
-)
-def test_the_fast_replace_is_dataclasses_replace(record: object, changes: dict[str, object]) -> None:
-    assert keeping.replace(record, **changes) == replace(record, **changes)  # type: ignore[type-var]
-
-
-def test_the_fast_replace_refuses_a_field_that_does_not_exist() -> None:
-    with pytest.raises(TypeError, match="Kept has no field 'confirmed'"):
-        keeping.replace(Kept(Lease("s", TRIM_HORIZON, "w", 3), 1.0, "w"), confirmed=2.0)
 
 
 def test_a_twin_refused_while_its_sibling_is_still_out_says_it_raced() -> None:
