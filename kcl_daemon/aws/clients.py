@@ -68,6 +68,8 @@ class ClientSettings:
 class AwsClients:
     dynamodb: DynamoDBClient
     kinesis: KinesisClient
+    #: the enhanced fan-out reader's Kinesis client (:func:`subscription_settings`), when it reads
+    subscriptions: KinesisClient | None = None
     #: the lease keeper's own DynamoDB client (short timeouts), when the settings asked for one
     lease_keeper: DynamoDBClient | None = None
 
@@ -88,6 +90,16 @@ KINESIS_READ_TIMEOUT_S: Final = 30.0
 #: ``startup_item``'s, so that one attempt never outlives the policy that retries it. The lease keeper's
 #: client has its own, one attempt's budget (:func:`keeper_settings`).
 READ_TIMEOUT_S: Final = 5.0
+
+
+def subscription_settings(settings: ClientSettings) -> ClientSettings:
+    """The settings of the client that holds SubscribeToShard streams open: the Kinesis client's, but
+    with the other services' read timeout unless one is set. A subscription silent that long (an idle
+    shard) ends and is renewed, and a fan-out reader that stops waits for its stream's blocked read to
+    end: closing the stream from another thread does not wake that read before its timeout."""
+    if settings.read_timeout_s is not None:
+        return settings
+    return replace(settings, read_timeout_s=READ_TIMEOUT_S)
 
 
 def read_timeout_for(settings: ClientSettings, service: str) -> float:
@@ -230,10 +242,13 @@ def _raw_timestamps(session: boto3.session.Session) -> None:
     factory.set_parser_defaults(timestamp_parser=lambda value: value)
 
 
-def build_clients(settings: ClientSettings, *, session: boto3.session.Session | None = None) -> AwsClients:
-    """One DynamoDB and one Kinesis client (and the lease keeper's, when asked for); share them across
-    threads. ``session``: credentials of the caller's (the local backend's static keys) instead of the
-    settings' chains.
+def build_clients(
+    settings: ClientSettings, *, session: boto3.session.Session | None = None, subscriptions: bool = False
+) -> AwsClients:
+    """One DynamoDB and one Kinesis client (and the lease keeper's, when asked for; and with
+    ``subscriptions`` the fan-out reader's, :func:`subscription_settings`); share them across threads.
+    ``session``: credentials of the caller's (the local backend's static keys) instead of the settings'
+    chains.
 
     Raises :class:`ConfigError` when no region is configured anywhere or a named profile is missing.
     """
@@ -254,9 +269,15 @@ def build_clients(settings: ClientSettings, *, session: boto3.session.Session | 
         keeper = make_client(
             keeper_settings(settings), "dynamodb", session=dynamodb_session, anonymous=dynamodb_anonymous
         )
+    fanout = None
+    if subscriptions:
+        fanout = make_client(
+            subscription_settings(settings), "kinesis", session=kinesis_session, anonymous=kinesis_anonymous
+        )
     return AwsClients(
         dynamodb=make_client(settings, "dynamodb", session=dynamodb_session, anonymous=dynamodb_anonymous),
         kinesis=make_client(settings, "kinesis", session=kinesis_session, anonymous=kinesis_anonymous),
+        subscriptions=fanout,
         lease_keeper=keeper,
     )
 

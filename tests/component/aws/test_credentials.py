@@ -351,6 +351,22 @@ def test_each_service_has_its_own_read_timeout_unless_one_is_set(
     assert set_everywhere.meta.config.read_timeout == 7.0
 
 
+def test_the_fan_out_reader_keeps_the_short_read_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the polling reads wait Java's 30 s: a SubscribeToShard stream silent for the read timeout ends
+    and is renewed, and a stopping fan-out reader waits for its blocked read to time out."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    settings = ClientSettings(
+        region="eu-west-1", kinesis_endpoint="http://k:1", dynamodb_endpoint="http://d:2"
+    )
+    clients = build_clients(settings, subscriptions=True)
+    assert clients.kinesis.meta.config.read_timeout == 30.0
+    assert clients.subscriptions is not None and clients.subscriptions.meta.config.read_timeout == 5.0
+    assert build_clients(settings).subscriptions is None
+    explicit = build_clients(replace(settings, read_timeout_s=0.5), subscriptions=True).subscriptions
+    assert explicit is not None and explicit.meta.config.read_timeout == 0.5
+
+
 def test_the_client_factory_names_a_missing_region() -> None:
     with pytest.raises(ConfigError, match="no AWS region: set option region"):
         make_client(ClientSettings(), "kinesis", region_hint="set option region")
