@@ -105,7 +105,7 @@ def build_scheduler(
     consumers: dict[str, ConsumerResolver] = {}
     if plan.retrieval.mode == "FANOUT":
         fanout_pool = ThreadPoolExecutor(FANOUT_THREADS, thread_name_prefix="fanout")
-        fanout = Fanout(clients.kinesis)
+        fanout = Fanout(clients.subscriptions or clients.kinesis)
 
     def consumer_of(stream_name: str) -> ConsumerResolver:
         """One registered stream consumer per stream (a configured consumer ARN names one stream only)."""
@@ -367,7 +367,7 @@ def run_from_settings(
             max_pool_connections=threads_calling_aws(plan),
             lease_keeper_timeout_s=keeper_timeout,
         )
-        clients = build_clients(client_settings)
+        clients = build_clients(client_settings, subscriptions=plan.retrieval.mode == "FANOUT")
         runtime = with_metrics(clients, client_settings)
         return asyncio.run(
             run_worker(plan, clients, on_status=_log_status, status_every_s=status_every_s, metrics=runtime)

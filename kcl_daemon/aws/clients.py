@@ -52,7 +52,8 @@ class ClientSettings:
     dynamodb_endpoint: str | None = None  # None: boto3's (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL)
     cloudwatch_endpoint: str | None = None  # None: boto3's (AWS_ENDPOINT_URL_CLOUDWATCH, AWS_ENDPOINT_URL)
     connect_timeout_s: float = 2.0
-    read_timeout_s: float = 5.0
+    #: None: each service's own (:func:`read_timeout_for`); a number: that, for every service
+    read_timeout_s: float | None = None
     max_pool_connections: int = 32  # at least the total number of threads calling AWS
     max_attempts: int = 1  # botocore's total attempts per call, the first included
     credentials: Chain | None = None  # None: boto3's default chain
@@ -67,6 +68,8 @@ class ClientSettings:
 class AwsClients:
     dynamodb: DynamoDBClient
     kinesis: KinesisClient
+    #: the enhanced fan-out reader's Kinesis client (:func:`subscription_settings`), when it reads
+    subscriptions: KinesisClient | None = None
     #: the lease keeper's own DynamoDB client (short timeouts), when the settings asked for one
     lease_keeper: DynamoDBClient | None = None
 
@@ -78,11 +81,39 @@ def keeper_settings(settings: ClientSettings) -> ClientSettings:
     return replace(settings, connect_timeout_s=timeout, read_timeout_s=timeout)
 
 
-def botocore_config(settings: ClientSettings, *, anonymous: bool = False) -> Config:
+#: The read timeout of the Kinesis client when none is set: the Java KCL's request timeout for polling
+#: (30 s, docs/contract/polling.md §7.1). A loaded endpoint that answers a GetRecords call late still
+#: answers it; a read abandoned after a few seconds is asked again on a new connection, so the endpoint
+#: does the work twice and falls further behind (a 256-shard emulator past 5 s did exactly that).
+KINESIS_READ_TIMEOUT_S: Final = 30.0
+#: Every other service's (DynamoDB, CloudWatch, STS): within the ``lease_io`` policy's 4 s budget and
+#: ``startup_item``'s, so that one attempt never outlives the policy that retries it. The lease keeper's
+#: client has its own, one attempt's budget (:func:`keeper_settings`).
+READ_TIMEOUT_S: Final = 5.0
+
+
+def subscription_settings(settings: ClientSettings) -> ClientSettings:
+    """The settings of the client that holds SubscribeToShard streams open: the Kinesis client's, but
+    with the other services' read timeout unless one is set. A subscription silent that long (an idle
+    shard) ends and is renewed, and a fan-out reader that stops waits for its stream's blocked read to
+    end: closing the stream from another thread does not wake that read before its timeout."""
+    if settings.read_timeout_s is not None:
+        return settings
+    return replace(settings, read_timeout_s=READ_TIMEOUT_S)
+
+
+def read_timeout_for(settings: ClientSettings, service: str) -> float:
+    """The read timeout of ``service``'s client: the settings' when set, else the service's default."""
+    if settings.read_timeout_s is not None:
+        return settings.read_timeout_s
+    return KINESIS_READ_TIMEOUT_S if service == "kinesis" else READ_TIMEOUT_S
+
+
+def botocore_config(settings: ClientSettings, service: str = "", *, anonymous: bool = False) -> Config:
     config = Config(
         region_name=settings.region,
         connect_timeout=settings.connect_timeout_s,
-        read_timeout=settings.read_timeout_s,
+        read_timeout=read_timeout_for(settings, service),
         max_pool_connections=settings.max_pool_connections,
         retries={"total_max_attempts": settings.max_attempts, "mode": "standard"},
     )
@@ -190,7 +221,7 @@ def make_client(
                 anonymous = is_anonymous(chain)
         if raw_timestamps:
             _raw_timestamps(session)
-        config = botocore_config(settings, anonymous=bool(anonymous))
+        config = botocore_config(settings, service, anonymous=bool(anonymous))
         client = session.client(
             service,  # type: ignore[call-overload]
             endpoint_url=endpoint if endpoint is not None else endpoint_for(settings, service),
@@ -211,10 +242,13 @@ def _raw_timestamps(session: boto3.session.Session) -> None:
     factory.set_parser_defaults(timestamp_parser=lambda value: value)
 
 
-def build_clients(settings: ClientSettings, *, session: boto3.session.Session | None = None) -> AwsClients:
-    """One DynamoDB and one Kinesis client (and the lease keeper's, when asked for); share them across
-    threads. ``session``: credentials of the caller's (the local backend's static keys) instead of the
-    settings' chains.
+def build_clients(
+    settings: ClientSettings, *, session: boto3.session.Session | None = None, subscriptions: bool = False
+) -> AwsClients:
+    """One DynamoDB and one Kinesis client (and the lease keeper's, when asked for; and with
+    ``subscriptions`` the fan-out reader's, :func:`subscription_settings`); share them across threads.
+    ``session``: credentials of the caller's (the local backend's static keys) instead of the settings'
+    chains.
 
     Raises :class:`ConfigError` when no region is configured anywhere or a named profile is missing.
     """
@@ -235,9 +269,15 @@ def build_clients(settings: ClientSettings, *, session: boto3.session.Session | 
         keeper = make_client(
             keeper_settings(settings), "dynamodb", session=dynamodb_session, anonymous=dynamodb_anonymous
         )
+    fanout = None
+    if subscriptions:
+        fanout = make_client(
+            subscription_settings(settings), "kinesis", session=kinesis_session, anonymous=kinesis_anonymous
+        )
     return AwsClients(
         dynamodb=make_client(settings, "dynamodb", session=dynamodb_session, anonymous=dynamodb_anonymous),
         kinesis=make_client(settings, "kinesis", session=kinesis_session, anonymous=kinesis_anonymous),
+        subscriptions=fanout,
         lease_keeper=keeper,
     )
 

@@ -352,7 +352,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "max_lease_renewal_threads",
         Kind.INT,
         20,
-        "Threads renewing leases.",
+        "Threads renewing leases; checkpoints get a pool of as many beside them.",
         minimum=1,
         maximum=1000,  # each is a thread and an HTTP connection; 2147483647 hangs the start
     ),

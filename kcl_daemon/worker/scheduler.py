@@ -83,8 +83,10 @@ class SchedulerConfig:
 
     @property
     def threads_calling_aws(self) -> int:
-        """The scheduler's own threads that call AWS (the record readers come on top)."""
-        return self.max_lease_renewal_threads + IO_THREADS + SYNC_THREADS
+        """The scheduler's own threads that call AWS (the record readers come on top): the lease
+        keeper's two pools (renewals, checkpoints) of ``maxLeaseRenewalThreads`` each, the lease I/O and
+        the shard sync."""
+        return 2 * self.max_lease_renewal_threads + IO_THREADS + SYNC_THREADS
 
 
 @dataclass(slots=True)
@@ -152,6 +154,9 @@ class Scheduler:
             config.coordinator,
             clock,
             renew_pool=BlockingPool(config.max_lease_renewal_threads, thread_name_prefix="lease-renew"),
+            checkpoint_pool=BlockingPool(
+                config.max_lease_renewal_threads, thread_name_prefix="lease-checkpoint"
+            ),
             io_pool=self._io_pool,
             keeper_table=keeper_table,
         )

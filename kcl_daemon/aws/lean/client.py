@@ -157,7 +157,7 @@ class LeanJsonClient:
         ``before-parameter-build`` event first, as botocore does (the table-contact watch reads them)."""
         model = self._model(operation)
         context: dict[str, Any] = {}
-        self._events.emit(
+        self._emit(  # the handlers resolved already: 1.6 us instead of emit's 12 (every lease write)
             f"before-parameter-build.{self._event_prefix}.{operation}",
             params=params,
             model=model,

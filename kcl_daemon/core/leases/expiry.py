@@ -68,8 +68,14 @@ class LeaseObservations:
 
     def record_write(self, lease_key: str, lease_counter: int, now: float) -> LeaseObservations:
         """The table after this process itself moved ``lease_key`` to ``lease_counter`` (take or renew)."""
+        return self.record_writes({lease_key: CounterObservation(lease_counter, now)})
+
+    def record_writes(self, writes: Mapping[str, CounterObservation]) -> LeaseObservations:
+        """The table after this process's own writes, each ``lease_key -> CounterObservation(counter,
+        sent at)``, the last of each lease: the same as :meth:`record_write` for each in turn, with one
+        copy of the table."""
         updated = dict(self.entries)
-        updated[lease_key] = CounterObservation(lease_counter, now)
+        updated.update(writes)
         return _owning(updated)
 
     def get(self, lease_key: str) -> CounterObservation | None:

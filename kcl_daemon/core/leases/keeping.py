@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Final
 
 from kcl_daemon.core.leases.expiry import held_lease_deadline, local_expiry_margin_s
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.reconcile import describe
-from kcl_daemon.core.leases.timings import KeepTimings, renew_period_s
+from kcl_daemon.core.leases.slotted import replace  # on the hot path: see that module
+from kcl_daemon.core.leases.timings import KeepTimings
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 
 NEVER: Final = float("-inf")
@@ -221,11 +222,14 @@ class Judged:
 
 @dataclass(frozen=True, slots=True)
 class Retrying:
-    """An attempt failed and another follows; ``failures`` counts them within this logical write."""
+    """An attempt failed and another follows; ``failures`` counts them within this logical write;
+    ``racing``: another attempt of the same write was still out (a hedged twin: a condition failure is
+    then most likely that twin having applied first, which the next answer or read shows)."""
 
     op: Op
     error: str
     failures: int
+    racing: bool = False
 
 
 Action = Send | Confirmed | Done | Failed | Lost | Released | Retrying | Judged
@@ -250,18 +254,6 @@ def deliver_until(kept: Kept, timings: KeepTimings) -> float:
     if not kept.validated or releasing(kept):
         return NEVER  # adopted and not renewed yet, or being given back
     return held_lease_deadline(kept.confirmed_at, timings.failover_s)
-
-
-#: A batch is sent only with at least this much of the lease's time left (or the batch's own duration).
-MIN_DELIVERY_GUARD_S: Final = 0.2
-
-
-def may_deliver(until: float, now: float, expected_batch_s: float, failover_s: float) -> bool:
-    """Whether a batch expected to take ``expected_batch_s`` may be sent to the child at ``now``, the
-    lease being deliverable ``until``: the batch should end before the lease could be anyone else's
-    (the guard is the batch's expected duration, at least 0.2 s and at most a renewal period)."""
-    guard = min(max(expected_batch_s, MIN_DELIVERY_GUARD_S), renew_period_s(failover_s))
-    return now + guard < until
 
 
 def give_up_at(kept: Kept, timings: KeepTimings) -> float:
@@ -494,7 +486,7 @@ def _answer(
             )
     op = attempt.op if attempt is not None else write.op
     write = replace(write, failures=write.failures + 1)
-    actions.append(Retrying(op, answer.error, write.failures))
+    actions.append(Retrying(op, answer.error, write.failures, racing=bool(write.in_flight)))
     return replace(kept, write=write)
 
 

@@ -151,3 +151,15 @@ def attempt_timeout_for(failover_s: float) -> float:
     failover / 4)``: at a failover of 2 s a third of a second timed out most renewals of a loaded
     moto_server, whose hedged twins then loaded it more."""
     return max(min(1.0, failover_s / 6), min(0.5, failover_s / 4), 0.05)
+
+
+#: A batch is sent only with at least this much of the lease's time left (or the batch's own duration).
+MIN_DELIVERY_GUARD_S: Final = 0.2
+
+
+def may_deliver(until: float, now: float, expected_batch_s: float, failover_s: float) -> bool:
+    """Whether a batch expected to take ``expected_batch_s`` may be sent to the child at ``now``, the
+    lease being deliverable ``until``: the batch should end before the lease could be anyone else's
+    (the guard is the batch's expected duration, at least 0.2 s and at most a renewal period)."""
+    guard = min(max(expected_batch_s, MIN_DELIVERY_GUARD_S), renew_period_s(failover_s))
+    return now + guard < until

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kcl_daemon.aws.clients import ClientSettings, build_clients, client_settings_from, make_client
 from kcl_daemon.aws.credentials import AssumeRoleProvider, credential_providers, is_anonymous, session_for
+from kcl_daemon.aws.lean.client import lean_client_for
 from kcl_daemon.config.providers import ProviderKind, ProviderSpec, describe, parse_providers
 from kcl_daemon.config.settings import Settings
 from kcl_daemon.errors import ConfigError
@@ -324,6 +326,45 @@ def test_the_client_factory(service: str, endpoint: str | None, expected_endpoin
     assert (config.connect_timeout, config.read_timeout) == (0.7, 3.0)
     assert config.retries["total_max_attempts"] == 1  # botocore's retries off: the named policies retry
     assert client.meta.region_name == "eu-west-1"
+
+
+@pytest.mark.parametrize(
+    ("service", "expected"),
+    [("kinesis", 30.0), ("dynamodb", 5.0), ("cloudwatch", 5.0)],
+)
+def test_each_service_has_its_own_read_timeout_unless_one_is_set(
+    monkeypatch: pytest.MonkeyPatch, service: str, expected: float
+) -> None:
+    """Kinesis waits as long as Java's polling requests (30 s), DynamoDB within its policies' budget;
+    the lean path takes the same timeout from the client it is built from."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    settings = ClientSettings(
+        region="eu-west-1", kinesis_endpoint="http://k:1", dynamodb_endpoint="http://d:2"
+    )
+    client = make_client(settings, service)
+    assert client.meta.config.read_timeout == expected
+    lean = lean_client_for(client)
+    if service != "cloudwatch":  # a query-protocol service: never on the lean path
+        assert lean is not None and lean.pool.read_timeout_s == expected
+    set_everywhere = make_client(replace(settings, read_timeout_s=7.0), service)
+    assert set_everywhere.meta.config.read_timeout == 7.0
+
+
+def test_the_fan_out_reader_keeps_the_short_read_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the polling reads wait Java's 30 s: a SubscribeToShard stream silent for the read timeout ends
+    and is renewed, and a stopping fan-out reader waits for its blocked read to time out."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    settings = ClientSettings(
+        region="eu-west-1", kinesis_endpoint="http://k:1", dynamodb_endpoint="http://d:2"
+    )
+    clients = build_clients(settings, subscriptions=True)
+    assert clients.kinesis.meta.config.read_timeout == 30.0
+    assert clients.subscriptions is not None and clients.subscriptions.meta.config.read_timeout == 5.0
+    assert build_clients(settings).subscriptions is None
+    explicit = build_clients(replace(settings, read_timeout_s=0.5), subscriptions=True).subscriptions
+    assert explicit is not None and explicit.meta.config.read_timeout == 0.5
 
 
 def test_the_client_factory_names_a_missing_region() -> None:

@@ -9,6 +9,7 @@ import time
 
 from kcl_daemon.clock import SystemClock
 from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.leases.coordinator import CoordinatorConfig, LeaseCoordinator
 from tests.support.fakes import FakeTable, shards
 
@@ -170,3 +171,58 @@ def test_checkpoints_wake_the_keeper_thread_only_for_what_is_due_sooner() -> Non
     )
     # 1,280 events (640 asks, 640 answers); a pass for each of them is what this guards against
     assert passes <= 40, passes
+
+
+async def test_renewals_never_queue_behind_checkpoints() -> None:
+    """A checkpoint's first attempt runs on the checkpoint pool; renewals, and the hedged twin that keeps
+    a lease whose checkpoint hangs, on the renewal pool. Both checkpoint threads hang here: the third
+    lease's renewals and the two checkpoints' twins go on regardless."""
+    from kcl_daemon.blocking import BlockingPool
+
+    gate = threading.Event()
+
+    class HangingCheckpoints(CountingTable):
+        def __init__(self) -> None:
+            super().__init__(3)
+            self.threads: list[tuple[str, str]] = []
+
+        def checkpoint(self, lease: Lease, checkpoint: ExtendedSequenceNumber, **kwargs: object) -> Lease:
+            pool = threading.current_thread().name.rpartition("_")[0]
+            self.threads.append(("checkpoint", pool))
+            if pool == "lease-checkpoint":
+                assert gate.wait(10)
+            with self.lock:
+                return super().checkpoint(lease, checkpoint, **kwargs)
+
+    table = HangingCheckpoints()
+    coordinator = LeaseCoordinator(
+        table,
+        CoordinatorConfig(worker_id="me", failover_s=1.5),
+        SystemClock(),
+        renew_pool=BlockingPool(2, thread_name_prefix="lease-renew"),
+        checkpoint_pool=BlockingPool(2, thread_name_prefix="lease-checkpoint"),
+    )
+    for _ in range(3):
+        await coordinator.take_once()
+    first, second, third = sorted(coordinator.held)
+    renewer = asyncio.create_task(coordinator.run_renewer())
+    try:
+        renewed_before = table.renewals.get(third, 0)
+        written = await asyncio.wait_for(
+            asyncio.gather(
+                coordinator.checkpoint(first, ExtendedSequenceNumber("1")),
+                coordinator.checkpoint(second, ExtendedSequenceNumber("2")),
+            ),
+            5,
+        )
+        assert [lease.checkpoint.sequence_number for lease in written] == ["1", "2"]
+        await asyncio.sleep(1.0)  # three renewal periods of the third lease, the checkpoint pool stuck
+        assert not gate.is_set()
+        assert table.renewals.get(third, 0) >= renewed_before + 2, table.renewals
+        assert all(coordinator.may_deliver(key, 0.0) for key in (first, second, third))
+    finally:
+        gate.set()
+        renewer.cancel()
+        await asyncio.gather(renewer, return_exceptions=True)
+    assert table.threads[:2] == [("checkpoint", "lease-checkpoint")] * 2, "first attempts: their pool"
+    assert ("checkpoint", "lease-renew") in table.threads[2:], "the twins: the renewal pool"

@@ -126,3 +126,19 @@ def test_a_held_lease_is_lost_by_our_clock_a_margin_before_anyone_may_see_it_exp
     assert held_lease_deadline(0.0, 60.0) == pytest.approx(59.0)
     for failover in (0.5, 3.0, 10.0, 600.0):
         assert 0 < local_expiry_margin_s(failover) < failover
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 9), st.floats(0, 100)),
+        max_size=12,
+    )
+)
+def test_record_writes_is_record_write_for_each_in_turn(writes: list[tuple[str, int, float]]) -> None:
+    """The coordinator folds its own writes in at once (the last of each lease): the same table."""
+    seen = LeaseObservations().observe([Lease("a", TRIM_HORIZON, "w", 4), Lease("d", TRIM_HORIZON)], 1.0)
+    one_by_one = seen
+    for key, counter, at in writes:
+        one_by_one = one_by_one.record_write(key, counter, at)
+    folded = seen.record_writes({key: CounterObservation(counter, at) for key, counter, at in writes})
+    assert dict(folded.entries) == dict(one_by_one.entries)

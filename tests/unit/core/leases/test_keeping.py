@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kcl_daemon.core.leases import keeping
 from kcl_daemon.core.leases.expiry import held_lease_deadline
 from kcl_daemon.core.leases.keeping import (
     NEVER,
@@ -434,3 +435,20 @@ def test_a_checkpoint_extends_the_deadline_unless_a_heartbeat_keeps_the_lease(
     done = step(asked.kept, Answer(send.attempt_id, Outcome.WRITTEN, written), 2.1, T)
     assert done.kept is not None and done.kept.confirmed_at == deadline_from
     assert Done(7, written) in done.actions
+
+
+def test_a_twin_refused_while_its_sibling_is_still_out_says_it_raced() -> None:
+    """A hedged twin whose condition fails while the first attempt is unanswered most likely lost the race
+    to that attempt: the retry says so (the keeper logs it at DEBUG, not as a WARNING)."""
+    timings = KeepTimings.for_failover(10.0)
+    kept = start(Lease("s", TRIM_HORIZON, ME, 3), 0.0, ME)
+    stepped = step(kept, Ask(Request(1, Op.CHECKPOINT, 0.0, ExtendedSequenceNumber("5"))), 0.0, timings)
+    first = next(a for a in stepped.actions if isinstance(a, Send))
+    assert stepped.kept is not None
+    hedged = step(stepped.kept, Tick(), timings.hedge_after_s + 0.01, timings)
+    twin = next(a for a in hedged.actions if isinstance(a, Send))
+    assert hedged.kept is not None and twin.attempt_id != first.attempt_id
+    refused = step(hedged.kept, Answer(twin.attempt_id, Outcome.CONFLICT, error="no"), 0.7, timings)
+    assert [a.racing for a in refused.actions if isinstance(a, keeping.Retrying)] == [True]
+    alone = step(stepped.kept, Answer(first.attempt_id, Outcome.CONFLICT, error="no"), 0.1, timings)
+    assert [a.racing for a in alone.actions if isinstance(a, keeping.Retrying)] == [False]
