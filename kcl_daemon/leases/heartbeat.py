@@ -8,7 +8,9 @@ one (:meth:`~kcl_daemon.leases.keeper.LeaseKeeper.vouch`): that is the renewal o
 A failed write is tried again at once, then after 50, 100, ... 500 ms; the leases then run towards
 their own deadlines exactly as when renewals fail.
 
-Each 2.x taker scan reads the heartbeat place too (:meth:`PerWorkerRenewal.read_place`: the
+Each 2.x taker scan (in 3.x mode: each scan of the assignment loop, the leader's passes and a
+follower's watch; :meth:`~kcl_daemon.leases.coordinator.LeaseCoordinator.observe_fleet`) reads the
+heartbeat place too (:meth:`PerWorkerRenewal.read_place`: the
 worker-metrics table, where the heartbeats and the Java 3.x workers' metrics reports are; a pass whose
 read fails takes nothing) and goes through :meth:`PerWorkerRenewal.observe_scan`: the heartbeats are observed,
 the leases' expiry is read through them, and the mode decided. At the first foreign sign the worker
@@ -203,10 +205,13 @@ class PerWorkerRenewal:
         observations: LeaseObservations,
         now: float,
         place: Sequence[Mapping[str, Any]] = (),
+        *,
+        leader: str | None = None,
     ) -> LeaseObservations:
         """Observe the heartbeats a taker scan read (the lease table's worker items and ``place``'s,
         read just after it), decide the mode, and return the leases' observations with their owners'
-        heartbeats folded in (expired only when both stood still)."""
+        heartbeats folded in (expired only when both stood still). ``leader``: the 3.x leader as seen
+        before the scan (3.x mode; see :func:`~kcl_daemon.core.leases.heartbeat.foreign_signs`)."""
         items = []
         for raw in heartbeat_items(scan, place):
             try:
@@ -215,7 +220,13 @@ class PerWorkerRenewal:
                 logger.warning("skipping worker item: %s", exc)
         self.beats = self.beats.observe(merged(items), now)
         decided = decide(
-            RenewalMode.PER_WORKER, scan.leases, self.beats, self.worker_id, now, self.failover_s
+            RenewalMode.PER_WORKER,
+            scan.leases,
+            self.beats,
+            self.worker_id,
+            now,
+            self.failover_s,
+            leader=leader,
         )
         if self.per_worker and decided.mode is RenewalMode.PER_LEASE:
             self.fall_back(decided.reason)

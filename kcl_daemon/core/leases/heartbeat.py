@@ -377,9 +377,19 @@ def foreign_signs(
     me: str,
     now: float,
     failover_s: float,
+    *,
+    leader: str | None = None,
 ) -> list[str]:
-    """Every sign, in the last scan, of a worker not renewing per worker (empty: none)."""
+    """Every sign, in the last scan, of a worker not renewing per worker (empty: none). ``leader``: the
+    3.x leader as this worker saw it *before* the scan (None: none, or the 2.x taker): one that is not
+    this worker and whose item shows no ``PER_WORKER`` heartbeat judges expiry by counters alone (a Java
+    leader, or a kcl-daemon worker with the key off), so it is a sign even before it holds a lease."""
     signs: list[str] = []
+    if leader is not None and leader != me and not _heartbeating_leader(beats.entries.get(leader)):
+        signs.append(
+            f"the 3.x leader {leader} does not heartbeat in PER_WORKER mode (its expiry reads lease "
+            "counters only: a Java worker, or a kcl-daemon worker with the key off)"
+        )
     owners = {lease.lease_owner for lease in leases if lease.lease_owner is not None}
     for worker_id, item in sorted(beats.items.items()):
         if worker_id == me and not item.lease_shaped:
@@ -401,6 +411,18 @@ def foreign_signs(
     return signs
 
 
+def _heartbeating_leader(seen: ItemObservation | None) -> bool:
+    """Whether a leader's item says it judges expiry through the heartbeats: it heartbeats in
+    ``PER_WORKER`` mode now, or its item vanished after it did (a leader stopping gracefully deletes its
+    item before it gives the lock up, and a lock read older than the scan still names it; a kcl-daemon
+    worker with the key on reads the heartbeats as leader even after a fall-back)."""
+    if seen is None:
+        return False
+    if seen.present:
+        return seen.item.heartbeats
+    return seen.beat_at is not None
+
+
 def decide(
     configured: RenewalMode,
     leases: Iterable[Lease],
@@ -408,11 +430,13 @@ def decide(
     me: str,
     now: float,
     failover_s: float,
+    *,
+    leader: str | None = None,
 ) -> ModeDecision:
     """``PER_WORKER`` only when configured and no sign says otherwise; else ``PER_LEASE``, with why."""
     if configured is RenewalMode.PER_LEASE:
         return ModeDecision(RenewalMode.PER_LEASE, "leaseRenewal is PER_LEASE")
-    signs = foreign_signs(list(leases), beats, me, now, failover_s)
+    signs = foreign_signs(list(leases), beats, me, now, failover_s, leader=leader)
     if signs:
         return ModeDecision(RenewalMode.PER_LEASE, "; ".join(signs))
     return ModeDecision(RenewalMode.PER_WORKER, "every lease owner heartbeats in PER_WORKER mode")
