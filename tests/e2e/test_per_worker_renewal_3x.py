@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError  # noqa: TID251 - the table may not exist
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
@@ -35,7 +35,7 @@ START_SLACK_S = 10.0
 
 
 class RenewalFleet(Fleet):
-    """Every daemon in the 3.x lease mode (the Fleet's default); ``per_worker`` names those with the key on."""
+    """Every daemon in the 3.x lease mode (the default); ``per_worker`` names those with the key on."""
 
     per_worker: set[str]
 

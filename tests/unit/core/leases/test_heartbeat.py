@@ -352,3 +352,43 @@ def test_a_scan_shows_a_held_lease_moved_on_when_another_owner_is_at_or_past_our
 ) -> None:
     held = lease("shard-0", 5, "a")
     assert moved_on(held, lease("shard-0", seen_counter, seen_owner), "a") is lost
+
+
+# -- the 3.x leader ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("leader", "scans", "sign"),
+    [
+        (None, [[beat("w1", 1)]], False),  # no leader (or the 2.x taker)
+        ("me", [[]], False),  # this worker leads: its own mode is what it decides
+        ("w1", [[beat("w1", 1)], [beat("w1", 2)]], False),  # a kcl-daemon leader heartbeating
+        ("w1", [[beat("w1", 1)], [beat("w1", 1)]], False),  # ... SIGKILLed: its lock stands, no sign
+        ("java", [[beat("w1", 1)]], True),  # never seen: a Java 3.x leader (it reads counters only)
+        ("java", [[WorkerItem("java", metrics=True, metrics_seen=1)]], True),  # Java's metrics item
+        (  # a kcl-daemon worker with the key off: its report, no heartbeat
+            "k",
+            [[WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=1)]],
+            True,
+        ),
+        ("w1", [[beat("w1", 1, PL)]], True),  # fell back (or renews per lease): counters only to others
+        ("w1", [[beat("w1", 1)], []], False),  # stopping gracefully: its item goes before its lock
+        ("java", [[WorkerItem("java", metrics=True, metrics_seen=1)], []], True),  # vanished, never beat
+    ],
+)  # fmt: skip
+def test_a_3x_leader_that_does_not_heartbeat_per_worker_is_a_foreign_sign(
+    leader: str | None, scans: list[list[WorkerItem]], sign: bool
+) -> None:
+    beats = HeartbeatObservations()
+    for t, items in enumerate(scans):
+        beats = beats.observe(items, float(t))
+    found = foreign_signs([], beats, "me", float(len(scans)), L, leader=leader)
+    assert any("3.x leader" in s for s in found) is sign, found
+    decision = decide(PW, [], beats, "me", float(len(scans)), L, leader=leader)
+    assert (decision.mode is PL) is sign
+
+
+@given(heartbeating=st.sets(owners), leader=owners)
+def test_a_leader_heartbeating_per_worker_is_never_a_sign(heartbeating: set[str], leader: str) -> None:
+    beats = HeartbeatObservations().observe([beat(w, 1) for w in heartbeating | {leader}], 0.0)
+    assert decide(PW, [], beats, "me", 1.0, L, leader=leader).mode is PW
