@@ -2,15 +2,16 @@
 
 Time advances in steps of ``dt`` seconds. In each step, in this order: scenario events; completed graceful
 hand-offs; renewals (each worker renews all it holds every ``failover/3 - 25 ms`` on its own phase, or
-with ``lease_renewal = PER_WORKER`` and the 2.x taker writes one heartbeat instead, which the takers read
-through :func:`~kcl_daemon.core.leases.heartbeat.vouched`; a lease whose owner changed is dropped at that
-renewal, so a taken lease is served twice until then); then either every 2.x worker's taker (on its own
-``(failover + 25 ms) x 2`` phase, through :func:`~kcl_daemon.core.leases.taker.plan_takes`, each take
-conditional on the counter it read), or the 3.x leader's round (every assignment interval, leader-local
-expiry like Java's LAM, the decider's moves applied as hand-offs or assigns) and each worker's lease
-discovery (Java's every ``interval/2 - 25 ms``; this daemon's no slower than its expiry passes,
-``min(1 s, failover/10)``); finally the meters. Every period comes from
-:class:`~kcl_daemon.core.leases.timings.LeaseTimings`, as in the worker.
+with ``lease_renewal = PER_WORKER`` under the 2.x taker or this project's leader writes one heartbeat
+instead, which the takers read through :func:`~kcl_daemon.core.leases.heartbeat.vouched` and the leader as
+the later of a lease's counter change and its owner's heartbeat; a lease whose owner changed is dropped at
+that renewal, or that scan, so a taken lease is served twice until then); then either every 2.x worker's
+taker (on its own ``(failover + 25 ms) x 2`` phase, through
+:func:`~kcl_daemon.core.leases.taker.plan_takes`, each take conditional on the counter it read), or the
+3.x leader's round (every assignment interval, leader-local expiry like Java's LAM, the decider's moves
+applied as hand-offs or assigns) and each worker's lease discovery (Java's every ``interval/2 - 25 ms``;
+this daemon's no slower than its expiry passes, ``min(1 s, failover/10)``); finally the meters. Every
+period comes from :class:`~kcl_daemon.core.leases.timings.LeaseTimings`, as in the worker.
 
 Simplifications, each the same for every policy: 2.x takers share one observation of counter changes
 (true change times, first-seen-unowned = never changed) instead of one per worker; a graceful stop
@@ -112,6 +113,8 @@ class Simulation:
         self.next_round = 0.0
         self.state = DeciderState()
         self.leader_seen: dict[str, tuple[int, float]] = {}
+        #: per worker: the leader's view of each worker's heartbeat (its value, when the leader saw it change)
+        self.leader_beats: dict[str, tuple[float, float]] = {}
         self.handoff_seen: dict[str, float] = {}
         self.pending: list[tuple[float, str, str]] = []  # (done at, lease, old owner)
         self.reads = 0.0
@@ -255,9 +258,15 @@ class Simulation:
             w.held.discard(key)
             self.writes += 1
 
+    @property
+    def _per_worker(self) -> bool:
+        """Renewing per worker: the key on, and the 2.x taker or a leader that reads the heartbeats (under
+        Java's leader, which reads counters only, a kcl-daemon fleet renews per lease)."""
+        return self.fleet.per_worker and (self.policy.mode is Mode.TAKER or self.policy.reads_heartbeats)
+
     def _renew(self, now: float) -> None:
         period = self.fleet.renew_period_s
-        per_worker = self.fleet.per_worker and self.policy.mode is Mode.TAKER
+        per_worker = self._per_worker
         for w in self.workers.values():
             if not w.up or (now - w.phase) % period >= self.dt:
                 continue
@@ -336,6 +345,7 @@ class Simulation:
             self.leader, self.leader_down_since = up[0], None
             self.state = DeciderState()
             self.leader_seen = {}
+            self.leader_beats = {}
             self.handoff_seen = {}
             self.next_round = now
 
@@ -382,7 +392,11 @@ class Simulation:
             elif seen[0] != lease.counter:
                 seen = (lease.counter, now)
             self.leader_seen[lease.key] = seen
-            expired = now - seen[1] > failover
+            changed_at = seen[1]
+            owner = self.workers.get(lease.owner) if lease.owner is not None else None
+            if self._per_worker and owner is not None:  # the owner's heartbeat vouches for it
+                changed_at = max(changed_at, self._beat_seen(owner, now))
+            expired = now - changed_at > failover
             if lease.checkpoint_owner is not None:
                 first = self.handoff_seen.setdefault(lease.key, now)
                 if now - first <= HANDOFF_TIMEOUT_S + failover:
@@ -404,6 +418,16 @@ class Simulation:
                 )
             )
         return views, frozen
+
+    def _beat_seen(self, w: _Worker, now: float) -> float:
+        """When the leader saw ``w``'s heartbeat change (first seen: now), as it sees counters."""
+        if w.beat_at == NEVER_CHANGED:
+            return NEVER_CHANGED
+        seen = self.leader_beats.get(w.id)
+        if seen is None or seen[0] != w.beat_at:
+            seen = (w.beat_at, now)
+            self.leader_beats[w.id] = seen
+        return seen[1]
 
     def _leader_round(self, now: float) -> None:
         self._maybe_elect(now)

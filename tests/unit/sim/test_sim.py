@@ -3,6 +3,8 @@ tested in tests/component/cli/test_simulate.py."""
 
 from __future__ import annotations
 
+import pytest
+
 from kcl_daemon.sim.model import FleetConfig, Result
 from kcl_daemon.sim.policies import by_name
 from kcl_daemon.sim.report import compare, html_page, table, to_json
@@ -77,9 +79,11 @@ def test_the_fleet_runs_on_the_workers_lease_timings() -> None:
     assert not by_name("variance").daemon_discovery
 
 
-def test_per_worker_renewal_writes_a_heartbeat_per_worker_and_takes_over_as_fast() -> None:
-    per_lease = compare(["crash"], ("2.x",), SMALL, FleetConfig())[0]
-    per_worker = compare(["crash"], ("2.x",), SMALL, FleetConfig(lease_renewal="PER_WORKER"))[0]
+@pytest.mark.parametrize("policy", ["2.x", "cooperative"])
+def test_per_worker_renewal_writes_a_heartbeat_per_worker_and_takes_over_as_fast(policy: str) -> None:
+    """Under the 2.x taker and this project's 3.x leader alike (which reads the heartbeats)."""
+    per_lease = compare(["crash"], (policy,), SMALL, FleetConfig())[0]
+    per_worker = compare(["crash"], (policy,), SMALL, FleetConfig(lease_renewal="PER_WORKER"))[0]
     # 50 leases over 10 workers: a tenth of the renewal writes, before takes and moves
     assert per_worker.ddb_write_units_per_lease_hour < 0.25 * per_lease.ddb_write_units_per_lease_hour
     # a crashed worker's leases are served again as soon (its heartbeat stands still as its counters did)
