@@ -9,6 +9,7 @@ The 2.x taker's case is ``test_per_worker_renewal.py``; Java's, ``java/test_java
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from botocore.exceptions import ClientError  # noqa: TID251 - the table may not 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.core.leases.heartbeat import worker_item_from
+from tests.support.daemon import run_cli
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
 from tests.support.fleet import FAILOVER_S, Fleet, owners
@@ -96,6 +98,13 @@ def test_3x_heartbeats_keep_the_leases_a_sigkilled_followers_are_reassigned_and_
     assert _counters(lease_table) == counters, "no lease write while idle"
     later = _beats(lease_table)
     assert all(later[w] > beats.get(w, 0) for w in ("daemon-a", "daemon-b")), (beats, later)
+    # the inspection tools read the heartbeats: leases kept by them are not expired
+    properties = fleet.tmp_path / "daemon-a.properties"
+    listed = run_cli("leases", "--check-expiry", "--json", properties=properties)
+    assert json.loads(listed.stdout)["expired"] == [], listed.stdout + listed.stderr
+    doctor = run_cli("doctor", "--json", "--wait", str(FAILOVER_S), properties=properties)
+    checks = {check["name"]: check for check in json.loads(doctor.stdout)["checks"]}
+    assert not [f for f in checks["leases"]["findings"] if "expired" in f["message"]], checks["leases"]
 
     # a SIGKILLed follower: the leader reassigns its leases once its heartbeat has stood still
     leader = _leader(fleet)
