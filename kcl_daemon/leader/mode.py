@@ -401,10 +401,18 @@ class LeaderMode:
         """Per-worker renewal: this worker's heartbeat before its first metrics report, which makes it
         assignable: a lease assigned to a worker without a heartbeat would be a foreign sign."""
         renewal = worker.coordinator.renewal
-        if renewal is not None and not renewal.ready() and not await self._call(renewal.beat_now):
-            logger.warning(
-                "worker %s: first heartbeat not confirmed; reporting metrics anyway", self.config.worker_id
-            )
+        if renewal is None:
+            return
+        give_up_at = self._clock.monotonic() + renewal.failover_s
+        while not renewal.ready() and not await self._call(renewal.beat_now):
+            if self._clock.monotonic() >= give_up_at:  # the others will see a report without one
+                logger.warning(
+                    "worker %s: no heartbeat confirmed in %.1fs; reporting metrics anyway",
+                    self.config.worker_id,
+                    renewal.failover_s,
+                )
+                return
+            await self._clock.sleep(min(renewal.period_s, 1.0))
 
     async def _migration_step(self, report: RunReport) -> None:
         await self.migration.step(report.live_owners)

@@ -34,7 +34,9 @@ its leases stand still; the others then judge a lease by its counter *and* its o
   heartbeat in ``PER_WORKER`` mode (a worker with the key off, a Java worker, or one that fell back),
   a live worker-metrics item without kcl-daemon's marks (a Java 3.x worker: a 3.1.3 worker's first
   report comes seconds after it starts, before its taker judges any lease expired), a kcl-daemon
-  worker-metrics item without a heartbeat whose worker holds leases, and a worker item carrying lease
+  worker-metrics item without a heartbeat whose worker holds leases or reports (a worker with the key on
+  writes its first heartbeat before its first report), a 3.x leader without a ``PER_WORKER`` heartbeat
+  (:func:`foreign_signs`), and a worker item carrying lease
   attributes (a Java-shaped renewal: an older Java worker took an item of the lease table for a
   lease). A counter-only change of a lease is *not* a sign by itself: kcl-daemon renews a lease
   adopted from a leader once, and the owner of any lease renewed that way by a foreign worker has no
@@ -401,8 +403,10 @@ def foreign_signs(
             alive = beats.alive(worker_id, now, failover_s)
             if item.metrics and not item.kcl_daemon and (alive or worker_id in owners):
                 signs.append(f"worker {worker_id} publishes Java worker metrics (a Java 3.x worker)")
-            elif worker_id in owners:
-                # not merely alive: a starting worker with the key on reports before its first heartbeat
+            elif worker_id in owners or (item.metrics and alive):
+                # a live kcl-daemon report without a heartbeat, even holding nothing: a worker with the
+                # key on writes its first heartbeat before its first report, and one with the key off may
+                # become the 3.x leader, whose expiry reads counters it has watched stand still
                 signs.append(f"worker {worker_id} writes no heartbeat (leaseRenewal is off there)")
         elif item.mode is not RenewalMode.PER_WORKER and worker_id in owners:
             signs.append(f"worker {worker_id} renews per lease ({MODE} = {item.mode})")

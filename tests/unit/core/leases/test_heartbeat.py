@@ -260,10 +260,15 @@ def _signs(leases: list[Lease], scans: list[list[WorkerItem]]) -> list[str]:
              [WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=2)]],
             "worker k writes no heartbeat",
         ),
-        (  # ... holding none: a starting worker reports before its first heartbeat
+        (  # ... holding none, but reporting: it may become the 3.x leader (a key-on worker beats first)
             [],
             [[WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=1)],
              [WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=2)]],
+            "worker k writes no heartbeat",
+        ),
+        (  # ... a stale report of a worker gone long ago: no sign
+            [],
+            [[WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=1)]] * 3,
             None,
         ),
         (  # a Java 3.1.3 worker's first report, while it holds nothing yet
