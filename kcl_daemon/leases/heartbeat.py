@@ -86,6 +86,9 @@ class PerWorkerRenewal:
         self._failures = 0
         #: after a fall-back: the heartbeat item is deleted (or left, being more than a heartbeat)
         self.withdrawn = False
+        #: a graceful stop that keeps its leases for a restart (restart grace): the item stays on stopping,
+        #: standing still, so the leases still named on this worker have an owner with a heartbeat item
+        self.keep_item_on_stop = False
         self._lock = threading.Lock()  # one heartbeat write at a time
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -186,6 +189,9 @@ class PerWorkerRenewal:
         # stopping (the worker shuts down): take the item away, so that a fleet whose workers restart
         # with the key off is left with none (a SIGKILLed worker's stays, standing still)
         with self._lock:
+            if self.keep_item_on_stop and not self.withdrawn:
+                logger.info("worker %s: heartbeat item kept for the restart grace", self.worker_id)
+                return
             try:
                 if not self.withdrawn and self._table.withdraw_heartbeat(self.worker_id):
                     logger.info("worker %s: heartbeat item withdrawn on stopping", self.worker_id)

@@ -87,3 +87,18 @@ def test_the_heartbeat_thread_beats_and_withdraws_the_item_when_it_stops() -> No
     assert table.heartbeats >= 3 and "w-a" in table.workers
     renewal.stop()
     assert "w-a" not in table.workers and renewal.withdrawn
+
+
+def test_a_stop_that_keeps_its_leases_for_a_restart_keeps_the_heartbeat_item() -> None:
+    """A restart grace: the leases still name the worker, so its item stays (standing still) until it is
+    back; its removal would be an owner without a heartbeat, a foreign sign to the rest of the fleet."""
+    table = HeartbeatFakeTable(shards(1))
+    keeper = LeaseKeeper(table, "w-a", KeepTimings.for_failover(0.3), ThreadPoolExecutor(1))
+    renewal = PerWorkerRenewal(table, keeper, "w-a", 0.3, 0.05)
+    renewal.start()
+    deadline = time.monotonic() + 10
+    while table.heartbeats < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    renewal.keep_item_on_stop = True
+    renewal.stop()
+    assert "w-a" in table.workers and not renewal.withdrawn
