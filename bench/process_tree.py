@@ -1,7 +1,9 @@
 """The whole process tree against kcl-rs: CPU per 10k records of the daemon plus all its children, and the
 tree's RSS, for kcl-rs (PyPI ``kcl-rs``, a Rust KCL with in-process Python processors), kcl-daemon with
 the project's kcl_client children, kcl-daemon with amazon_kclpy children, and the Java MultiLangDaemon
-3.1.3 with amazon_kclpy children (when installed).
+3.1.3 with amazon_kclpy children (when installed); on request also kcl-daemon with children on the
+project's Node and Go clients, with and without lanes (``--variants kcl-daemon-node,kcl-daemon-node-lanes,
+kcl-daemon-go,kcl-daemon-go-lanes``; ``tree_processor.js``, ``tree_go/``, built with the local go).
 
 Every variant runs the same decoding processor (``tree_processor.py``, ``tree_kclpy_processor.py``,
 ``tree_kclrs_worker.py``): base64-decode each record (the client does it), json-parse it, add up one
@@ -31,9 +33,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import itertools
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -78,7 +82,11 @@ PROCESSORS: Final = {
     "java": BENCH / "tree_kclpy_processor.py",
 }
 KCLRS_WORKER: Final = BENCH / "tree_kclrs_worker.py"
-VARIANTS: Final = ("kcl-rs", "kcl-daemon", "kcl-daemon-lanes", "kcl-daemon-kclpy", "java")
+#: kcl-daemon with children on the Node and Go clients (not run unless asked for: --variants)
+OTHER_CLIENTS: Final = ("kcl-daemon-node", "kcl-daemon-node-lanes", "kcl-daemon-go", "kcl-daemon-go-lanes")
+DEFAULT_VARIANTS: Final = ("kcl-rs", "kcl-daemon", "kcl-daemon-lanes", "kcl-daemon-kclpy", "java")
+VARIANTS: Final = (*DEFAULT_VARIANTS[:3], *OTHER_CLIENTS, *DEFAULT_VARIANTS[3:])
+TREE_GO: Final = BENCH / "tree_go"
 POLL_S: Final = 0.25
 PAGE_MB: Final = os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
 
@@ -94,6 +102,25 @@ def kclrs_python(requested: Path | None) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(KCLRS_VENV)], check=True)
     subprocess.run([str(python), "-m", "pip", "install", "-q", f"kcl-rs=={KCLRS_VERSION}"], check=True)
     return python
+
+
+@functools.cache
+def child_command(variant: str) -> str:
+    """``executableName`` for a Node or Go client variant (the Go processor is built once, offline)."""
+    if variant.startswith("kcl-daemon-node"):
+        return f"{shutil.which('node') or 'node'} {BENCH / 'tree_processor.js'}"
+    cache = REPO / ".cache" / "go"
+    binary = REPO / ".cache" / "bench-tree-go" / "tree-processor"
+    env = {
+        **os.environ,
+        "GOCACHE": str(cache / "build"),
+        "GOPATH": str(cache / "path"),
+        "GOFLAGS": "-mod=mod",
+        "GOPROXY": "off",
+        "GOTOOLCHAIN": "local",
+    }
+    subprocess.run(["go", "build", "-o", str(binary), "."], cwd=TREE_GO, env=env, check=True)
+    return str(binary)
 
 
 # -- the process tree ----------------------------------------------------------------------------------
@@ -251,7 +278,7 @@ def start(
     props = directory / "app.properties"
     props.write_text(
         properties(
-            processor=PROCESSORS[variant],
+            processor=PROCESSORS.get(variant, PROCESSORS["kcl-daemon"]),
             stream=stream.name,
             app=app,
             kinesis=setup.java_kinesis if java else setup.backend.kinesis_endpoint,
@@ -259,7 +286,10 @@ def start(
             java=java,
             max_records=setup.max_records,
             idle_ms=setup.idle_ms,
-            extra={"shardsPerChild": str(setup.lanes)} if variant == "kcl-daemon-lanes" else None,
+            extra={
+                **({"shardsPerChild": str(setup.lanes)} if variant.endswith("-lanes") else {}),
+                **({"executableName": child_command(variant)} if variant in OTHER_CLIENTS else {}),
+            },
         )
     )
     argv = daemon_argv("java" if java else "kcl-daemon", props, setup.jars)
@@ -412,7 +442,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shards", default="4,16,64", help="comma-separated shard counts")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--variants", default=",".join(VARIANTS))  # kcl-daemon-lanes: shardsPerChild
+    parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))  # kcl-daemon-lanes: shardsPerChild
     parser.add_argument("--backlog", type=int, default=1000, help="records per shard for the drain")
     parser.add_argument("--min-total", type=int, default=80000, help="at least this many backlog records")
     parser.add_argument(

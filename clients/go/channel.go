@@ -5,7 +5,7 @@ package kcl
 // daemon that does not (the Java daemon), Log writes to Logger and Metric does nothing. The daemon
 // rate-limits the channel and bounds the number of distinct metric series.
 type Channel struct {
-	s       *session
+	s       conn
 	offered map[string]bool
 }
 

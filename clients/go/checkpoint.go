@@ -12,7 +12,7 @@ import (
 // later calls fail with InvalidStateException without contacting the daemon. Calls from several
 // goroutines are serialized.
 type Checkpointer struct {
-	s      *session
+	s      conn
 	mu     sync.Mutex
 	closed bool
 }

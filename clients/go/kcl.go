@@ -5,6 +5,9 @@
 //
 //	func main() { kcl.Run(&myProcessor{}) }
 //
+// Or give RunFactory a function that makes one: under kcl-daemon's shardsPerChild one process then
+// serves several shards, each with a processor of its own (see RunFactory).
+//
 // Stdout belongs to the protocol: log to stderr (the standard log package does by default), never
 // with fmt.Print. The daemon copies every stderr line into its own log.
 package kcl
@@ -19,6 +22,7 @@ import (
 	"log"
 	"os"
 	"runtime/debug"
+	"sync"
 	"time"
 )
 
@@ -93,20 +97,34 @@ type Record struct {
 // Run serves the daemon on stdin and stdout until stdin closes, then returns. A protocol or I/O
 // failure is logged and ends the process with status 1, which the daemon treats as fatal.
 func Run(p RecordProcessor) {
-	if err := RunWith(p, os.Stdin, os.Stdout); err != nil {
-		Logger.Print(err)
-		os.Exit(1)
-	}
+	exitOnError(RunWith(p, os.Stdin, os.Stdout))
 }
 
 // RunWith serves the daemon on r and w. It returns nil when r reaches end of input, or an error for
 // a line that is not valid protocol JSON, a line longer than MaxLineSize, or a failed write. Each
 // message is written with a single Write call, then flushed if w has a Flush() error method.
 func RunWith(p RecordProcessor, r io.Reader, w io.Writer) error {
-	s := newSession(r, w)
-	channel := &Channel{s: s}
+	return serve(p, newSession(r, w))
+}
+
+func exitOnError(err error) {
+	if err != nil {
+		Logger.Print(err)
+		os.Exit(1)
+	}
+}
+
+// conn is one shard's conversation: the whole of stdin and stdout (a session), or one lane of them.
+type conn interface {
+	next() (*message, error)
+	write(v interface{}) error
+}
+
+// serve answers one shard's actions on c until its input ends.
+func serve(p RecordProcessor, c conn) error {
+	channel := &Channel{s: c}
 	for {
-		msg, err := s.next()
+		msg, err := c.next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
@@ -130,7 +148,7 @@ func RunWith(p RecordProcessor, r io.Reader, w io.Writer) error {
 			}
 			handle = func() error { return p.Initialize(in) }
 		case "processRecords":
-			cp = &Checkpointer{s: s}
+			cp = &Checkpointer{s: c}
 			in := ProcessRecordsInput{Records: make([]Record, len(msg.Records)), Checkpointer: cp, Channel: channel}
 			for i, rec := range msg.Records {
 				in.Records[i] = rec.record()
@@ -142,10 +160,10 @@ func RunWith(p RecordProcessor, r io.Reader, w io.Writer) error {
 		case "leaseLost":
 			handle = p.LeaseLost
 		case "shardEnded":
-			cp = &Checkpointer{s: s}
+			cp = &Checkpointer{s: c}
 			handle = func() error { return p.ShardEnded(ShardEndedInput{Checkpointer: cp}) }
 		case "shutdownRequested":
-			cp = &Checkpointer{s: s}
+			cp = &Checkpointer{s: c}
 			handle = func() error { return p.ShutdownRequested(ShutdownRequestedInput{Checkpointer: cp}) }
 		default:
 			Logger.Printf("ignoring unexpected action %q", msg.Action)
@@ -156,7 +174,7 @@ func RunWith(p RecordProcessor, r io.Reader, w io.Writer) error {
 			cp.close()
 		}
 		// After a fatal error inside a checkpoint, write returns that error without writing.
-		if err := s.write(status{Action: "status", ResponseFor: msg.Action}); err != nil {
+		if err := c.write(status{Action: "status", ResponseFor: msg.Action}); err != nil {
 			return err
 		}
 	}
@@ -186,6 +204,7 @@ type message struct {
 	Channel            []string     `json:"channel"`          // kcl-daemon's channel offer (initialize)
 	StreamName         string       `json:"streamName"`       // several streams (initialize)
 	StreamIdentifier   string       `json:"streamIdentifier"` // several streams (initialize)
+	Lanes              int          `json:"lanes"`            // kcl-daemon's offer of lanes (first initialize)
 }
 
 type wireRecord struct {
@@ -220,11 +239,14 @@ type checkpointRequest struct {
 }
 
 // session is the connection to the daemon. err is the first fatal error (bad input, failed write);
-// after it every read and write fails with it.
+// after it every read and write fails with it. Only one goroutine reads (the serve loop, or the lane
+// router); writes may come from every lane's goroutine and go out whole, one at a time.
 type session struct {
-	in  *bufio.Scanner
-	out io.Writer
-	err error
+	in      *bufio.Scanner
+	out     io.Writer
+	pending *message // a message already read (the first, when a factory had to look at it)
+	mu      sync.Mutex
+	err     error
 }
 
 func newSession(r io.Reader, w io.Writer) *session {
@@ -234,27 +256,30 @@ func newSession(r io.Reader, w io.Writer) *session {
 }
 
 func (s *session) fail(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.err == nil {
 		s.err = err
 	}
 	return s.err
 }
 
-// next returns the next non-blank message, or io.EOF at the end of input.
-func (s *session) next() (*message, error) {
-	if s.err != nil {
-		return nil, s.err
+func (s *session) failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// nextLine returns the next non-blank line (valid until the next call), or io.EOF at the end of input.
+func (s *session) nextLine() ([]byte, error) {
+	if err := s.failed(); err != nil {
+		return nil, err
 	}
 	for s.in.Scan() {
 		line := s.in.Bytes()
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
+		if len(bytes.TrimSpace(line)) != 0 {
+			return line, nil
 		}
-		var msg message
-		if err := json.Unmarshal(line, &msg); err != nil {
-			return nil, s.fail(fmt.Errorf("kcl: malformed line from the daemon (%.80q): %w", line, err))
-		}
-		return &msg, nil
 	}
 	if err := s.in.Err(); err != nil {
 		return nil, s.fail(fmt.Errorf("kcl: reading from the daemon: %w", err))
@@ -262,23 +287,52 @@ func (s *session) next() (*message, error) {
 	return nil, io.EOF
 }
 
+// next returns the next non-blank message, or io.EOF at the end of input.
+func (s *session) next() (*message, error) {
+	if msg := s.pending; msg != nil {
+		s.pending = nil
+		return msg, nil
+	}
+	line, err := s.nextLine()
+	if err != nil {
+		return nil, err
+	}
+	return s.decode(line)
+}
+
+func (s *session) decode(line []byte) (*message, error) {
+	var msg message
+	if err := json.Unmarshal(line, &msg); err != nil {
+		return nil, s.fail(fmt.Errorf("kcl: malformed line from the daemon (%.80q): %w", line, err))
+	}
+	return &msg, nil
+}
+
 // write sends v as "\n" + JSON + "\n"; the blank line keeps stray output from gluing onto it.
 func (s *session) write(v interface{}) error {
-	if s.err != nil {
-		return s.err
-	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return s.fail(fmt.Errorf("kcl: encoding %T: %w", v, err))
 	}
 	line := make([]byte, 0, len(b)+2)
-	line = append(append(append(line, '\n'), b...), '\n')
+	return s.writeLine(append(append(append(line, '\n'), b...), '\n'))
+}
+
+// writeLine sends one whole protocol line with a single Write (and a Flush, if w has one).
+func (s *session) writeLine(line []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
 	if _, err := s.out.Write(line); err != nil {
-		return s.fail(fmt.Errorf("kcl: writing to the daemon: %w", err))
+		s.err = fmt.Errorf("kcl: writing to the daemon: %w", err)
+		return s.err
 	}
 	if f, ok := s.out.(interface{ Flush() error }); ok {
 		if err := f.Flush(); err != nil {
-			return s.fail(fmt.Errorf("kcl: flushing to the daemon: %w", err))
+			s.err = fmt.Errorf("kcl: flushing to the daemon: %w", err)
+			return s.err
 		}
 	}
 	return nil

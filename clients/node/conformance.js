@@ -35,7 +35,7 @@ async function checkpoint(checkpointer, ...position) {
   }
 }
 
-run({
+run(() => ({ // a factory: takes kcl-daemon's offer of lanes (protocol/transcripts/lanes.jsonl)
   async processRecords({ records, checkpointer, log: channelLog, metric, deadLetter }) {
     for (const record of records) {
       const command = text(record.data);
@@ -52,4 +52,4 @@ run({
   async shutdownRequested({ checkpointer }) {
     await checkpoint(checkpointer);
   },
-});
+}));

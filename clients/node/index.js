@@ -10,6 +10,10 @@
  * stdout. Everything is strictly sequential: the next action is not even read before the current
  * handler has finished and its status is written, and the reply to a checkpoint request is the very
  * next line on stdin. stdout belongs to the protocol; log to stderr (see `log`).
+ *
+ * Given a processor factory (a class or a function that makes one), the client also takes kcl-daemon's
+ * offer of lanes (shardsPerChild, protocol README section 11): one process then serves several shards,
+ * each line carries its lane, and each lane is such a sequential conversation with its own processor.
  */
 
 const { Console } = require('console');
@@ -84,6 +88,26 @@ function parseMessage(line) {
   return isAction ? message : null;
 }
 
+/** Protocol messages from a stream, one per call; blank and non-protocol lines are skipped (and logged). */
+class MessageReader {
+  constructor(stream, log) {
+    this._lines = new LineReader(stream);
+    this._log = log;
+  }
+
+  /** The next message, or null at end of input. */
+  async next() {
+    for (;;) {
+      const line = await this._lines.next();
+      if (line === null) return null;
+      if (line.trim() === '') continue;
+      const message = parseMessage(line);
+      if (message !== null) return message;
+      this._log(`kcl-client: skipping a line that is not a protocol message: ${line.slice(0, 200)}`);
+    }
+  }
+}
+
 /** A daemon record as handed to processRecords. */
 function toRecord(raw) {
   const millis = raw.approximateArrivalTimestamp ?? null;
@@ -126,53 +150,50 @@ function toPosition(args) {
   return { sequenceNumber: String(sequenceNumber), subSequenceNumber };
 }
 
-/** Talks to the daemon: one action at a time, checkpoints in between. */
+/** Write one protocol message, wrapped in newlines so stray output never glues onto it. */
+function writeMessage(stdout, message) {
+  return new Promise((resolve) => {
+    // Write errors (the daemon went away) are logged by the 'error' listener; we carry on until EOF.
+    stdout.write(`\n${JSON.stringify(message)}\n`, () => resolve());
+  });
+}
+
+/**
+ * Talks to the daemon about one shard: one action at a time, checkpoints in between. `source.next()`
+ * gives the shard's next message (null at its end), `send(message)` writes one: the whole of stdin and
+ * stdout, or one lane of them (see serveLanes).
+ */
 class Session {
-  constructor(processor, { stdin, stdout, stderr }) {
+  constructor(processor, { source, send, log }) {
     this._processor = processor;
-    this._lines = new LineReader(stdin);
-    this._stdout = stdout;
-    this._stderr = stderr;
+    this._source = source;
+    this._sendMessage = send;
+    this._log = log;
     this._pushedBack = null; // an action that arrived instead of a checkpoint reply
     this._checkpoints = Promise.resolve(); // chains checkpoint exchanges so they never overlap
     this._inFlight = new Set(); // checkpoint exchanges not yet answered
     this._liveCheckpointer = null; // the checkpointer of the action being handled, if it has one
     this._offered = []; // the actions of kcl-daemon's log/metric channel offered in initialize
-    stdout.on('error', (err) => this._log(`kcl-client: cannot write to the daemon: ${err.message}`));
   }
 
-  _log(...args) {
-    this._stderr.write(util.format(...args) + '\n');
-  }
-
-  /** Write one protocol message, wrapped in newlines so stray output never glues onto it. */
   _send(message) {
-    return new Promise((resolve) => {
-      // Write errors (the daemon went away) are logged by the 'error' listener; we carry on until EOF.
-      this._stdout.write(`\n${JSON.stringify(message)}\n`, () => resolve());
-    });
+    return this._sendMessage(message);
   }
 
-  async _nextLine() {
+  _next() {
     if (this._pushedBack !== null) {
-      const line = this._pushedBack;
+      const message = this._pushedBack;
       this._pushedBack = null;
-      return line;
+      return Promise.resolve(message);
     }
-    return this._lines.next();
+    return this._source.next();
   }
 
   /** Handle actions until stdin ends. */
   async run() {
     for (;;) {
-      const line = await this._nextLine();
-      if (line === null) return;
-      if (line.trim() === '') continue;
-      const message = parseMessage(line);
-      if (message === null) {
-        this._log(`kcl-client: skipping a line that is not a protocol message: ${line.slice(0, 200)}`);
-        continue;
-      }
+      const message = await this._next();
+      if (message === null) return;
       await this._dispatch(message);
     }
   }
@@ -328,29 +349,20 @@ class Session {
       throw new CheckpointError('InvalidStateException', 'the daemon has already sent the next action', position);
     }
     await this._send({ action: 'checkpoint', ...position });
-    for (;;) {
-      const line = await this._lines.next();
-      if (line === null) {
-        throw new CheckpointError('InvalidStateException', 'stdin closed before the checkpoint reply', position);
-      }
-      if (line.trim() === '') continue;
-      const reply = parseMessage(line);
-      if (reply === null) {
-        this._log(`kcl-client: skipping a line that is not a protocol message: ${line.slice(0, 200)}`);
-        continue;
-      }
-      if (reply.action !== 'checkpoint') {
-        // The daemon broke the protocol. Keep the action for the main loop rather than lose it.
-        this._pushedBack = line;
-        throw new CheckpointError(
-          'InvalidStateException',
-          `expected the checkpoint reply, got a ${JSON.stringify(reply.action)} action`,
-          position,
-        );
-      }
-      if (reply.error != null) throw new CheckpointError(String(reply.error), undefined, position);
-      return;
+    const reply = await this._source.next();
+    if (reply === null) {
+      throw new CheckpointError('InvalidStateException', 'stdin closed before the checkpoint reply', position);
     }
+    if (reply.action !== 'checkpoint') {
+      // The daemon broke the protocol. Keep the action for the main loop rather than lose it.
+      this._pushedBack = reply;
+      throw new CheckpointError(
+        'InvalidStateException',
+        `expected the checkpoint reply, got a ${JSON.stringify(reply.action)} action`,
+        position,
+      );
+    }
+    if (reply.error != null) throw new CheckpointError(String(reply.error), undefined, position);
   }
 }
 
@@ -363,6 +375,123 @@ function consoleToStderr() {
   Object.assign(console, new Console({ stdout: process.stderr, stderr: process.stderr }));
 }
 
+/** The lanes an initialize offers (kcl-daemon's shardsPerChild), 0 when none is offered. */
+function lanesOffered(message) {
+  const { lanes } = message;
+  return Number.isInteger(lanes) && lanes > 1 ? lanes : 0;
+}
+
+/** A lane's messages, queued by the router until its session asks for them. */
+class Inbox {
+  constructor() {
+    this._messages = [];
+    this._waiting = null; // the resolve of a next() that found the queue empty
+    this._ended = false;
+  }
+
+  push(message) {
+    if (this._waiting) {
+      const resolve = this._waiting;
+      this._waiting = null;
+      resolve(message);
+    } else {
+      this._messages.push(message);
+    }
+  }
+
+  end() {
+    this._ended = true;
+    if (this._waiting) {
+      const resolve = this._waiting;
+      this._waiting = null;
+      resolve(null);
+    }
+  }
+
+  next() {
+    if (this._messages.length) return Promise.resolve(this._messages.shift());
+    if (this._ended) return Promise.resolve(null);
+    return new Promise((resolve) => { this._waiting = resolve; });
+  }
+}
+
+/**
+ * Serve kcl-daemon's lanes (protocol README, section 11): take the offer, then read every line and hand
+ * it to its lane; each lane is one shard's Session with a processor of its own. `first` is lane 0's
+ * initialize, which carried the offer. Lanes only interleave at awaits: a handler that computes for a
+ * long time without awaiting holds up every lane of the process, as it would any Node.js program.
+ */
+async function serveLanes(makeProcessor, reader, first, { stdout, log }) {
+  await writeMessage(stdout, { action: 'lanes' });
+  const lanes = new Map();
+  const running = [];
+  const open = (lane) => {
+    const inbox = new Inbox();
+    lanes.set(lane, inbox);
+    const send = (message) => writeMessage(stdout, { lane, ...message });
+    running.push(new Session(makeProcessor(), { source: inbox, send, log }).run());
+    return inbox;
+  };
+  open(0).push(first);
+  try {
+    for (;;) {
+      const message = await reader.next();
+      if (message === null) break;
+      const { lane } = message;
+      if (!Number.isInteger(lane) || lane < 0) {
+        log(`kcl-client: skipping a line that names no lane: ${JSON.stringify(message).slice(0, 200)}`);
+        continue;
+      }
+      let inbox = lanes.get(lane);
+      if (message.action === 'close') { // the lane's end of input: its processor is done
+        if (inbox) {
+          lanes.delete(lane);
+          inbox.end();
+        }
+        continue;
+      }
+      if (!inbox) inbox = open(lane);
+      inbox.push(message);
+    }
+  } finally {
+    for (const inbox of lanes.values()) inbox.end();
+  }
+  await Promise.all(running);
+}
+
+/**
+ * A processor from `factory`: a class (or a constructor function whose prototype has processRecords) is
+ * constructed with `new`, any other function called.
+ */
+function processorMaker(factory) {
+  const isClass = /^class[\s{]/.test(Function.prototype.toString.call(factory))
+    || typeof factory.prototype?.processRecords === 'function';
+  return () => {
+    const processor = isClass ? new factory() : factory(); // eslint-disable-line new-cap
+    if (!processor || typeof processor.processRecords !== 'function') {
+      throw new TypeError('run(factory): the factory made a processor without a processRecords function');
+    }
+    return processor;
+  };
+}
+
+async function serve(processor, { stdin, stdout, log }) {
+  const reader = new MessageReader(stdin, log);
+  const send = (message) => writeMessage(stdout, message);
+  if (typeof processor !== 'function') {
+    return new Session(processor, { source: reader, send, log }).run();
+  }
+  const makeProcessor = processorMaker(processor);
+  const first = await reader.next();
+  if (first === null) return undefined;
+  if (first.action === 'initialize' && lanesOffered(first)) {
+    return serveLanes(makeProcessor, reader, first, { stdout, log });
+  }
+  const session = new Session(makeProcessor(), { source: reader, send, log });
+  session._pushedBack = first;
+  return session.run();
+}
+
 /**
  * Run a record processor until the daemon closes stdin, then exit 0.
  *
@@ -370,19 +499,28 @@ function consoleToStderr() {
  * checkpoint at the end of the shard) and `shutdownRequested`; each may be sync or async. Every
  * handler's input also has `log(level, text)` and `metric(name, value, unit?, dimensions?)`, kcl-daemon's
  * log/metric channel (each returns a promise).
+ *
+ * Pass a class or a function that makes a processor instead (`run(MyProcessor)`,
+ * `run(() => new MyProcessor())`) to serve several shards in this one process when kcl-daemon offers
+ * lanes (`shardsPerChild`): each shard then gets a processor of its own. Without the offer it makes one
+ * processor, as with an instance.
+ *
  * `options` (for tests): `stdin`, `stdout`, `stderr` streams and `exit` (default true when stdout is
  * process.stdout). With `exit: false` the returned promise resolves at end of input instead.
  */
 function run(processor, options = {}) {
-  if (!processor || typeof processor.processRecords !== 'function') {
-    throw new TypeError('run(processor): processor.processRecords must be a function');
+  const isFactory = typeof processor === 'function';
+  if (!isFactory && (!processor || typeof processor.processRecords !== 'function')) {
+    throw new TypeError('run(processor): processor.processRecords must be a function (or pass a factory)');
   }
   const stdin = options.stdin || process.stdin;
   const stdout = options.stdout || process.stdout;
   const stderr = options.stderr || process.stderr;
   const exit = options.exit ?? (stdout === process.stdout);
   if (stdout === process.stdout) consoleToStderr();
-  const done = new Session(processor, { stdin, stdout, stderr }).run();
+  const log = (...args) => stderr.write(util.format(...args) + '\n');
+  stdout.on('error', (err) => log(`kcl-client: cannot write to the daemon: ${err.message}`));
+  const done = serve(processor, { stdin, stdout, log });
   if (!exit) return done;
   return done.then(
     () => process.exit(0),

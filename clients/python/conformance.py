@@ -54,4 +54,4 @@ class Conformance(RecordProcessor):
 
 
 if __name__ == "__main__":
-    run(Conformance())
+    run(Conformance)  # the class: takes kcl-daemon's offer of lanes (protocol/transcripts/lanes.jsonl)

@@ -36,6 +36,7 @@ from kcl_daemon.aws.errors import error_code, map_aws_errors
 from kcl_daemon.aws.heartbeat_table import HeartbeatPlace
 from kcl_daemon.aws.lean.client import lean_client_for
 from kcl_daemon.aws.lean.dynamodb import item_from_wire, wire_safe
+from kcl_daemon.aws.lease_memo import LeaseMemo
 from kcl_daemon.aws.update_expression import Expression, n_value, s_value
 from kcl_daemon.core.leader.table_names import legacy_table_names
 from kcl_daemon.core.leases.heartbeat import RenewalMode, WorkerItem, is_worker_item
@@ -150,6 +151,7 @@ class DynamoLeaseTable:
         self._segments: tuple[int, float] | None = None  # (segments, when resolved: monotonic)
         self._segments_lock = threading.Lock()
         self._scan_pool: ThreadPoolExecutor | None = None
+        self._memo = LeaseMemo()
 
     # -- table -----------------------------------------------------------------------------------
 
@@ -241,7 +243,9 @@ class DynamoLeaseTable:
     def _list_leases(self, consistent: bool, page_size: int | None) -> ScanResult:
         segments = self.scan_segments()
         if segments <= 1:
-            return self._scan_segment(consistent, page_size, None, 1)
+            whole = self._scan_segment(consistent, page_size, None, 1)
+            self._memo.keep(lease.lease_key for lease in whole.leases)
+            return whole
         if self._scan_pool is None:
             self._scan_pool = ThreadPoolExecutor(min(segments, SCAN_THREADS), thread_name_prefix="lease-scan")
         parts = list(
@@ -249,8 +253,10 @@ class DynamoLeaseTable:
                 lambda segment: self._scan_segment(consistent, page_size, segment, segments), range(segments)
             )
         )
+        leases = tuple(lease for part in parts for lease in part.leases)
+        self._memo.keep(lease.lease_key for lease in leases)
         return ScanResult(
-            tuple(lease for part in parts for lease in part.leases),
+            leases,
             tuple(problem for part in parts for problem in part.skipped),
             tuple(item for part in parts for item in part.workers),
         )
@@ -280,7 +286,7 @@ class DynamoLeaseTable:
                         workers.append(item)
                     continue
                 try:
-                    leases.append(lease_from_item(item))
+                    leases.append(self._memo.lease(item))
                 except CorruptLeaseItem as exc:
                     skipped.append(str(exc))
             last_key = page.get("LastEvaluatedKey")

@@ -1,13 +1,17 @@
 """Lanes (``shardsPerChild``): one child process serves several shards, as users run it.
 
-A daemon process on kinesalite + dynalite (a split needs kinesalite) with real children: our Python
-client's recording processor, which passes its class to ``run`` and so takes the offer, and
-amazon_kclpy's unmodified sample, which never sees a lane line and gets a child per shard as before.
+A daemon process on kinesalite + dynalite (a split needs kinesalite) with real children: the recording
+processor on each of our clients that takes the offer (Python, Node and Go, each given a processor
+factory), and amazon_kclpy's unmodified sample, which never sees a lane line and gets a child per shard as
+before.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,8 +22,9 @@ from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from tests.support.emulators import Backend
 from tests.support.figures import FIGURES
 from tests.support.fleet import Fleet
-from tests.support.paths import VENV_BIN
+from tests.support.paths import CHILDREN, RECORDER, REPO, VENV_BIN
 from tests.support.recorder import data_of
+from tests.support.requirements import require_tool
 from tests.support.streams import put, wait_for_stream
 
 pytestmark = [
@@ -29,25 +34,64 @@ pytestmark = [
 ]
 
 KCLPY_SAMPLE = VENV_BIN / "sample_kclpy_app.py"
+GO_CACHE = REPO / ".cache" / "go"
 
 
-def test_one_kcl_client_child_serves_several_shards_across_a_split(
+def recording_child(client: str, tmp_path: Path) -> str:
+    """The ``executableName`` of the recording processor on ``client`` (a Go one is built first)."""
+    if client == "python":
+        return f"{sys.executable} {RECORDER}"
+    if client == "node":
+        return f"{require_tool('node')} {CHILDREN / 'recording_processor.js'}"
+    go = require_tool("go")
+    env = {
+        **os.environ,
+        "GOCACHE": str(GO_CACHE / "build"),
+        "GOPATH": str(GO_CACHE / "path"),
+        "GOFLAGS": "-mod=mod",
+        "GOPROXY": "off",
+        "GOTOOLCHAIN": "local",
+    }
+    binary = tmp_path / "recording-processor"
+    built = subprocess.run(
+        [go, "build", "-o", str(binary), "."],
+        cwd=CHILDREN / "recording_go",
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    return str(binary)
+
+
+@pytest.mark.parametrize(
+    "client",
+    [
+        "python",
+        pytest.param("node", marks=pytest.mark.clients),
+        pytest.param("go", marks=pytest.mark.clients),
+    ],
+)
+def test_one_child_serves_several_shards_across_a_split(
+    client: str,
     tmp_path: Path,
     backend: Backend,
     aws_clients: AwsClients,
     lease_table: DynamoLeaseTable,
     make_stream: Callable[[int], str],
 ) -> None:
-    fleet = Fleet(tmp_path, backend, lease_table.table_name, make_stream(3), extra="shardsPerChild = 3\n")
+    executable = recording_child(client, tmp_path)
+    fleet = Fleet(tmp_path, backend, lease_table.table_name, make_stream(3), extra="shardsPerChild = 4\n")
     try:
         put(aws_clients, fleet.stream, range(300))
-        daemon = fleet.start("daemon-a")
+        daemon = fleet.start("daemon-a", executable)
         fleet.wait(
             lambda: data_of(fleet.recorded()) >= {f"record-{n}" for n in range(300)}, 60, "300 records"
         )
         log = daemon.log.read_text()
         assert log.count("started child pid") == 1, fleet.logs()
-        assert "serves up to 3 shards (lanes)" in log
+        assert "serves up to 4 shards (lanes)" in log
 
         kinesis = aws_clients.kinesis
         first = min(
@@ -68,8 +112,10 @@ def test_one_kcl_client_child_serves_several_shards_across_a_split(
 
     log = daemon.log.read_text()
     children = log.count("started child pid")
-    FIGURES["lanes (shardsPerChild = 3)"] = f"5 shards held over the run in {children} child process(es)"
-    assert children <= 2, fleet.logs()  # 5 shards held (3, then the parent's 2 children) in 2 processes
+    FIGURES[f"lanes (shardsPerChild = 4, {client} client)"] = (
+        f"5 shards held over the run in {children} child process(es)"
+    )
+    assert children <= 2, fleet.logs()  # 5 shards held (3, then the parent's 2 children) in 1 or 2 processes
     assert "Traceback" not in log
     assert {row["shard"] for row in fleet.recorded("shard_ended")} == {first["ShardId"]}
     assert len(fleet.recorded("shutdown")) == 4  # every open shard got shutdownRequested on its lane

@@ -54,7 +54,7 @@ def test_unit_tests(go_env: dict[str, str]) -> None:
     go(go_env, CLIENT, "test", "./...")
 
 
-@pytest.mark.parametrize("transcript", client_transcripts(), ids=lambda t: t.name)
+@pytest.mark.parametrize("transcript", client_transcripts(lanes=True), ids=lambda t: t.name)
 def test_transcript(transcript: Transcript, conformance: Path) -> None:
     replay(transcript, [str(conformance)])
 

@@ -22,7 +22,9 @@ from tests.support.transcripts import Transcript, client_transcripts, large_batc
 
 pytestmark = pytest.mark.clients
 
-TRANSCRIPTS = {t.name: t for t in client_transcripts()}
+TRANSCRIPTS = {t.name: t for t in [*client_transcripts(), *client_transcripts(lanes=True)]}
+#: the processors that take an offer of lanes (kcl_client given its processor class); amazon_kclpy declines
+TAKES_LANES = {"kcl_client"}
 
 PROCESSORS: dict[str, list[str]] = {
     "kcl_client": [sys.executable, str(REPO / "clients" / "python" / "conformance.py")],
@@ -46,7 +48,7 @@ KNOWN_LIMITATIONS: dict[tuple[str, str], str] = {
 def _cases() -> list[object]:
     cases: list[object] = []
     for processor in PROCESSORS:
-        for name in TRANSCRIPTS:
+        for name in (t.name for t in client_transcripts(lanes=processor in TAKES_LANES)):
             reason = KNOWN_LIMITATIONS.get((processor, name))
             marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
             cases.append(pytest.param(processor, name, marks=marks, id=f"{processor}-{name}"))

@@ -51,18 +51,40 @@ def all_transcripts() -> list[Transcript]:
     return [load(p) for p in sorted(TRANSCRIPT_DIR.glob("*.jsonl"))]
 
 
-def client_transcripts() -> list[Transcript]:
+def offers_lanes(transcript: Transcript) -> bool:
+    """Whether the daemon offers lanes (``shardsPerChild``, protocol README section 11) in ``transcript``."""
+    return any("lanes" in entry.get("daemon", {}) for entry in transcript.entries)
+
+
+def takes_lanes(transcript: Transcript) -> bool:
+    """Whether the child takes the offer of lanes in ``transcript``."""
+    return any(entry.get("child", {}).get("action") == "lanes" for entry in transcript.entries)
+
+
+def client_transcripts(*, lanes: bool = False) -> list[Transcript]:
     """Transcripts a client replays: all but the daemon-side-only ones (with ``child_raw`` entries, which
-    no conformance processor can produce); ``child_noise`` entries are skipped by the replay."""
-    return [t for t in all_transcripts() if not any("child_raw" in entry for entry in t.entries)]
+    no conformance processor can produce); ``child_noise`` entries are skipped by the replay.
+
+    ``lanes``: the client's conformance processor takes an offer of lanes (our Python, Node and Go clients,
+    given a processor factory), so it replays ``lanes`` and not ``lanes_offered``, where the offer is
+    declined; the others (amazon_kclpy, aws-kcl, the shell client) the other way round."""
+    return [
+        t
+        for t in all_transcripts()
+        if not any("child_raw" in entry for entry in t.entries)
+        and (not offers_lanes(t) or takes_lanes(t) == lanes)
+    ]
 
 
 def normalize_child(message: dict[str, Any]) -> dict[str, Any]:
-    """A child message as compared: checkpoint requests always have both keys, never ``error``."""
+    """A child message as compared: checkpoint requests always have both keys, never ``error``; a lane, if
+    any, stays."""
+    lane = {"lane": message["lane"]} if "lane" in message else {}
     if message.get("action") == "metric":
         return {**message, "value": float(message["value"]), "dimensions": message.get("dimensions") or {}}
     if message.get("action") == "checkpoint":
         return {
+            **lane,
             "action": "checkpoint",
             "sequenceNumber": message.get("sequenceNumber"),
             "subSequenceNumber": message.get("subSequenceNumber"),
@@ -89,12 +111,21 @@ def _next_protocol_message(child: PopenSpawn, skipped: list[str]) -> dict[str, A
         line = child.readline()
         if line == b"":
             raise AssertionError(f"child closed stdout early; skipped output: {skipped[-20:]!r}")
+        # the lanes extension as the daemon reads it (kcl_daemon/process/lanes.py): the accepting line, and
+        # a lane on any line, which the codec of one conversation does not see
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and obj.get("action") == "lanes":
+            return {"action": "lanes"}
+        lane = {"lane": obj["lane"]} if isinstance(obj, dict) and "lane" in obj else {}
         decoded = decode_child_line(line)
         if isinstance(decoded, NoiseLine):
             if not decoded.is_blank:
                 skipped.append(decoded.preview)
             continue
-        return _as_dict(decoded)
+        return normalize_child({**lane, **_as_dict(decoded)})
 
 
 def replay(

@@ -59,5 +59,5 @@ func checkpoint(try func() error) {
 }
 
 func main() {
-	kcl.Run(processor{})
+	kcl.RunFactory(func() kcl.RecordProcessor { return processor{} })
 }
