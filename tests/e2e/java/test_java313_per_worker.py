@@ -39,8 +39,10 @@ SCAN_SLACK_S = 10.0
 MODES = {
     # the 2.x taker on both sides
     "2x": (COMPAT + "leaseRenewal = PER_WORKER\n", COMPAT),
-    # KCL 3.x assignment: kcl-daemon leads (it starts first) in the 3.0-3.4 layout 3.1.3 uses
-    "3x": (LAYOUT + "leaseRenewal = PER_WORKER\n", ""),
+    # KCL 3.x assignment: kcl-daemon leads (it starts first) in the 3.0-3.4 layout 3.1.3 uses; Java's
+    # reporter period (the helper's 2 s): a leader judges a worker dead whose report is older than two of
+    # its own periods, so at the fleet helper's 1 s Java's whole-second lut made it flicker in and out
+    "3x": (LAYOUT + "leaseRenewal = PER_WORKER\nworkerMetricsReporterFreqInMillis = 2000\n", ""),
 }
 
 
