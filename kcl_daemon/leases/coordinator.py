@@ -42,6 +42,7 @@ from typing import Any, TypeVar, cast
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.core.leases.expiry import LeaseObservations
 from kcl_daemon.core.leases.heartbeat import RenewalMode
+from kcl_daemon.core.leases.held_scan import confirmed_keeping_mark
 from kcl_daemon.core.leases.keeping import may_deliver
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.lease_codec import ScanResultLike
@@ -148,7 +149,8 @@ class LeaseCoordinator(Taking, GracefulStop):
         if event.kind == "confirmed" and event.lease is not None:
             self.observer.renewed(event.latency_s)
             if key in self.held:
-                self.held[key] = self._held(event.lease, event.confirmed_at)
+                lease = confirmed_keeping_mark(self.held[key].lease, event.lease)
+                self.held[key] = self._held(lease, event.confirmed_at)
                 self._observations = self._observations.record_write(
                     key, event.lease.lease_counter, event.confirmed_at
                 )

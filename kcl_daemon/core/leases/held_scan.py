@@ -13,7 +13,9 @@ follower then runs every renewal period):
 * **marked**: the leader marked a hand-off of a held lease at the counter held: the lease as scanned,
   for the hand-off watcher to serve exactly as it serves a renewal that returned the mark.
 
-A scan older than this worker's own writes shows a lower counter and says nothing.
+A scan older than this worker's own writes shows a lower counter and says nothing. A mark learnt from a
+scan is not the keeper's: its heartbeat confirmations carry the lease as last written, without the mark,
+and must not wipe it (:func:`confirmed_keeping_mark`).
 """
 
 from __future__ import annotations
@@ -63,3 +65,16 @@ def scan_news(held: Mapping[str, Lease], seen: Iterable[Lease], me: str) -> Scan
         elif handoff_marked(mine, lease, me):
             marked.append(lease)
     return ScanNews(tuple(lost), tuple(marked))
+
+
+def confirmed_keeping_mark(held: Lease, confirmed: Lease) -> Lease:
+    """The lease to hold after the keeper confirmed ``confirmed``: a heartbeat's confirmation re-confirms
+    the lease as last written (same counter), which must not wipe a hand-off mark a scan showed since
+    (only a write moves the counter, and every write that ends a hand-off does)."""
+    if (
+        confirmed.lease_counter == held.lease_counter
+        and held.checkpoint_owner is not None
+        and confirmed.checkpoint_owner is None
+    ):
+        return held
+    return confirmed

@@ -4,6 +4,7 @@ still, and a worker renewing per lease puts the fleet back on per-lease renewals
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
@@ -131,6 +132,13 @@ async def test_in_3x_mode_a_scan_tells_the_holder_of_a_hand_off_a_move_and_a_jav
     await coordinator.observe_fleet(table.list_leases(), table.heartbeat_items(), now, "w-a")
     assert coordinator.held[s0].lease.checkpoint_owner == "w-a"  # the hand-off watcher's to serve
     assert coordinator.held[s0].lease.lease_counter == counters[s0]
+    beats = table.heartbeats
+    fleet.clock.now += fleet.renew_every  # the next heartbeat's confirmation does not wipe the mark
+    renewal.tick()
+    coordinator.keeper.tick()
+    await asyncio.sleep(0)
+    assert table.heartbeats == beats + 1
+    assert coordinator.held[s0].lease.checkpoint_owner == "w-a"
     assert s1 not in coordinator.held and s2 in coordinator.held
     assert renewal.per_worker  # this worker leads: no sign
 

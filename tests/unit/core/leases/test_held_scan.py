@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcl_daemon.core.leases.held_scan import ScanNews, handoff_marked, scan_news
+from kcl_daemon.core.leases.held_scan import ScanNews, confirmed_keeping_mark, handoff_marked, scan_news
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
 
@@ -61,3 +61,18 @@ def test_a_lease_is_never_both_lost_and_marked_and_an_older_scan_says_nothing(
         assert news == ScanNews()
     if owner == "me" or checkpoint_owner == "me":
         assert not news.lost  # still ours to serve (or to hand off)
+
+
+@pytest.mark.parametrize(
+    ("held", "confirmed", "kept"),
+    [
+        (lease(5, "b", "me"), lease(5), "held"),  # a heartbeat's confirmation: the mark a scan showed stays
+        (lease(5, "b", "me"), lease(6, "b", "me"), "confirmed"),  # a write of ours since (it carries it)
+        (lease(5, "b", "me"), lease(6), "confirmed"),  # a write at a higher counter is the truth
+        (lease(5), lease(5), "confirmed"),  # nothing marked
+    ],
+)
+def test_a_confirmation_at_the_held_counter_keeps_a_hand_off_mark(
+    held: Lease, confirmed: Lease, kept: str
+) -> None:
+    assert confirmed_keeping_mark(held, confirmed) is (held if kept == "held" else confirmed)
