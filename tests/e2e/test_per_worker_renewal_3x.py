@@ -92,12 +92,18 @@ def test_3x_heartbeats_keep_the_leases_a_sigkilled_followers_are_reassigned_and_
     fleet.wait(lambda: sorted(owners(lease_table).values()) == [2, 2], 60, "2/2 balance")
     fleet.wait(lambda: data_of(fleet.recorded()) >= {f"record-{n}" for n in range(400)}, 60, "400 records")
     fleet.wait(lambda: _leader(fleet) is not None, 30, "a leader")
-    time.sleep(1.0)  # the last checkpoints land
-    counters, beats = _counters(lease_table), _beats(lease_table)
-    time.sleep(FAILOVER_S)  # three renewal periods
-    assert _counters(lease_table) == counters, "no lease write while idle"
-    later = _beats(lease_table)
-    assert all(later[w] > beats.get(w, 0) for w in ("daemon-a", "daemon-b")), (beats, later)
+
+    def idle_window() -> bool:
+        """A failover (three renewal periods) without a lease write while both heartbeats advance;
+        renewing per lease, no such window ever comes. (The last checkpoints and a hand-off still
+        completing on a loaded machine end a window early: the next one is tried.)"""
+        counters, beats = _counters(lease_table), _beats(lease_table)
+        time.sleep(FAILOVER_S)
+        later = _beats(lease_table)
+        moving = all(later.get(w, 0) > beats.get(w, 0) for w in ("daemon-a", "daemon-b"))
+        return moving and _counters(lease_table) == counters
+
+    fleet.wait(idle_window, 60, "the counters stand still for a failover while the heartbeats advance")
     # the inspection tools read the heartbeats: leases kept by them are not expired
     properties = fleet.tmp_path / "daemon-a.properties"
     listed = run_cli("leases", "--check-expiry", "--json", properties=properties)
