@@ -341,13 +341,16 @@ def vouched(
 ) -> LeaseObservations:
     """``observations`` with each owned lease timed from the later of its counter's last change and
     its owner's heartbeat's: expired only when both stood still (the taker's and the leader's rules
-    read the result unchanged). Leases of owners without a heartbeat keep their counter's time."""
+    read the result unchanged). Leases of owners without a heartbeat keep their counter's time. A lease
+    with a pending 3.x hand-off is vouched for by the worker serving it until the hand-off completes, its
+    ``checkpointOwner``, as its renewals would keep it."""
     entries = dict(observations.entries)
     for lease in leases:
         seen = entries.get(lease.lease_key)
-        if seen is None or lease.lease_owner is None:
+        serving = lease.checkpoint_owner or lease.lease_owner
+        if seen is None or serving is None:
             continue
-        beat_at = beats.beat_changed_at(lease.lease_owner)
+        beat_at = beats.beat_changed_at(serving)
         if beat_at is not None and beat_at > seen.changed_at:
             entries[lease.lease_key] = CounterObservation(seen.lease_counter, beat_at)
     return LeaseObservations(entries)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -192,6 +194,19 @@ def test_vouched_keeps_unowned_leases_and_other_owners_as_they_are() -> None:
     assert out.get("a") is not None and out.get("a").changed_at == 7.0  # type: ignore[union-attr]
     assert out.get("b") == obs.get("b")
     assert out.get("c") == obs.get("c")
+
+
+def test_a_pending_hand_off_is_vouched_for_by_the_worker_serving_it() -> None:
+    """3.x: ``leaseOwner`` is the new worker, ``checkpointOwner`` the one still serving it; only the latter's
+    heartbeat keeps it (as only its renewals would)."""
+    marked = replace(lease("a", 3, "new"), checkpoint_owner="old")
+    obs = LeaseObservations().observe([marked], 0.0)
+    serving = HeartbeatObservations().observe([beat("old", 1), beat("new", 1)], 0.0)
+    serving = serving.observe([beat("old", 2), beat("new", 1)], 7.0)
+    assert vouched([marked], obs, serving).get("a").changed_at == 7.0  # type: ignore[union-attr]
+    arriving = HeartbeatObservations().observe([beat("old", 1), beat("new", 1)], 0.0)
+    arriving = arriving.observe([beat("old", 1), beat("new", 2)], 7.0)
+    assert vouched([marked], obs, arriving).get("a") == obs.get("a")
 
 
 @given(steps=st.lists(st.floats(min_value=0.01, max_value=L / 3, allow_nan=False), min_size=1, max_size=40))
