@@ -363,21 +363,52 @@ class CoordinatorStore:
             self._client.update_item(**args)
 
     def delete(
-        self, key: str, *, require_equal: Mapping[str, object] | None = None, entity_type: str | None = None
+        self,
+        key: str,
+        *,
+        require_equal: Mapping[str, object] | None = None,
+        entity_type: str | None = None,
+        require_missing: tuple[str, ...] = (),
     ) -> None:
-        """DeleteItem if the item exists with these attribute values, or (None) unconditionally. With
-        ``entity_type`` in the lease table, only an item of that kind is deleted."""
+        """DeleteItem if the item exists with these attribute values (and without the attributes
+        ``require_missing``), or (neither) unconditionally. With ``entity_type`` in the lease table, only
+        an item of that kind is deleted."""
         args: DeleteItemInputTypeDef = {"TableName": self.table_name, "Key": {self.key_name: {"S": key}}}
         if entity_type is not None and self.in_lease_table:
             require_equal = {**(require_equal or {}), ENTITY_TYPE: entity_type}
-        if require_equal is not None:
-            names, values, condition = self._condition(False, require_equal)
+        if require_equal is not None or require_missing:
+            names, values, condition = self._condition(False, require_equal or {}, require_missing)
             args["ConditionExpression"] = condition
             args["ExpressionAttributeNames"] = names
             if values:
                 args["ExpressionAttributeValues"] = values
         with map_aws_errors(f"delete {key} from {self.table_name}"):
             self._client.delete_item(**args)
+
+    def strip(self, key: str, remove: tuple[str, ...], sets: Mapping[str, object], *, require: str) -> None:
+        """UpdateItem REMOVE ``remove`` and SET ``sets`` on an item that has the attribute ``require``."""
+        names = {"#req": require}
+        values: Item = {}
+        parts = []
+        for i, (name, value) in enumerate(sets.items()):
+            names[f"#s{i}"] = name
+            values[f":s{i}"] = _typed(value)
+            parts.append(f"#s{i} = :s{i}")
+        for i, name in enumerate(remove):
+            names[f"#r{i}"] = name
+        update = "SET " + ", ".join(parts)
+        if remove:
+            update += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(remove)))
+        args: UpdateItemInputTypeDef = {
+            "TableName": self.table_name,
+            "Key": {self.key_name: {"S": key}},
+            "UpdateExpression": update,
+            "ConditionExpression": "attribute_exists(#req)",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        with map_aws_errors(f"update {key} in {self.table_name}"):
+            self._client.update_item(**args)
 
     def _condition(
         self, require_absent: bool, require_equal: Mapping[str, object], require_missing: tuple[str, ...] = ()

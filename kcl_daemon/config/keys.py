@@ -304,7 +304,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "PER_LEASE",
         "PER_LEASE = every worker rewrites every lease it holds each failoverTimeMillis / 3 (Java's way); "
         "PER_WORKER = each worker rewrites one heartbeat item instead, and a lease expires when its counter "
-        "and its owner's heartbeat both stood still (2.x lease mode; fleets of kcl-daemon workers only: "
+        "and its owner's heartbeat both stood still (either lease mode; fleets of kcl-daemon workers only: "
         "any sign of another worker puts the fleet back on PER_LEASE, with a warning). See Leases.",
         extension=True,
         choices=("PER_LEASE", "PER_WORKER"),

@@ -90,7 +90,6 @@ def check_values(
             f"{int(timestamp.timestamp())} ({timestamp.isoformat()}) is in the future; Kinesis refuses it"
         )
     problems.extend(_lock_problems(values, at))
-    problems.extend(_renewal_problems(values, at))
     policy, destination = values.get("poison_record_policy"), values.get("dead_letter_destination")
     if isinstance(policy, str) and (destination is None or isinstance(destination, str)):
         where = at("deadLetterDestination" if destination is not None else "poisonRecordPolicy")
@@ -119,18 +118,6 @@ def _lock_problems(values: Mapping[str, object], at: Callable[[str], str]) -> li
             "would expire between heartbeats"
         ]
     return []
-
-
-def _renewal_problems(values: Mapping[str, object], at: Callable[[str], str]) -> list[str]:
-    """``leaseRenewal = PER_WORKER`` needs the 2.x taker: the 3.x leader's expiry reads counters only."""
-    version = str(values.get("client_version_config", "CLIENT_VERSION_CONFIG_3X"))
-    if values.get("lease_renewal") != "PER_WORKER" or "COMPATIBLE_WITH_2X" in version:
-        return []
-    return [
-        f"{at('leaseRenewal')}: leaseRenewal PER_WORKER needs the 2.x lease taker, but clientVersionConfig "
-        f"is {version} ({at('clientVersionConfig')}); set clientVersionConfig = "
-        "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1, or leaseRenewal = PER_LEASE"
-    ]
 
 
 def _layout_warnings(values: Mapping[str, object], at: Callable[[str], str]) -> list[str]:

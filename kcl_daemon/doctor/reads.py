@@ -408,7 +408,7 @@ async def _lease_facts(
     failover, stall = settings.failover_s, settings.shard_stall_s
     if not exists:
         return LeaseFacts(names.lease_table, None, failover_s=failover, stall_limit_s=stall)
-    table = DynamoLeaseTable(clients.dynamodb, names.lease_table)
+    table = DynamoLeaseTable(clients.dynamodb, names.lease_table, heartbeat_table=names.metrics_table)
     kinesis = Kinesis(clients.kinesis)
     lister = configured_shard_lister(settings.shards(), clients.kinesis, kinesis)
     listed: list[Shard] = []
@@ -422,6 +422,12 @@ async def _lease_facts(
 
     def scan() -> ScanResult:
         found = table.list_leases(consistent=True)
+        # with the heartbeats (leaseRenewal = PER_WORKER): a lease they keep is not expired while they
+        # move. A fleet renewing per lease may not be allowed to read their table: then without them.
+        try:
+            found = ScanResult(found.leases, found.skipped, (*found.workers, *table.heartbeat_items()))
+        except KclError as exc:
+            logger.debug("heartbeats not read: %s", exc)
         scans.append(tuple(found.leases))
         return found
 

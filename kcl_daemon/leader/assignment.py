@@ -85,6 +85,7 @@ from kcl_daemon.metrics.observer import NULL_WORKER_OBSERVER, WorkerObserver
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 MAX_FAILED_RUNS = 3
+FleetObserver = Callable[[ScanResultLike, Sequence[Mapping[str, Any]], float, "str | None"], Awaitable[None]]
 
 
 class AssignmentLoop:
@@ -149,6 +150,9 @@ class AssignmentLoop:
         #: follower scans only while it suspects the leader)
         self.fallback: FallbackTaker | None = None
         self._watch_due_at = 0.0
+        #: per-worker renewal: given each scan, the heartbeat place read after it, its time and the leader
+        #: seen before it (the coordinator's ``observe_fleet``: foreign signs, leases lost or marked)
+        self.observe_fleet: FleetObserver | None = None
         election.on_change.append(self._on_leadership)
 
     def _on_leadership(self, leading: bool) -> None:
@@ -336,7 +340,12 @@ class AssignmentLoop:
             scan.leases, self._observations, self._beats, per_worker=self._heartbeats is not None
         )
 
+    def _leader_seen(self) -> str | None:
+        return self._election.worker_id if self._election.is_leader() else self._election.leader_seen
+
     async def run_once(self, kind: PassKind = PassKind.BALANCE) -> RunReport:
+        # the leader as known before the scan: its heartbeat, if it has one, is in the place read after
+        leader = None if self.observe_fleet is None else self._leader_seen()
         scan = await self._call(self._table.list_leases)
         # per worker: the heartbeats, read after the leases (a failed read fails the pass)
         place = () if self._heartbeats is None else await self._call(self._heartbeats.heartbeat_items)
@@ -345,6 +354,8 @@ class AssignmentLoop:
             for problem in scan.skipped:
                 logger.debug("observing: skipping item: %s", problem)
             await self._observe(scan, place, now)
+            if self.observe_fleet is not None:
+                await self.observe_fleet(scan, place, now, leader)
             self.last = RunReport(len(scan.leases), kind=kind)
             if self.fallback is not None:
                 suspect = self._election.leader_suspect()
@@ -363,6 +374,8 @@ class AssignmentLoop:
             logger.warning("assignment: skipping item: %s", problem)
         now = self._clock.monotonic()
         await self._observe(scan, place, now)
+        if self.observe_fleet is not None:
+            await self.observe_fleet(scan, place, now, leader)
         self._earliest_due = earliest_due(scan.leases, self._view, self.config.failover_s, now)
         views, frozen = self._views(scan.leases, now)
         workers = self._live_workers(views, self._with_lease_graces(scan.leases, entries, now), now)

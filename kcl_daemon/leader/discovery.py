@@ -4,7 +4,9 @@ Every ``interval_s`` the ``LeaseOwnerToLeaseKeyIndex`` is queried for ``leaseOwn
 held yet are read (consistently, since the GSI lags; one BatchGetItem per 100 keys) and each is adopted
 only if the item really names this worker as owner and carries no ``checkpointOwner`` (a hand-off to us
 is still in progress: the old owner must checkpoint first; a worker restarting with leases stuck that
-way leaves them to the leader, KCL#1729). No scan: in 3.x mode a worker reads only its own leases.
+way leaves them to the leader, KCL#1729). No scan: in 3.x mode a worker reads only its own leases. Renewing
+per worker (``leaseRenewal = PER_WORKER``), nothing is adopted before this worker's first heartbeat is
+confirmed (the others would see an owner without one).
 """
 
 from __future__ import annotations
@@ -45,6 +47,14 @@ class LeaseDiscovery:
         in one BatchGetItem per 100 (a worker starting with 256 leases made 256 GetItem calls in a row)."""
         me = self._coordinator.config.worker_id
         loop = asyncio.get_running_loop()
+        renewal = self._coordinator.renewal
+        # per worker: no lease before a heartbeat
+        if (
+            renewal is not None
+            and not renewal.ready()
+            and not await loop.run_in_executor(self._pool, renewal.beat_now)
+        ):
+            return []
         keys = await loop.run_in_executor(self._pool, self._table.lease_keys_owned_by, me)
         new = [key for key in keys if key not in self._coordinator.held]
         if not new:

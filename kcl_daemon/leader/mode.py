@@ -295,6 +295,7 @@ class LeaderMode:
             self._throughput.on_renew if publishes_worker_metrics(version) else None
         )
         if publishes_worker_metrics(version) and self._metrics_loop is None:
+            await self._first_heartbeat(worker)
             self.publisher = WorkerMetricsPublisher(
                 MetricsWriter(self.tables),
                 self.config.metrics,
@@ -309,9 +310,6 @@ class LeaderMode:
             self._metrics_loop = worker.add_loop("worker-metrics", self.publisher.run)
         if algorithm is self.algorithm:
             return
-        renewal = worker.coordinator.renewal
-        if renewal is not None and algorithm is not Algorithm.TAKER:
-            renewal.fall_back(f"the fleet runs the {algorithm.value}, whose expiry reads lease counters only")
         for task in self._algorithm_loops:
             task.cancel()
         self._algorithm_loops.clear()
@@ -365,6 +363,12 @@ class LeaderMode:
             wall=self._wall,
         )
         self.assignment.after_run = self._migration_step
+        if coordinator.renewal is not None:
+            # per worker: this worker's scans, leader's or follower's, are how it learns of foreign signs
+            # and of leases lost or marked for a hand-off, so a follower watches every renewal period
+            self.assignment.observe_fleet = coordinator.observe_fleet
+            watch = self.assignment.fallback
+            watch.watch_s = min(watch.watch_s, coordinator.keeper.timings.renew_every_s)
         self.discovery = LeaseDiscovery(
             self.table, worker.coordinator, self._clock, self._pool, interval_s=cfg.discovery_s
         )
@@ -392,6 +396,23 @@ class LeaderMode:
             worker.add_loop("lease-discovery", self.discovery.run),
             worker.add_loop("lease-handoff", self.handoff.run),
         ]
+
+    async def _first_heartbeat(self, worker: WorkerHooks) -> None:
+        """Per-worker renewal: this worker's heartbeat before its first metrics report, which makes it
+        assignable: a lease assigned to a worker without a heartbeat would be a foreign sign."""
+        renewal = worker.coordinator.renewal
+        if renewal is None:
+            return
+        give_up_at = self._clock.monotonic() + renewal.failover_s
+        while not renewal.ready() and not await self._call(renewal.beat_now):
+            if self._clock.monotonic() >= give_up_at:  # the others will see a report without one
+                logger.warning(
+                    "worker %s: no heartbeat confirmed in %.1fs; reporting metrics anyway",
+                    self.config.worker_id,
+                    renewal.failover_s,
+                )
+                return
+            await self._clock.sleep(min(renewal.period_s, 1.0))
 
     async def _migration_step(self, report: RunReport) -> None:
         await self.migration.step(report.live_owners)

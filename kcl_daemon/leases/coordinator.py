@@ -34,15 +34,17 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from random import Random
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from kcl_daemon.clock import Clock, SystemClock
 from kcl_daemon.core.leases.expiry import CounterObservation, LeaseObservations
 from kcl_daemon.core.leases.heartbeat import RenewalMode
+from kcl_daemon.core.leases.held_scan import confirmed_keeping_mark
 from kcl_daemon.core.leases.lease import Lease
+from kcl_daemon.core.leases.lease_codec import ScanResultLike
 from kcl_daemon.core.leases.taker import TakePlan
 from kcl_daemon.core.leases.timings import KeepTimings, may_deliver
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
@@ -166,7 +168,8 @@ class LeaseCoordinator(Taking, GracefulStop):
         if event.kind == "confirmed" and event.lease is not None:
             self.observer.renewed(event.latency_s)
             if key in self.held:
-                self.held[key] = self._held(event.lease, event.confirmed_at)
+                lease = confirmed_keeping_mark(self.held[key].lease, event.lease)
+                self.held[key] = self._held(lease, event.confirmed_at)
                 self._own_writes[key] = CounterObservation(event.lease.lease_counter, event.confirmed_at)
         elif event.kind == "lost":
             level = logging.WARNING if event.unreadable else logging.INFO
@@ -322,6 +325,23 @@ class LeaseCoordinator(Taking, GracefulStop):
         for listener in self.listeners.taken:
             listener(lease)
         return True
+
+    async def observe_fleet(
+        self,
+        scan: ScanResultLike,
+        place: Sequence[Mapping[str, Any]],
+        now: float,
+        leader: str | None,
+    ) -> None:
+        """Per-worker renewal in 3.x mode: a scan of the assignment loop (the leader's passes, a
+        follower's watch), with the heartbeat place read after it and the leader as seen before it, tells
+        this worker of foreign signs (it falls back) and of held leases lost or marked for a hand-off."""
+        renewal = self.renewal
+        if renewal is None:
+            return
+        self._loop = asyncio.get_running_loop()
+        renewal.observe_scan(scan, self._observations, now, place, leader=leader)
+        await self._per_worker_scan(scan.leases)
 
     def held_lease(self, lease_key: str) -> Lease | None:
         held = self.held.get(lease_key)

@@ -8,7 +8,9 @@ one (:meth:`~kcl_daemon.leases.keeper.LeaseKeeper.vouch`): that is the renewal o
 A failed write is tried again at once, then after 50, 100, ... 500 ms; the leases then run towards
 their own deadlines exactly as when renewals fail.
 
-Each 2.x taker scan reads the heartbeat place too (:meth:`PerWorkerRenewal.read_place`: the
+Each 2.x taker scan (in 3.x mode: each scan of the assignment loop, the leader's passes and a
+follower's watch; :meth:`~kcl_daemon.leases.coordinator.LeaseCoordinator.observe_fleet`) reads the
+heartbeat place too (:meth:`PerWorkerRenewal.read_place`: the
 worker-metrics table, where the heartbeats and the Java 3.x workers' metrics reports are; a pass whose
 read fails takes nothing) and goes through :meth:`PerWorkerRenewal.observe_scan`: the heartbeats are observed,
 the leases' expiry is read through them, and the mode decided. At the first foreign sign the worker
@@ -88,6 +90,9 @@ class PerWorkerRenewal:
         self._failures = 0
         #: after a fall-back: the heartbeat item is deleted (or left, being more than a heartbeat)
         self.withdrawn = False
+        #: a graceful stop that keeps its leases for a restart (restart grace): the item stays on stopping,
+        #: standing still, so the leases still named on this worker have an owner with a heartbeat item
+        self.keep_item_on_stop = False
         self._lock = threading.Lock()  # one heartbeat write at a time
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -194,6 +199,9 @@ class PerWorkerRenewal:
         # stopping (the worker shuts down): take the item away, so that a fleet whose workers restart
         # with the key off is left with none (a SIGKILLed worker's stays, standing still)
         with self._lock:
+            if self.keep_item_on_stop and not self.withdrawn:
+                logger.info("worker %s: heartbeat item kept for the restart grace", self.worker_id)
+                return
             try:
                 if not self.withdrawn and self._table.withdraw_heartbeat(self.worker_id):
                     logger.info("worker %s: heartbeat item withdrawn on stopping", self.worker_id)
@@ -213,10 +221,13 @@ class PerWorkerRenewal:
         observations: LeaseObservations,
         now: float,
         place: Sequence[Mapping[str, Any]] = (),
+        *,
+        leader: str | None = None,
     ) -> LeaseObservations:
         """Observe the heartbeats a taker scan read (the lease table's worker items and ``place``'s,
         read just after it), decide the mode, and return the leases' observations with their owners'
-        heartbeats folded in (expired only when both stood still)."""
+        heartbeats folded in (expired only when both stood still). ``leader``: the 3.x leader as seen
+        before the scan (3.x mode; see :func:`~kcl_daemon.core.leases.heartbeat.foreign_signs`)."""
         items = []
         for raw in heartbeat_items(scan, place):
             try:
@@ -225,7 +236,13 @@ class PerWorkerRenewal:
                 logger.warning("skipping worker item: %s", exc)
         self.beats = self.beats.observe(merged(items), now)
         decided = decide(
-            RenewalMode.PER_WORKER, scan.leases, self.beats, self.worker_id, now, self.failover_s
+            RenewalMode.PER_WORKER,
+            scan.leases,
+            self.beats,
+            self.worker_id,
+            now,
+            self.failover_s,
+            leader=leader,
         )
         if self.per_worker and decided.mode is RenewalMode.PER_LEASE:
             self.fall_back(decided.reason)

@@ -24,7 +24,7 @@ from typing import Any
 
 from kcl_daemon.core.leases import restart_grace
 from kcl_daemon.core.leases.expiry import LeaseObservations
-from kcl_daemon.core.leases.heartbeat import moved_on
+from kcl_daemon.core.leases.held_scan import scan_news
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.lease_codec import CorruptLeaseItem
 from kcl_daemon.core.leases.reconcile import LeaseWrite, WriteKind
@@ -189,18 +189,20 @@ class Taking(LeaseReads):
         return timings.steal_quiet_s if self.renewal is None else timings.per_worker_steal_quiet_s
 
     async def _per_worker_scan(self, leases: Iterable[Lease]) -> None:
-        """Per-worker renewal: no renewal write tells this worker that a held lease moved on, so each
-        scan does; and no lease is taken before this worker's first heartbeat is confirmed (the others
-        would see an owner without one)."""
+        """Per-worker renewal: no renewal write tells this worker that a held lease moved on, or that the
+        3.x leader marked its hand-off, so each scan does (:func:`scan_news`); and no lease is taken
+        before this worker's first heartbeat is confirmed (the others would see an owner without one)."""
         assert self.renewal is not None
-        me = self.config.worker_id
-        for seen in leases:
-            held = self.held.get(seen.lease_key)
-            if held is not None and moved_on(held.lease, seen, me):
-                self._lose(
-                    seen.lease_key,
-                    f"the table shows owner {seen.lease_owner} (counter "
-                    f"{seen.lease_counter}, held at {held.lease.lease_counter})",
+        held = {key: kept.lease for key, kept in self.held.items()}
+        news = scan_news(held, leases, self.config.worker_id)
+        for key, why in news.lost:
+            self._lose(key, why)
+        for marked in news.marked:
+            kept = self.held.get(marked.lease_key)
+            if kept is not None:  # the hand-off watcher serves it as it serves a renewal that returned it
+                self.held[marked.lease_key] = HeldLease(marked, kept.renewed_at, kept.failover_s)
+                logger.info(
+                    "lease %s: the leader marked its hand-off to %s", marked.lease_key, marked.lease_owner
                 )
         if not self.renewal.ready():
             await self._call(self._io_pool, self.renewal.beat_now)

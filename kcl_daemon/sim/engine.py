@@ -2,15 +2,16 @@
 
 Time advances in steps of ``dt`` seconds. In each step, in this order: scenario events; completed graceful
 hand-offs; renewals (each worker renews all it holds every ``failover/3 - 25 ms`` on its own phase, or
-with ``lease_renewal = PER_WORKER`` and the 2.x taker writes one heartbeat instead, which the takers read
-through :func:`~kcl_daemon.core.leases.heartbeat.vouched`; a lease whose owner changed is dropped at that
-renewal, so a taken lease is served twice until then); then either every 2.x worker's taker (on its own
-``(failover + 25 ms) x 2`` phase, through :func:`~kcl_daemon.core.leases.taker.plan_takes`, each take
-conditional on the counter it read), or the 3.x leader's round (every assignment interval, leader-local
-expiry like Java's LAM, the decider's moves applied as hand-offs or assigns) and each worker's lease
-discovery (Java's every ``interval/2 - 25 ms``; this daemon's no slower than its expiry passes,
-``min(1 s, failover/10)``); finally the meters. Every period comes from
-:class:`~kcl_daemon.core.leases.timings.LeaseTimings`, as in the worker.
+with ``lease_renewal = PER_WORKER`` under the 2.x taker or this project's leader writes one heartbeat
+instead, which the takers read through :func:`~kcl_daemon.core.leases.heartbeat.vouched` and the leader as
+the later of a lease's counter change and its owner's heartbeat; a lease whose owner changed is dropped at
+that renewal, or that scan, so a taken lease is served twice until then); then either every 2.x worker's
+taker (on its own ``(failover + 25 ms) x 2`` phase, through
+:func:`~kcl_daemon.core.leases.taker.plan_takes`, each take conditional on the counter it read), or the
+3.x leader's round (every assignment interval, leader-local expiry like Java's LAM, the decider's moves
+applied as hand-offs or assigns) and each worker's lease discovery (Java's every ``interval/2 - 25 ms``;
+this daemon's no slower than its expiry passes, ``min(1 s, failover/10)``); finally the meters. Every
+period comes from :class:`~kcl_daemon.core.leases.timings.LeaseTimings`, as in the worker.
 
 Simplifications, each the same for every policy: 2.x takers share one observation of counter changes
 (true change times, first-seen-unowned = never changed) instead of one per worker; a graceful stop
@@ -44,6 +45,7 @@ from kcl_daemon.core.leases.heartbeat import HeartbeatObservations, RenewalMode,
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.leases.taker import TakerConfig, plan_takes
 from kcl_daemon.core.sequence import TRIM_HORIZON
+from kcl_daemon.sim.balanced import is_balanced
 from kcl_daemon.sim.model import Event, EventKind, FleetConfig, Result, Scenario
 from kcl_daemon.sim.policies import Mode, Policy
 
@@ -114,6 +116,8 @@ class Simulation:
         self.next_round = 0.0
         self.state = DeciderState()
         self.leader_seen: dict[str, tuple[int, float]] = {}
+        #: per worker: the leader's view of each worker's heartbeat (its value, when the leader saw it change)
+        self.leader_beats: dict[str, tuple[float, float]] = {}
         self.handoff_seen: dict[str, float] = {}
         self.pending: list[tuple[float, str, str]] = []  # (done at, lease, old owner)
         self.reads = 0.0
@@ -257,9 +261,15 @@ class Simulation:
             w.held.discard(key)
             self.writes += 1
 
+    @property
+    def _per_worker(self) -> bool:
+        """Renewing per worker: the key on, and the 2.x taker or a leader that reads the heartbeats (under
+        Java's leader, which reads counters only, a kcl-daemon fleet renews per lease)."""
+        return self.fleet.per_worker and (self.policy.mode is Mode.TAKER or self.policy.reads_heartbeats)
+
     def _renew(self, now: float) -> None:
         period = self.fleet.renew_period_s
-        per_worker = self.fleet.per_worker and self.policy.mode is Mode.TAKER
+        per_worker = self._per_worker
         for w in self.workers.values():
             if not w.up or (now - w.phase) % period >= self.dt:
                 continue
@@ -349,6 +359,7 @@ class Simulation:
             self.leader, self.leader_down_since = up[0], None
             self.state = DeciderState()
             self.leader_seen = {}
+            self.leader_beats = {}
             self.handoff_seen = {}
             self.next_round = now
 
@@ -395,7 +406,11 @@ class Simulation:
             elif seen[0] != lease.counter:
                 seen = (lease.counter, now)
             self.leader_seen[lease.key] = seen
-            expired = now - seen[1] > failover
+            changed_at = seen[1]
+            owner = self.workers.get(lease.owner) if lease.owner is not None else None
+            if self._per_worker and owner is not None:  # the owner's heartbeat vouches for it
+                changed_at = max(changed_at, self._beat_seen(owner, now))
+            expired = now - changed_at > failover
             if lease.checkpoint_owner is not None:
                 first = self.handoff_seen.setdefault(lease.key, now)
                 if now - first <= HANDOFF_TIMEOUT_S + failover:
@@ -417,6 +432,16 @@ class Simulation:
                 )
             )
         return views, frozen
+
+    def _beat_seen(self, w: _Worker, now: float) -> float:
+        """When the leader saw ``w``'s heartbeat change (first seen: now), as it sees counters."""
+        if w.beat_at == NEVER_CHANGED:
+            return NEVER_CHANGED
+        seen = self.leader_beats.get(w.id)
+        if seen is None or seen[0] != w.beat_at:
+            seen = (w.beat_at, now)
+            self.leader_beats[w.id] = seen
+        return seen[1]
 
     def _leader_round(self, now: float) -> None:
         self._maybe_elect(now)
@@ -476,7 +501,7 @@ class Simulation:
         for lease in live:
             if lease.owner in counts:
                 counts[lease.owner] += 1
-        balanced = unserved == 0 and bool(members) and self._is_balanced(len(live), members, counts)
+        balanced = unserved == 0 and bool(members) and is_balanced(len(live), members, counts)
         if balanced and self.balanced_since is None:
             self.balanced_since = now
         elif not balanced:
@@ -489,22 +514,6 @@ class Simulation:
             self.result.timeline.append((now, zones, min(values), max(values)))
             if len(self.workers) <= SMALL_FLEET:
                 self.result.worker_timeline.append((now, dict(counts)))
-
-    def _is_balanced(self, total: int, members: list[_Worker], counts: dict[str, int]) -> bool:
-        cap = sum(w.capacity for w in members)
-        zone_cap: dict[str | None, float] = {}
-        zone_count: dict[str | None, int] = {}
-        for w in members:
-            zone_cap[w.zone] = zone_cap.get(w.zone, 0.0) + w.capacity
-            zone_count[w.zone] = zone_count.get(w.zone, 0) + counts[w.id]
-            share = total * w.capacity / cap
-            if not math.floor(share + 1e-9) <= counts[w.id] <= math.ceil(share - 1e-9):
-                return False
-        for z, zc in zone_cap.items():
-            share = total * zc / cap
-            if not math.floor(share + 1e-9) <= zone_count[z] <= math.ceil(share - 1e-9):
-                return False
-        return True
 
     def _finish(self) -> Result:
         r = self.result

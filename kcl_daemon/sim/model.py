@@ -35,7 +35,8 @@ class FleetConfig:
     #: lease item size for DynamoDB read units
     lease_item_bytes: int = 350
     metrics_period_s: float = 30.0
-    #: ``leaseRenewal``: PER_WORKER (2.x takers only) renews one heartbeat per worker, not every lease
+    #: ``leaseRenewal``: PER_WORKER renews one heartbeat per worker, not every lease (2.x takers and this
+    #: project's leader; under Java's leader the fleet renews per lease)
     lease_renewal: str = "PER_LEASE"
 
     @property

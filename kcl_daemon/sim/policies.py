@@ -40,6 +40,9 @@ class Policy:
     lock_follows_failover: bool = False
     #: workers discover their leases on this daemon's period (at most the expiry passes), not Java's
     daemon_discovery: bool = False
+    #: the leader judges expiry through the heartbeats of ``leaseRenewal = PER_WORKER`` (this project's
+    #: leader; Java's reads lease counters only, so a fleet under it renews per lease)
+    reads_heartbeats: bool = False
 
 
 def taker_2x() -> Policy:
@@ -82,6 +85,7 @@ def cooperative() -> Policy:
         declares_grace=True,
         lock_follows_failover=True,
         daemon_discovery=True,
+        reads_heartbeats=True,
     )
 
 

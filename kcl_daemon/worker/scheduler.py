@@ -482,6 +482,8 @@ class Scheduler:
         released = kept = 0
         until = self.keep_leases_until
         if until is not None:  # all at once: each lease is renewed until its own last write
+            if self.coordinator.renewal is not None:  # the leases kept name us: so does a heartbeat item
+                self.coordinator.renewal.keep_item_on_stop = True
             keep = self.coordinator.keep_for_restart
             kept = sum(await asyncio.gather(*(keep(key, until) for key in list(self.coordinator.held))))
         for key in list(self.coordinator.held):

@@ -34,7 +34,9 @@ its leases stand still; the others then judge a lease by its counter *and* its o
   heartbeat in ``PER_WORKER`` mode (a worker with the key off, a Java worker, or one that fell back),
   a live worker-metrics item without kcl-daemon's marks (a Java 3.x worker: a 3.1.3 worker's first
   report comes seconds after it starts, before its taker judges any lease expired), a kcl-daemon
-  worker-metrics item without a heartbeat whose worker holds leases, and a worker item carrying lease
+  worker-metrics item without a heartbeat whose worker holds leases or reports (a worker with the key on
+  writes its first heartbeat before its first report), a 3.x leader without a ``PER_WORKER`` heartbeat
+  (:func:`foreign_signs`), and a worker item carrying lease
   attributes (a Java-shaped renewal: an older Java worker took an item of the lease table for a
   lease). A counter-only change of a lease is *not* a sign by itself: kcl-daemon renews a lease
   adopted from a leader once, and the owner of any lease renewed that way by a foreign worker has no
@@ -339,13 +341,16 @@ def vouched(
 ) -> LeaseObservations:
     """``observations`` with each owned lease timed from the later of its counter's last change and
     its owner's heartbeat's: expired only when both stood still (the taker's and the leader's rules
-    read the result unchanged). Leases of owners without a heartbeat keep their counter's time."""
+    read the result unchanged). Leases of owners without a heartbeat keep their counter's time. A lease
+    with a pending 3.x hand-off is vouched for by the worker serving it until the hand-off completes, its
+    ``checkpointOwner``, as its renewals would keep it."""
     entries = dict(observations.entries)
     for lease in leases:
         seen = entries.get(lease.lease_key)
-        if seen is None or lease.lease_owner is None:
+        serving = lease.checkpoint_owner or lease.lease_owner
+        if seen is None or serving is None:
             continue
-        beat_at = beats.beat_changed_at(lease.lease_owner)
+        beat_at = beats.beat_changed_at(serving)
         if beat_at is not None and beat_at > seen.changed_at:
             entries[lease.lease_key] = CounterObservation(seen.lease_counter, beat_at)
     return LeaseObservations(entries)
@@ -377,9 +382,19 @@ def foreign_signs(
     me: str,
     now: float,
     failover_s: float,
+    *,
+    leader: str | None = None,
 ) -> list[str]:
-    """Every sign, in the last scan, of a worker not renewing per worker (empty: none)."""
+    """Every sign, in the last scan, of a worker not renewing per worker (empty: none). ``leader``: the
+    3.x leader as this worker saw it *before* the scan (None: none, or the 2.x taker): one that is not
+    this worker and whose item shows no ``PER_WORKER`` heartbeat judges expiry by counters alone (a Java
+    leader, or a kcl-daemon worker with the key off), so it is a sign even before it holds a lease."""
     signs: list[str] = []
+    if leader is not None and leader != me and not _heartbeating_leader(beats.entries.get(leader)):
+        signs.append(
+            f"the 3.x leader {leader} does not heartbeat in PER_WORKER mode (its expiry reads lease "
+            "counters only: a Java worker, or a kcl-daemon worker with the key off)"
+        )
     owners = {lease.lease_owner for lease in leases if lease.lease_owner is not None}
     for worker_id, item in sorted(beats.items.items()):
         if worker_id == me and not item.lease_shaped:
@@ -391,14 +406,28 @@ def foreign_signs(
             alive = beats.alive(worker_id, now, failover_s)
             if item.metrics and not item.kcl_daemon and (alive or worker_id in owners):
                 signs.append(f"worker {worker_id} publishes Java worker metrics (a Java 3.x worker)")
-            elif worker_id in owners:
-                # not merely alive: a starting worker with the key on reports before its first heartbeat
+            elif worker_id in owners or (item.metrics and alive):
+                # a live kcl-daemon report without a heartbeat, even holding nothing: a worker with the
+                # key on writes its first heartbeat before its first report, and one with the key off may
+                # become the 3.x leader, whose expiry reads counters it has watched stand still
                 signs.append(f"worker {worker_id} writes no heartbeat (leaseRenewal is off there)")
         elif item.mode is not RenewalMode.PER_WORKER and worker_id in owners:
             signs.append(f"worker {worker_id} renews per lease ({MODE} = {item.mode})")
     for owner in sorted(owners - set(beats.items) - {me}):
         signs.append(f"lease owner {owner} has no heartbeat item (a worker not in PER_WORKER mode)")
     return signs
+
+
+def _heartbeating_leader(seen: ItemObservation | None) -> bool:
+    """Whether a leader's item says it judges expiry through the heartbeats: it heartbeats in
+    ``PER_WORKER`` mode now, or its item vanished after it did (a leader stopping gracefully deletes its
+    item before it gives the lock up, and a lock read older than the scan still names it; a kcl-daemon
+    worker with the key on reads the heartbeats as leader even after a fall-back)."""
+    if seen is None:
+        return False
+    if seen.present:
+        return seen.item.heartbeats
+    return seen.beat_at is not None
 
 
 def decide(
@@ -408,11 +437,13 @@ def decide(
     me: str,
     now: float,
     failover_s: float,
+    *,
+    leader: str | None = None,
 ) -> ModeDecision:
     """``PER_WORKER`` only when configured and no sign says otherwise; else ``PER_LEASE``, with why."""
     if configured is RenewalMode.PER_LEASE:
         return ModeDecision(RenewalMode.PER_LEASE, "leaseRenewal is PER_LEASE")
-    signs = foreign_signs(list(leases), beats, me, now, failover_s)
+    signs = foreign_signs(list(leases), beats, me, now, failover_s, leader=leader)
     if signs:
         return ModeDecision(RenewalMode.PER_LEASE, "; ".join(signs))
     return ModeDecision(RenewalMode.PER_WORKER, "every lease owner heartbeats in PER_WORKER mode")

@@ -4,6 +4,8 @@ still, and a worker renewing per lease puts the fleet back on per-lease renewals
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -102,3 +104,60 @@ def test_the_heartbeat_thread_beats_and_withdraws_the_item_when_it_stops() -> No
     assert table.heartbeats >= 3 and "w-a" in table.workers
     renewal.stop()
     assert "w-a" not in table.workers and renewal.withdrawn
+
+
+def test_a_stop_that_keeps_its_leases_for_a_restart_keeps_the_heartbeat_item() -> None:
+    """A restart grace: the leases still name the worker, so its item stays (standing still) until it is
+    back; its removal would be an owner without a heartbeat, a foreign sign to the rest of the fleet."""
+    table = HeartbeatFakeTable(shards(1))
+    keeper = LeaseKeeper(table, "w-a", KeepTimings.for_failover(0.3), ThreadPoolExecutor(1))
+    renewal = PerWorkerRenewal(table, keeper, "w-a", 0.3, 0.05)
+    renewal.start()
+    deadline = time.monotonic() + 10
+    while table.heartbeats < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    renewal.keep_item_on_stop = True
+    renewal.stop()
+    assert "w-a" in table.workers and not renewal.withdrawn
+
+
+async def test_in_3x_mode_a_scan_tells_the_holder_of_a_hand_off_a_move_and_a_java_leader(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The 3.x follower's side (``LeaseCoordinator.observe_fleet``, given each scan of the assignment
+    loop): a hand-off marked at the held counter is served as a renewal that returned it would be, a lease
+    moved past it is lost, and a leader without a PER_WORKER heartbeat puts this worker back per lease."""
+    table = HeartbeatFakeTable(shards(3))
+    fleet = CoordinatorFleet(table, ["w-a"], lease_renewal=PW)
+    coordinator = fleet.coordinators["w-a"]
+    renewal = coordinator.renewal
+    assert renewal is not None and renewal.beat_now()
+    for key, lease in list(table.items.items()):
+        table.items[key] = lease.taken_by("w-a")
+        assert coordinator.adopt(table.items[key])
+    await fleet.run_until(lambda: all(c.valid_for_s(k) > 0 for c in [coordinator] for k in table.items), 5)
+    counters = {key: kept.lease.lease_counter for key, kept in coordinator.held.items()}
+    s0, s1, s2 = sorted(table.items)
+    held0 = coordinator.held[s0].lease
+    table.items[s0] = dataclasses.replace(held0, lease_owner="w-b", checkpoint_owner="w-a")  # the mark
+    table.items[s1] = coordinator.held[s1].lease.taken_by("w-c")  # assigned elsewhere
+    for worker in ("w-b", "w-c"):  # kcl-daemon workers heartbeating too
+        table.heartbeat(worker, RenewalMode.PER_WORKER)
+    now = fleet.clock.now
+    await coordinator.observe_fleet(table.list_leases(), table.heartbeat_items(), now, "w-a")
+    assert coordinator.held[s0].lease.checkpoint_owner == "w-a"  # the hand-off watcher's to serve
+    assert coordinator.held[s0].lease.lease_counter == counters[s0]
+    beats = table.heartbeats
+    fleet.clock.now += fleet.renew_every  # the next heartbeat's confirmation does not wipe the mark
+    renewal.tick()
+    coordinator.keeper.tick()
+    await asyncio.sleep(0)
+    assert table.heartbeats == beats + 1
+    assert coordinator.held[s0].lease.checkpoint_owner == "w-a"
+    assert s1 not in coordinator.held and s2 in coordinator.held
+    assert renewal.per_worker  # this worker leads: no sign
+
+    caplog.set_level(logging.WARNING)
+    await coordinator.observe_fleet(table.list_leases(), table.heartbeat_items(), now + 1, "java-1")
+    assert not renewal.per_worker
+    assert "the 3.x leader java-1 does not heartbeat in PER_WORKER mode" in caplog.text

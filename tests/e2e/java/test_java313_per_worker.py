@@ -1,6 +1,7 @@
 """A Java KCL 3.1.3 MultiLangDaemon started into a fleet of kcl-daemon workers renewing per worker
-(``leaseRenewal = PER_WORKER``; both sides ``clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X``,
-the mode a 2.x-taker fleet shares with Java 3.x).
+(``leaseRenewal = PER_WORKER``), in each lease mode: both sides ``clientVersionConfig =
+CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X`` (the 2.x taker), and both in KCL 3.x mode (a kcl-daemon leader
+assigning, the 3.0-3.4 table layout 3.1.3 uses), where Java's first worker-metrics report is the sign.
 
 The heartbeats live on the workers' items of ``<app>-WorkerMetricStats``, never in the lease table, so
 Java 3.1.3, which reads every lease-table item as a lease, lists its leases without a failure; its first
@@ -27,15 +28,35 @@ from tests.support.java import FAILOVER_MS, MixedFleet, skip_unless_java
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.java]
 
 COMPAT = "clientVersionConfig = CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X\n"
+LAYOUT = "leaseTableLayout = KCL_3_0_TO_3_4\n"
 FALLS_BACK = "falls back to per-lease renewals"
 FAILOVER_S = FAILOVER_MS / 1000
 #: a taker scan's interval and a loaded machine, beside the failover
 SCAN_SLACK_S = 10.0
 
 
+#: the lease mode: each side's extra properties (Java's after the helper's 3.x line: the last one counts)
+MODES = {
+    # the 2.x taker on both sides
+    "2x": (COMPAT + "leaseRenewal = PER_WORKER\n", COMPAT),
+    # KCL 3.x assignment: kcl-daemon leads (it starts first) in the 3.0-3.4 layout 3.1.3 uses; Java's
+    # reporter period (the helper's 2 s): a leader judges a worker dead whose report is older than two of
+    # its own periods, so at the fleet helper's 1 s Java's whole-second lut made it flicker in and out
+    "3x": (LAYOUT + "leaseRenewal = PER_WORKER\nworkerMetricsReporterFreqInMillis = 2000\n", ""),
+}
+
+
+@pytest.fixture(params=sorted(MODES))
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def mixed(request: pytest.FixtureRequest, tmp_path: Path, backend: Backend) -> Iterator[MixedFleet]:
+def mixed(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: Backend, mode: str
+) -> Iterator[MixedFleet]:
     skip_unless_java(backend, 3)  # before the table and the stream: a skipped backend costs nothing
+    py_extra, java_extra = MODES[mode]
     lease_table: DynamoLeaseTable = request.getfixturevalue("lease_table")
     make_stream: Callable[[int], str] = request.getfixturevalue("make_stream")
     fleet = MixedFleet(
@@ -45,8 +66,8 @@ def mixed(request: pytest.FixtureRequest, tmp_path: Path, backend: Backend) -> I
         lease_table,
         make_stream(4),
         java_version=3,
-        py_extra=COMPAT + "leaseRenewal = PER_WORKER\n",
-        java_extra=COMPAT,  # after the helper's 3.x line: the last one counts
+        py_extra=py_extra,
+        java_extra=java_extra,
     )
     yield fleet
     fleet.close()
@@ -63,7 +84,7 @@ def _counters(table: DynamoLeaseTable) -> dict[str, int]:
 
 @pytest.mark.timeout(240)
 def test_a_java_313_worker_joining_puts_the_fleet_back_on_per_lease_renewals_nothing_lost(
-    mixed: MixedFleet, lease_table: DynamoLeaseTable
+    mixed: MixedFleet, lease_table: DynamoLeaseTable, mode: str
 ) -> None:
     mixed.more()
     mixed.py.start("py-a")
@@ -91,7 +112,7 @@ def test_a_java_313_worker_joining_puts_the_fleet_back_on_per_lease_renewals_not
     mixed.wait(mixed.all_delivered, 90, "every record, none lost")
     moved = _counters(lease_table)
     assert all(moved[key] > counters[key] for key in counters), "every lease renewed per lease again"
-    FIGURES["Java 3.1.3 into a PER_WORKER fleet"] = (
+    FIGURES[f"Java 3.1.3 into a PER_WORKER fleet ({mode} lease mode)"] = (
         f"both kcl-daemon workers back on per-lease renewals {fell:.1f}s after Java's worker loop started "
         f"(failover {FAILOVER_S:g}s); 0 lost"
     )

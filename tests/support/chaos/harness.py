@@ -61,7 +61,7 @@ class ChaosConfig:
     lease_mode: str = "taker"  # "leader": KCL 3.x leader-based assignment; "taker": the 2.x taker
     cpu_hog: bool = False  # a busy loop on every core while the run lasts
     reshard: bool = True
-    #: leaseRenewal (taker mode): PER_LEASE, Java's, or PER_WORKER (one heartbeat per worker)
+    #: leaseRenewal (either lease mode): PER_LEASE, Java's, or PER_WORKER (one heartbeat per worker)
     lease_renewal: str = "PER_LEASE"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -194,6 +196,19 @@ def test_vouched_keeps_unowned_leases_and_other_owners_as_they_are() -> None:
     assert out.get("c") == obs.get("c")
 
 
+def test_a_pending_hand_off_is_vouched_for_by_the_worker_serving_it() -> None:
+    """3.x: ``leaseOwner`` is the new worker, ``checkpointOwner`` the one still serving it; only the latter's
+    heartbeat keeps it (as only its renewals would)."""
+    marked = replace(lease("a", 3, "new"), checkpoint_owner="old")
+    obs = LeaseObservations().observe([marked], 0.0)
+    serving = HeartbeatObservations().observe([beat("old", 1), beat("new", 1)], 0.0)
+    serving = serving.observe([beat("old", 2), beat("new", 1)], 7.0)
+    assert vouched([marked], obs, serving).get("a").changed_at == 7.0  # type: ignore[union-attr]
+    arriving = HeartbeatObservations().observe([beat("old", 1), beat("new", 1)], 0.0)
+    arriving = arriving.observe([beat("old", 1), beat("new", 2)], 7.0)
+    assert vouched([marked], obs, arriving).get("a") == obs.get("a")
+
+
 @given(steps=st.lists(st.floats(min_value=0.01, max_value=L / 3, allow_nan=False), min_size=1, max_size=40))
 def test_no_lease_expires_while_its_owners_heartbeat_advances(steps: list[float]) -> None:
     """Scans at any cadence up to failover/3; the lease never changes, the heartbeat always does."""
@@ -260,10 +275,15 @@ def _signs(leases: list[Lease], scans: list[list[WorkerItem]]) -> list[str]:
              [WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=2)]],
             "worker k writes no heartbeat",
         ),
-        (  # ... holding none: a starting worker reports before its first heartbeat
+        (  # ... holding none, but reporting: it may become the 3.x leader (a key-on worker beats first)
             [],
             [[WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=1)],
              [WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=2)]],
+            "worker k writes no heartbeat",
+        ),
+        (  # ... a stale report of a worker gone long ago: no sign
+            [],
+            [[WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=1)]] * 3,
             None,
         ),
         (  # a Java 3.1.3 worker's first report, while it holds nothing yet
@@ -352,3 +372,43 @@ def test_a_scan_shows_a_held_lease_moved_on_when_another_owner_is_at_or_past_our
 ) -> None:
     held = lease("shard-0", 5, "a")
     assert moved_on(held, lease("shard-0", seen_counter, seen_owner), "a") is lost
+
+
+# -- the 3.x leader ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("leader", "scans", "sign"),
+    [
+        (None, [[beat("w1", 1)]], False),  # no leader (or the 2.x taker)
+        ("me", [[]], False),  # this worker leads: its own mode is what it decides
+        ("w1", [[beat("w1", 1)], [beat("w1", 2)]], False),  # a kcl-daemon leader heartbeating
+        ("w1", [[beat("w1", 1)], [beat("w1", 1)]], False),  # ... SIGKILLed: its lock stands, no sign
+        ("java", [[beat("w1", 1)]], True),  # never seen: a Java 3.x leader (it reads counters only)
+        ("java", [[WorkerItem("java", metrics=True, metrics_seen=1)]], True),  # Java's metrics item
+        (  # a kcl-daemon worker with the key off: its report, no heartbeat
+            "k",
+            [[WorkerItem("k", metrics=True, kcl_daemon=True, metrics_seen=1)]],
+            True,
+        ),
+        ("w1", [[beat("w1", 1, PL)]], True),  # fell back (or renews per lease): counters only to others
+        ("w1", [[beat("w1", 1)], []], False),  # stopping gracefully: its item goes before its lock
+        ("java", [[WorkerItem("java", metrics=True, metrics_seen=1)], []], True),  # vanished, never beat
+    ],
+)  # fmt: skip
+def test_a_3x_leader_that_does_not_heartbeat_per_worker_is_a_foreign_sign(
+    leader: str | None, scans: list[list[WorkerItem]], sign: bool
+) -> None:
+    beats = HeartbeatObservations()
+    for t, items in enumerate(scans):
+        beats = beats.observe(items, float(t))
+    found = foreign_signs([], beats, "me", float(len(scans)), L, leader=leader)
+    assert any("3.x leader" in s for s in found) is sign, found
+    decision = decide(PW, [], beats, "me", float(len(scans)), L, leader=leader)
+    assert (decision.mode is PL) is sign
+
+
+@given(heartbeating=st.sets(owners), leader=owners)
+def test_a_leader_heartbeating_per_worker_is_never_a_sign(heartbeating: set[str], leader: str) -> None:
+    beats = HeartbeatObservations().observe([beat(w, 1) for w in heartbeating | {leader}], 0.0)
+    assert decide(PW, [], beats, "me", 1.0, L, leader=leader).mode is PW
