@@ -103,7 +103,8 @@ AnyRawRecord = RawRecord | EncodedRawRecord
 
 @dataclass(frozen=True, slots=True)
 class GetRecordsResult:
-    records: tuple[AnyRawRecord, ...]
+    #: a tuple, or the page's columns (:class:`~kcl_daemon.aws.records_page.PageRecords`) on the raw path
+    records: Sequence[AnyRawRecord]
     next_iterator: str | None  # None: the shard is closed and read to its end (or the response is bad)
     millis_behind_latest: int | None
     child_shards: tuple[ChildShard, ...]

@@ -12,8 +12,9 @@ credentials, connection pooling and error parsing stay botocore's) and only take
   parsed response under :data:`RAW_BODY_KEY`) and hands botocore an empty object to parse. Error
   responses (status >= 300) are left to botocore, so errors map exactly as before. Outside
   :func:`raw_body` (any other caller of the same client) nothing changes.
-* :func:`parse_page` turns the body into a :class:`RecordsPage` of :class:`EncodedRawRecord`, whose
-  payload stays the base64 text Kinesis sent; the de-aggregator decodes only KPL aggregates.
+* :func:`parse_page` turns the body into a :class:`RecordsPage` whose records are held column by
+  column (:class:`PageRecords`: no object per record), payloads still the base64 text Kinesis sent;
+  the de-aggregator decodes only KPL aggregates.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from __future__ import annotations
 import binascii
 import contextlib
 import math
+import operator
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from itertools import repeat
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, overload
 
 import orjson
 
@@ -56,9 +59,79 @@ class EncodedRawRecord(NamedTuple):
         return binascii.a2b_base64(self.data_b64)
 
 
+class PageRecords(Sequence[EncodedRawRecord]):
+    """A page's records column by column, as the page parsed them (no object per record): a sequence
+    of :class:`EncodedRawRecord` built on demand for readers that want single records; the polling
+    reader hands the columns on as they are (:meth:`kcl_daemon.retrieval.deaggregate.Deaggregator.columns`).
+    """
+
+    __slots__ = ("arrival_millis", "data_b64", "partition_keys", "sequence_numbers")
+
+    def __init__(
+        self,
+        data_b64: list[str],
+        partition_keys: list[str],
+        sequence_numbers: list[str],
+        arrival_millis: list[int],
+    ) -> None:
+        self.data_b64 = data_b64
+        self.partition_keys = partition_keys
+        self.sequence_numbers = sequence_numbers
+        self.arrival_millis = arrival_millis
+
+    @classmethod
+    def of(cls, records: Iterable[EncodedRawRecord]) -> PageRecords:
+        rows = list(records)
+        return cls(
+            [r.data_b64 for r in rows],
+            [r.partition_key for r in rows],
+            [r.sequence_number for r in rows],
+            [r.approximate_arrival_timestamp for r in rows],
+        )
+
+    def __len__(self) -> int:
+        return len(self.sequence_numbers)
+
+    @overload
+    def __getitem__(self, index: int) -> EncodedRawRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> PageRecords: ...
+
+    def __getitem__(self, index: int | slice) -> EncodedRawRecord | PageRecords:
+        if isinstance(index, slice):
+            return PageRecords(
+                self.data_b64[index],
+                self.partition_keys[index],
+                self.sequence_numbers[index],
+                self.arrival_millis[index],
+            )
+        return EncodedRawRecord(
+            self.data_b64[index],
+            self.partition_keys[index],
+            self.sequence_numbers[index],
+            self.arrival_millis[index],
+        )
+
+    def __iter__(self) -> Iterator[EncodedRawRecord]:
+        return map(
+            EncodedRawRecord, self.data_b64, self.partition_keys, self.sequence_numbers, self.arrival_millis
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PageRecords({len(self)} records)"
+
+
 @dataclass(frozen=True, slots=True)
 class RecordsPage:
-    records: tuple[EncodedRawRecord, ...]
+    records: PageRecords
     next_iterator: str | None
     millis_behind_latest: int | None
     child_shards: tuple[ChildShard, ...]
@@ -128,28 +201,40 @@ def _child(child: Mapping[str, Any]) -> ChildShard:
     )
 
 
+_DATA = operator.itemgetter("Data")
+_KEY = operator.itemgetter("PartitionKey")
+_SEQUENCE = operator.itemgetter("SequenceNumber")
+_ARRIVAL_TYPES: Final = frozenset({float, int, str, type(None)})
+
+
+def _arrivals_in_millis(stamps: list[Any]) -> list[int]:
+    """``ApproximateArrivalTimestamp`` of every record in epoch ms, each distinct stamp converted once
+    (records put together share theirs)."""
+    if not set(map(type, stamps)) <= _ARRIVAL_TYPES:  # a bool, a list...: let the converter say what
+        return [epoch_millis_of(stamp) for stamp in stamps]
+    table = {stamp: epoch_millis_of(stamp) for stamp in set(stamps)}
+    return list(map(table.__getitem__, stamps))
+
+
 def parse_page(body: bytes) -> RecordsPage:
-    """The GetRecords response body as a page. Raises ValueError/KeyError/TypeError when malformed."""
+    """The GetRecords response body as a page. Raises ValueError/KeyError/TypeError when malformed.
+
+    No code runs per record: each field is taken out of the parsed records by ``map`` into a column,
+    and joining a column checks that its fields are strings."""
     obj = orjson.loads(body)
     if not isinstance(obj, dict):
         raise TypeError("the GetRecords response is not a JSON object")
-    records: list[EncodedRawRecord] = []
-    seen: dict[float, int] = {}
-    for r in obj.get("Records") or ():
-        data, key, sequence = r["Data"], r["PartitionKey"], r["SequenceNumber"]
-        if type(data) is not str or type(key) is not str or type(sequence) is not str:
-            raise TypeError("Data, PartitionKey and SequenceNumber must be strings")
-        arrival = r.get("ApproximateArrivalTimestamp")
-        if type(arrival) is float:  # records put together share their stamp: convert each one once
-            millis = seen.get(arrival)
-            if millis is None:
-                millis = seen[arrival] = _millis_of_seconds(arrival)
-        else:
-            millis = epoch_millis_of(arrival)
-        records.append(EncodedRawRecord(data, key, sequence, millis))
+    raw = obj.get("Records") or ()
+    data, keys, sequences = list(map(_DATA, raw)), list(map(_KEY, raw)), list(map(_SEQUENCE, raw))
+    for column in (data, keys, sequences):
+        try:
+            "".join(column)
+        except TypeError:
+            raise TypeError("Data, PartitionKey and SequenceNumber must be strings") from None
+    arrivals = _arrivals_in_millis(list(map(dict.get, raw, repeat("ApproximateArrivalTimestamp"))))
     behind = obj.get("MillisBehindLatest")
     return RecordsPage(
-        records=tuple(records),
+        records=PageRecords(data, keys, sequences, arrivals),
         next_iterator=obj.get("NextShardIterator") or None,
         millis_behind_latest=None if behind is None else int(behind),
         child_shards=tuple(_child(c) for c in obj.get("ChildShards") or ()),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from kcl_daemon.clock import Clock, sleep_unless_set
@@ -35,7 +35,7 @@ from kcl_daemon.lifecycle.dead_letter_writes import write_dead_letter
 from kcl_daemon.lifecycle.settings import ConsumerSettings, ConsumerStats
 from kcl_daemon.metrics.observer import ShardObserver
 from kcl_daemon.process.session import ChildSession
-from kcl_protocol import AnyRecord, CheckpointRequest, DeadLetterRequest, ProcessRecords
+from kcl_protocol import AnyRecord, CheckpointRequest, DeadLetterRequest, ProcessRecords, payload_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -72,27 +72,27 @@ class PoisonDelivery:
         _largest_delivered: ExtendedSequenceNumber
         _in_flight_up_to: ExtendedSequenceNumber | None
         _last_batch_s: float
-        _held: tuple[AnyRecord, ...]
+        _held: Sequence[AnyRecord]
         _held_millis: int | None
         _plan: Bisection | None
         _answered_up_to: ExtendedSequenceNumber
         _set_aside: set[ExtendedSequenceNumber]
         _exceptions_seen: int
         _restart_for_plan: bool
-        _in_flight_records: tuple[AnyRecord, ...]
+        _in_flight_records: Sequence[AnyRecord]
         _broken: bool
 
         def _feed(self, event: ShardEvent) -> None: ...
         async def _stop_child(self, *, hung: bool = False) -> None: ...
         async def _deliverable(self) -> bool: ...
         def _report_batch(
-            self, records: tuple[AnyRecord, ...], millis_behind_latest: int | None, payload_bytes: int
+            self, records: Sequence[AnyRecord], millis_behind_latest: int | None, payload_bytes: int
         ) -> None: ...
         def _checkpoint_handler(
             self,
         ) -> Callable[[CheckpointRequest], Awaitable[str | None]] | None: ...
 
-    def _note_exception_reports(self, records: tuple[AnyRecord, ...]) -> int:
+    def _note_exception_reports(self, records: Sequence[AnyRecord]) -> int:
         """Warn and count the exceptions the child's wrapper reported and swallowed since last seen."""
         session = self._session
         total = 0 if session is None else getattr(session.child, "exception_reports", 0)
@@ -113,7 +113,7 @@ class PoisonDelivery:
             )
         return new
 
-    async def _exception_reported(self, records: tuple[AnyRecord, ...]) -> bool:
+    async def _exception_reported(self, records: Sequence[AnyRecord]) -> bool:
         """Whether the child reported a swallowed exception during the batch just answered. The wrapper
         writes it on stderr before its status on stdout, so it is in the pipe already: a few turns of the
         loop (and a few milliseconds at most) let the stderr reader take it."""
@@ -126,7 +126,7 @@ class PoisonDelivery:
             await asyncio.sleep(STDERR_SETTLE_S)
         return self._note_exception_reports(records) > 0
 
-    async def _attempt(self, part: tuple[AnyRecord, ...]) -> tuple[Failure, bool] | None:
+    async def _attempt(self, part: Sequence[AnyRecord]) -> tuple[Failure, bool] | None:
         """Deliver one (sub-)batch; None when it was answered, else (the failure, whether the child died)."""
         session = self._session
         assert session is not None
@@ -161,11 +161,12 @@ class PoisonDelivery:
         if span is None:
             self._plan, self._held = None, ()
             return
-        part = tuple(
-            r
-            for r in self._held[span[0] : span[1]]
-            if _position(r) > self._checkpoint and _position(r) not in self._set_aside
+        span_records = self._held[span[0] : span[1]]
+        part: Sequence[AnyRecord] = tuple(
+            r for r in span_records if _position(r) > self._checkpoint and _position(r) not in self._set_aside
         )
+        if len(part) == len(span_records):
+            part = span_records  # as held (a column batch stays one: its line is written in one join)
         if not part:  # the child checkpointed past them before it failed: they were processed
             self._plan = plan.after_success()
             return
@@ -180,9 +181,9 @@ class PoisonDelivery:
         self._largest_delivered = max(self._largest_delivered, up_to)
         self.stats.batches += 1
         self.stats.records_delivered += len(part)
-        payload_bytes = sum(record.size for record in part)
-        self.stats.bytes_delivered += payload_bytes
-        self._report_batch(part, self._held_millis, payload_bytes)
+        size = payload_bytes(part)
+        self.stats.bytes_delivered += size
+        self._report_batch(part, self._held_millis, size)
         self.records_in_flight = len(part)
         started = self._clock.monotonic()
         self._in_flight_records = part
@@ -290,7 +291,7 @@ class PoisonDelivery:
         )
         return True
 
-    async def _give_up_plan(self, part: tuple[AnyRecord, ...], failure: Failure) -> None:
+    async def _give_up_plan(self, part: Sequence[AnyRecord], failure: Failure) -> None:
         """Not poison: the processor fails on everything. Drop the plan and fail the child as under RETRY
         (restart with backoff from the checkpoint, park after childMaxConsecutiveFailures)."""
         logger.error(

@@ -18,7 +18,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from kcl_daemon.clock import Clock, SystemClock, sleep_unless_set
 from kcl_daemon.core.lifecycle.checkpoint_rules import (
@@ -64,6 +64,7 @@ from kcl_protocol import (
     ProcessRecords,
     ShardEnded,
     ShutdownRequested,
+    payload_bytes,
 )
 from kcl_protocol.extensions import CHANNEL_ACTIONS, DEAD_LETTER_ACTION
 
@@ -161,14 +162,14 @@ class ShardConsumer(PoisonDelivery):
         # Poison records (SKIP, DEAD_LETTER): the batch held after a failed delivery and its plan, the
         # records delivered and answered (the checkpoint's bound after a failure), the records set aside
         # (never delivered again by this consumer), and the exception reports of the child seen so far.
-        self._held: tuple[AnyRecord, ...] = ()
+        self._held: Sequence[AnyRecord] = ()
         self._held_millis: int | None = None
         self._plan: Bisection | None = None
         self._answered_up_to = self._checkpoint
         self._set_aside: set[ExtendedSequenceNumber] = set()
         self._exceptions_seen = 0
         self._restart_for_plan = False
-        self._in_flight_records: tuple[AnyRecord, ...] = ()
+        self._in_flight_records: Sequence[AnyRecord] = ()
         #: The processor failed on every record of a batch: ordinary restarts (and parking) until it
         #: answers a batch again (kcl_daemon.core.lifecycle.poison.BROKEN_AFTER).
         self._broken = False
@@ -371,9 +372,9 @@ class ShardConsumer(PoisonDelivery):
             return  # a signal came while the lease could not be confirmed: the batch is not sent
         self.stats.batches += 1
         self.stats.records_delivered += len(records)
-        payload_bytes = sum(record.size for record in records)  # never decodes a payload to count it
-        self.stats.bytes_delivered += payload_bytes
-        self._report_batch(records, batch.millis_behind_latest, payload_bytes)
+        size = payload_bytes(records)  # never decodes a payload to count it
+        self.stats.bytes_delivered += size
+        self._report_batch(records, batch.millis_behind_latest, size)
         started = self._clock.monotonic()
         await self._step(
             self._send(ProcessRecords(records, batch.millis_behind_latest)), ShardEvent.BATCH_DONE
@@ -408,13 +409,13 @@ class ShardConsumer(PoisonDelivery):
         return True
 
     def _report_batch(
-        self, records: tuple[AnyRecord, ...], millis_behind_latest: int | None, payload_bytes: int
+        self, records: Sequence[AnyRecord], millis_behind_latest: int | None, payload_bytes: int
     ) -> None:
         """One observer call per batch (never per record)."""
         age_ms = time.time() * 1000 - records[-1].approximate_arrival_timestamp if records else 0.0
         self._observer.batch(len(records), payload_bytes, millis_behind_latest, age_ms)
 
-    def _after_checkpoint(self, records: tuple[AnyRecord, ...]) -> tuple[AnyRecord, ...]:
+    def _after_checkpoint(self, records: Sequence[AnyRecord]) -> Sequence[AnyRecord]:
         """Drop records at or before the checkpoint (Java's rule). Batches are ordered, so only a prefix
         can be at or before it: once one record is past it, the rest of the batch is kept as is."""
         for index, record in enumerate(records):

@@ -21,8 +21,10 @@ The library (``iter_deaggregate_records``) splits aggregates; this wrapper adds 
 Plain records pass through with sub-sequence number 0. A record whose payload is still the base64 text
 of the GetRecords response (:class:`~kcl_daemon.aws.records_page.EncodedRawRecord`) and that cannot be
 an aggregate (its text does not start with the magic's base64, ``84maw``) becomes a
-:class:`kcl_protocol.EncodedRecord` without being decoded; only possible aggregates are decoded. Never
-logs payloads.
+:class:`kcl_protocol.EncodedRecord` without being decoded; only possible aggregates are decoded.
+:meth:`Deaggregator.columns` gives the same records as a :class:`kcl_protocol.RecordColumns` batch, and
+hands a page read in columns on unchanged when no payload in it can be an aggregate. Never logs
+payloads.
 """
 
 from __future__ import annotations
@@ -40,10 +42,10 @@ import aws_kinesis_agg
 from aws_kinesis_agg import deaggregator
 
 from kcl_daemon.aws.kinesis import AnyRawRecord, RawRecord
-from kcl_daemon.aws.records_page import EncodedRawRecord
+from kcl_daemon.aws.records_page import EncodedRawRecord, PageRecords
 from kcl_daemon.core.leases.lease import MAX_HASH_KEY
 from kcl_daemon.core.shards.hash_keys import effective_hash_key
-from kcl_protocol import AnyRecord, EncodedRecord, Record
+from kcl_protocol import AnyRecord, EncodedRecord, Record, RecordColumns
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ MAGIC: Final[bytes] = aws_kinesis_agg.MAGIC
 DIGEST_SIZE: Final[int] = aws_kinesis_agg.DIGEST_SIZE
 #: Every base64 text of a payload that starts with MAGIC starts with this (its first 3 bytes, 6 more bits).
 MAGIC_B64_PREFIX: Final[str] = base64.b64encode(MAGIC).decode("ascii")[:5]
+#: Joins a page's base64 texts for the magic search: never a base64 character.
+_SEPARATOR: Final = "|"
 # The library's generated module imports its sibling ``config_pb2`` as a top-level module, which works
 # only after ``deaggregator`` has put the package directory on sys.path: take it from there.
 messages_pb2: Final[ModuleType] = deaggregator.messages_pb2
@@ -180,6 +184,19 @@ class Deaggregator:
                 )
             out.extend(record for record, _ in self._one(raw))  # type: ignore[arg-type]
         return out
+
+    def columns(self, records: Sequence[AnyRawRecord]) -> RecordColumns:
+        """:meth:`deaggregate` as a :class:`~kcl_protocol.RecordColumns` batch. A page held in columns
+        none of whose payloads can be an aggregate (one search of the joined base64 texts for the
+        magic's) is handed on as it is: its lists become the batch's, nothing per record."""
+        if type(records) is PageRecords:
+            texts = records.data_b64
+            joined = _SEPARATOR.join(texts)
+            if not joined.startswith(MAGIC_B64_PREFIX) and _SEPARATOR + MAGIC_B64_PREFIX not in joined:
+                return RecordColumns(
+                    texts, records.partition_keys, records.sequence_numbers, records.arrival_millis
+                )
+        return RecordColumns.of(self.deaggregate(records))
 
     def deaggregate_with_hash_keys(self, records: Iterable[AnyRawRecord]) -> list[tuple[Record, int | None]]:
         """Like :meth:`deaggregate`, with each user record's explicit hash key (None: it has none); payloads

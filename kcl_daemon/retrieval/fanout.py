@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -43,6 +43,7 @@ from kcl_daemon.errors import InconsistentResponse, KclError, ShardNotFound
 from kcl_daemon.retrieval.deaggregate import Deaggregator
 from kcl_daemon.retrieval.settings import RetrievalSettings
 from kcl_daemon.retrieval.source import Batch
+from kcl_protocol import AnyRecord
 
 logger = logging.getLogger(__name__)
 
@@ -279,9 +280,9 @@ class FanoutRecordSource:
             await self.aclose()
             return None
         self.stats.events += 1
-        records = self.deaggregator.deaggregate(item.records)
+        records: Sequence[AnyRecord] = self.deaggregator.columns(item.records)
         if self._drop_up_to is not None:
-            records = list(records_after(records, self._drop_up_to))
+            records = records_after(records, self._drop_up_to)
             if records:
                 self._drop_up_to = None
         self.stats.kinesis_records += len(item.records)
@@ -296,4 +297,4 @@ class FanoutRecordSource:
             await self.aclose()
             if not records:
                 return None
-        return Batch(tuple(records), item.millis_behind_latest)
+        return Batch(records, item.millis_behind_latest)

@@ -8,7 +8,8 @@ the executor passed in; time comes from a :class:`~kcl_daemon.clock.Clock`.
 * ``start(after)`` positions the reader at a checkpoint (lazily: the first ``next_batch`` gets the
   iterator). User records at or before ``after`` are dropped (resuming inside a KPL aggregate).
 * ``next_batch()`` waits for its turn (``idle_between_reads_s``, at least 0.2 s between call starts),
-  calls GetRecords, de-aggregates and returns a :class:`Batch` - possibly empty. Once the shard has
+  calls GetRecords, de-aggregates and returns a :class:`Batch` - possibly empty - whose records are
+  the page's columns (:class:`kcl_protocol.RecordColumns`), never an object per record. Once the shard has
   ended it returns ``None`` and ``child_shards`` holds the children (empty: shard or stream gone, or
   unknown).
 * Throttling, network trouble, expired iterators and inconsistent responses are retried under
@@ -61,6 +62,7 @@ from kcl_daemon.errors import (
 from kcl_daemon.retrieval.deaggregate import Deaggregator
 from kcl_daemon.retrieval.settings import RetrievalSettings
 from kcl_daemon.retrieval.source import Batch
+from kcl_protocol import AnyRecord
 
 logger = logging.getLogger(__name__)
 
@@ -184,9 +186,9 @@ class PollingRecordSource:
             self.not_found = str(exc)
             self._end(())
             return None
-        records = self.deaggregator.deaggregate(result.records)
+        records: Sequence[AnyRecord] = self.deaggregator.columns(result.records)
         if position.drop_up_to is not None:
-            records = list(records_after(records, position.drop_up_to))
+            records = records_after(records, position.drop_up_to)
             if records:
                 position.drop_up_to = None
         if result.records:
@@ -205,7 +207,7 @@ class PollingRecordSource:
             self._end(verdict.child_shards)
             if not records:
                 return None
-        return Batch(tuple(records), result.millis_behind_latest)
+        return Batch(records, result.millis_behind_latest)
 
     def _end(self, children: tuple[ChildShard, ...]) -> None:
         self.child_shards = children

@@ -27,6 +27,7 @@ from typing import Final
 from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.core.shards.graph import ChildShard
 from kcl_daemon.retrieval.source import Batch, ShardRecordSource
+from kcl_protocol import payload_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,4 +174,4 @@ class PrefetchingSource:
 
 
 def _payload(batch: Batch) -> int:
-    return sum(record.size for record in batch.records)
+    return payload_bytes(batch.records)

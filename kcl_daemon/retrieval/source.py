@@ -6,6 +6,7 @@ it has ended (:class:`ShardRecordSource`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -16,7 +17,8 @@ from kcl_protocol import AnyRecord
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    records: tuple[AnyRecord, ...]
+    #: a tuple, or a :class:`kcl_protocol.RecordColumns` (a page held column by column)
+    records: Sequence[AnyRecord]
     millis_behind_latest: int | None = None
 
 

@@ -17,7 +17,7 @@ from typing import Final
 import pyarrow as pa
 
 from kcl_daemon.aws.kinesis import AnyRawRecord, RawRecord
-from kcl_daemon.aws.records_page import EncodedRawRecord
+from kcl_daemon.aws.records_page import EncodedRawRecord, PageRecords
 from kcl_daemon.core.spark.whole_pages import PageFacts
 from kcl_daemon.retrieval.deaggregate import MAGIC, MAGIC_B64_PREFIX, Deaggregator
 
@@ -47,6 +47,13 @@ ROW_OVERHEAD_BYTES: Final = 400
 def held_bytes(row: UserRow) -> int:
     """The memory a row takes while a read holds it (the estimate ``maxBytesPerShardPerBatch`` counts)."""
     return len(row[6]) + len(row[3]) + ROW_OVERHEAD_BYTES
+
+
+def _texts(raws: Sequence[AnyRawRecord]) -> list[str]:
+    """The base64 texts of a page whose payloads are all still text."""
+    if type(raws) is PageRecords:
+        return raws.data_b64
+    return [raw.data_b64 for raw in raws]  # type: ignore[union-attr]
 
 
 def _is_aggregate(raw: AnyRawRecord) -> bool:
@@ -100,10 +107,14 @@ def page_facts(raws: Sequence[AnyRawRecord], deaggregate: bool) -> PageFacts:
     one row per byte of its payload, each with the longest partition key."""
     if not raws:
         return PageFacts(0, None, None, 0, 0)
-    latest = max(raw.approximate_arrival_timestamp for raw in raws)
-    keys = sum(len(raw.partition_key) for raw in raws)
-    if all(type(raw) is EncodedRawRecord for raw in raws):
-        texts = [raw.data_b64 for raw in raws]  # type: ignore[union-attr]
+    if type(raws) is PageRecords:  # the page's own columns: nothing built per record
+        latest = max(raws.arrival_millis)
+        keys = sum(map(len, raws.partition_keys))
+    else:
+        latest = max(raw.approximate_arrival_timestamp for raw in raws)
+        keys = sum(len(raw.partition_key) for raw in raws)
+    if type(raws) is PageRecords or all(type(raw) is EncodedRawRecord for raw in raws):
+        texts = _texts(raws)
         payload = sum(map(len, texts)) * 3 // 4  # at least the decoded size
         aggregates = [len(text) * 3 // 4 for text in texts if text.startswith(MAGIC_B64_PREFIX)]
     else:
@@ -151,17 +162,21 @@ class Rows:
         """Every record of ``raws`` as one row (none is a KPL aggregate to split), column by column;
         returns the bytes the new rows hold (:func:`held_bytes`)."""
         count = len(raws)
-        sequence_numbers = [raw.sequence_number for raw in raws]
-        keys = [raw.partition_key for raw in raws]
-        if all(type(raw) is EncodedRawRecord for raw in raws):
-            data = list(map(a2b_base64, [raw.data_b64 for raw in raws]))  # type: ignore[union-attr]
+        if type(raws) is PageRecords:  # the page's own columns
+            sequence_numbers, keys, stamps = raws.sequence_numbers, raws.partition_keys, raws.arrival_millis
+        else:
+            sequence_numbers = [raw.sequence_number for raw in raws]
+            keys = [raw.partition_key for raw in raws]
+            stamps = [raw.approximate_arrival_timestamp for raw in raws]
+        if type(raws) is PageRecords or all(type(raw) is EncodedRawRecord for raw in raws):
+            data = list(map(a2b_base64, _texts(raws)))
         else:
             data = [raw.data for raw in raws]
         self.sequence_numbers += sequence_numbers
         self.subs += [0] * count
         self.partition_keys += keys
         self.explicit_hash_keys += [None] * count
-        self.stamps += [raw.approximate_arrival_timestamp for raw in raws]
+        self.stamps += stamps
         self.data += data
         return sum(map(len, data)) + sum(map(len, keys)) + count * ROW_OVERHEAD_BYTES
 

@@ -1,10 +1,11 @@
 """kcl_protocol: the MultiLangDaemon wire protocol as plain data, with no I/O.
 
 The daemon and the tests use it; record-processor clients in other languages implement the same
-protocol from ``protocol/README.md``. Four parts:
+protocol from ``protocol/README.md``. Five parts:
 
 * :mod:`kcl_protocol.messages` - one frozen dataclass per message, in both directions;
 * :mod:`kcl_protocol.codec` - bytes <-> messages (one JSON object per line, orjson);
+* :mod:`kcl_protocol.columns` - a batch of records held column by column, its line written in one join;
 * :mod:`kcl_protocol.conversation` - the one-outstanding-action state machine of a child conversation;
 * :mod:`kcl_protocol.extensions` - kcl-daemon's log/metric channel (offered in ``initialize``).
 
@@ -19,6 +20,7 @@ from kcl_protocol.codec import (
     encode_child_message,
     encode_daemon_message,
 )
+from kcl_protocol.columns import RecordColumns, payload_bytes
 from kcl_protocol.conversation import (
     ActionCompleted,
     ChannelReceived,
@@ -82,6 +84,7 @@ __all__ = [
     "ProcessRecords",
     "ProtocolError",
     "Record",
+    "RecordColumns",
     "RemoteProtocolError",
     "ShardEnded",
     "ShutdownRequested",
@@ -90,4 +93,5 @@ __all__ = [
     "decode_daemon_line",
     "encode_child_message",
     "encode_daemon_message",
+    "payload_bytes",
 ]

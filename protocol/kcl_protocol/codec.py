@@ -27,6 +27,7 @@ from typing import Final
 
 import orjson
 
+from kcl_protocol.columns import RecordColumns, process_records_line
 from kcl_protocol.extensions import (
     CHANNEL_ACTIONS,
     CHANNEL_KEY,
@@ -122,6 +123,10 @@ def _daemon_dict(message: DaemonMessage) -> dict[str, object]:
 
 def encode_daemon_message(message: DaemonMessage) -> bytes:
     """One line (with its ``\\n``) for the child's stdin."""
+    if type(message) is ProcessRecords and type(message.records) is RecordColumns:
+        line = process_records_line(message.records, message.millis_behind_latest)
+        if line is not None:
+            return line
     return orjson.dumps(_daemon_dict(message), option=orjson.OPT_APPEND_NEWLINE)
 
 

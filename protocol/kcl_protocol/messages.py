@@ -10,6 +10,7 @@ codec writes through untouched.
 from __future__ import annotations
 
 import binascii
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -88,7 +89,8 @@ class Initialize:
 @dataclass(frozen=True, slots=True)
 class ProcessRecords:
     action: ClassVar[str] = "processRecords"
-    records: tuple[AnyRecord, ...]
+    #: a tuple of records, or a :class:`kcl_protocol.columns.RecordColumns` (the daemon's reads)
+    records: Sequence[AnyRecord]
     millis_behind_latest: int | None
 
 

@@ -107,8 +107,8 @@ class Sequenced(Protocol):
 R = TypeVar("R", bound=Sequenced)
 
 
-def records_after(records: Sequence[R], after: ExtendedSequenceNumber) -> tuple[R, ...]:
-    """The records strictly after ``after``, in order.
+def records_after(records: Sequence[R], after: ExtendedSequenceNumber) -> Sequence[R]:
+    """The records strictly after ``after``, in order: a slice of ``records`` (of its own type).
 
     ``records`` are in (sequence, sub-sequence) order, as a shard returns them, so only a prefix can be
     at or before ``after``; everything from the first later record on is kept. A sentinel ``after``
@@ -116,5 +116,5 @@ def records_after(records: Sequence[R], after: ExtendedSequenceNumber) -> tuple[
     """
     for index, record in enumerate(records):
         if ExtendedSequenceNumber(record.sequence_number, record.sub_sequence_number) > after:
-            return tuple(records[index:])
-    return ()
+            return records if index == 0 else records[index:]
+    return records[:0]

@@ -1,5 +1,6 @@
-"""The raw GetRecords path: a page parsed with orjson and payloads passed through as base64 text must
-give the child exactly the bytes the botocore-parsed, decoded path gives (plain and KPL records)."""
+"""The raw GetRecords path: a page parsed with orjson into columns and payloads passed through as base64
+text must give the child exactly the bytes the botocore-parsed, decoded path gives (plain and KPL
+records), record by record and as the drain path's column batch."""
 
 from __future__ import annotations
 
@@ -16,9 +17,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcl_daemon.aws.kinesis import record_from_response
-from kcl_daemon.aws.records_page import EncodedRawRecord, epoch_millis_of, parse_page
+from kcl_daemon.aws.records_page import EncodedRawRecord, PageRecords, epoch_millis_of, parse_page
 from kcl_daemon.retrieval.deaggregate import MAGIC_B64_PREFIX, Deaggregator
-from kcl_protocol import EncodedRecord, ProcessRecords, Record, encode_daemon_message
+from kcl_protocol import (
+    AnyRecord,
+    EncodedRecord,
+    ProcessRecords,
+    Record,
+    encode_daemon_message,
+    payload_bytes,
+)
 from tests.support.hypothesis_profiles import examples
 
 _OUTPUT_SHAPE = (
@@ -87,13 +95,44 @@ def test_pass_through_is_byte_identical_to_the_decoded_path(
     page = parse_page(body)
     reference = Deaggregator("shardId-0").deaggregate(decoded)
     passed = Deaggregator("shardId-0").deaggregate(page.records)
-    assert encode_daemon_message(ProcessRecords(tuple(passed), behind)) == encode_daemon_message(
-        ProcessRecords(tuple(reference), behind)
-    )
+    line = encode_daemon_message(ProcessRecords(tuple(reference), behind))
+    assert encode_daemon_message(ProcessRecords(tuple(passed), behind)) == line
+    # the drain path: the page's columns handed on (or, with an aggregate in it, split) as RecordColumns
+    columns = Deaggregator("shardId-0").columns(page.records)
+    assert encode_daemon_message(ProcessRecords(columns, behind)) == line
+    assert payload_bytes(columns) == sum(len(r.data) for r in reference)
+    assert list(columns) == [as_encoded(r) for r in reference]
+    assert Deaggregator("shardId-0").columns(decoded) == columns  # botocore's decoded records alike
     assert [r.sequence_number for r in page.records] == [r.sequence_number for r in decoded]
     assert [r.approximate_arrival_timestamp for r in page.records] == [
         r.approximate_arrival_timestamp for r in decoded
     ]
+
+
+def as_encoded(record: AnyRecord) -> EncodedRecord:
+    if type(record) is EncodedRecord:
+        return record
+    return EncodedRecord(
+        base64.b64encode(record.data).decode(),
+        record.partition_key,
+        record.sequence_number,
+        record.sub_sequence_number,
+        record.approximate_arrival_timestamp,
+    )
+
+
+def test_a_page_without_aggregates_is_handed_on_as_its_own_columns() -> None:
+    page = parse_page(body_of([(b"hello", "pk", 1.7e9), (b"x" * 100, "pk2", 1.7e9)], 0))
+    records = page.records
+    assert isinstance(records, PageRecords)
+    columns = Deaggregator("shardId-0").columns(records)
+    assert columns.data_b64 is records.data_b64  # the same lists: nothing built per record
+    assert columns.sequence_numbers is records.sequence_numbers
+    assert columns.sub_sequence_numbers is None
+    assert columns.payload_bytes == 105
+    assert records[1:] == [records[1]]
+    assert records == PageRecords.of(list(records))
+    assert repr(records) == "PageRecords(2 records)"
 
 
 def test_plain_payloads_are_never_decoded() -> None:
@@ -148,6 +187,13 @@ def test_children_and_end_of_shard_are_read() -> None:
         b'{"Records": [{"PartitionKey": "k", "SequenceNumber": "1"}]}',
         b'{"Records": [{"Data": "", "PartitionKey": "k", "SequenceNumber": "1", '
         b'"ApproximateArrivalTimestamp": []}]}',
+        b'{"Records": [{"Data": "", "PartitionKey": "k", "SequenceNumber": "1", '
+        b'"ApproximateArrivalTimestamp": 1.0}, {"Data": "", "PartitionKey": "k", "SequenceNumber": "2", '
+        b'"ApproximateArrivalTimestamp": true}]}',
+        b'{"Records": [{"Data": "", "PartitionKey": null, "SequenceNumber": "1"}]}',
+        b'{"Records": [{"Data": "", "PartitionKey": "k", "SequenceNumber": 1}]}',
+        b'{"Records": {"Data": ""}}',
+        b'{"Records": [["Data"]]}',
     ],
 )
 def test_malformed_pages_raise(body: bytes) -> None:
