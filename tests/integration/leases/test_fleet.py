@@ -137,7 +137,12 @@ async def test_a_worker_that_joins_late_gets_its_share_by_stealing(
         )
 
 
-async def test_concurrent_takes_of_one_lease_have_exactly_one_winner(lease_table: DynamoLeaseTable) -> None:
+async def test_concurrent_takes_of_one_lease_have_exactly_one_winner(
+    lease_table: DynamoLeaseTable, backend: Backend
+) -> None:
+    if backend.name == "moto":
+        # two of six racing takes both passed their condition on moto_server in a whole run (see below)
+        pytest.skip("moto_server's conditional writes are not atomic under concurrent requests")
     assert lease_table.create_lease(Lease("shardId-000000000000", TRIM_HORIZON))
     clock = SteppedClock()
     coordinators = [
