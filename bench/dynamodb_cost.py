@@ -70,11 +70,21 @@ from kcl_daemon.local.producer import open_hash_ranges, partition_keys_for
 from tests.support.capacity_proxy import CapacityProxy, Usage
 from tests.support.emulators import Backend, running_emulators
 
-MODES: Final = ("ours-2x", "ours-2x-per-worker", "ours-3x", "ours-3x-equal", "java-3x", "mixed-3x")
+MODES: Final = (
+    "ours-2x",
+    "ours-2x-per-worker",
+    "ours-3x",
+    "ours-3x-per-worker",
+    "ours-3x-equal",
+    "java-3x",
+    "mixed-3x",
+)
 TWO_X: Final = {"clientVersionConfig": "CLIENT_VERSION_CONFIG_COMPATIBLE_WITH_2X_PHASE1"}
 #: ours-2x-per-worker: the 2.x taker renewing one heartbeat per worker instead of every lease
 PER_WORKER: Final = {**TWO_X, "leaseRenewal": "PER_WORKER"}
 THREE_X: Final = {"clientVersionConfig": "CLIENT_VERSION_CONFIG_3X"}
+#: ours-3x-per-worker: the leader mode with every worker heartbeating instead of renewing its leases
+THREE_X_PER_WORKER: Final = {**THREE_X, "leaseRenewal": "PER_WORKER"}
 POLL_S: Final = 0.5
 #: ours-3x-equal: kcl-daemon's leader mode at Java 3.x's takeover time (a SIGKILLed worker's leases are
 #: processed again after about 50-70 s with Java's leader at failoverTimeMillis 10 s, as measured here):
@@ -220,7 +230,13 @@ def run_config(
             # Java's default shard sync interval for every worker (properties() sets 5 s for the benchmarks
             # that create streams as they go): shard sync scans the lease table
             values = {"workerId": name, "shardSyncIntervalMillis": "60000"}
-            values.update({"ours-2x": TWO_X, "ours-2x-per-worker": PER_WORKER}.get(mode, THREE_X))
+            values.update(
+                {
+                    "ours-2x": TWO_X,
+                    "ours-2x-per-worker": PER_WORKER,
+                    "ours-3x-per-worker": THREE_X_PER_WORKER,
+                }.get(mode, THREE_X)
+            )
             if not java:
                 values.update(figures.ours_extra)
             props = run_dir / f"{name}.properties"
