@@ -1,15 +1,15 @@
 """Shared pieces of the benchmarks that feed a stream and prepare its lease table: a steady producer
 (:class:`Producer`) and the unowned TRIM_HORIZON leases a shard sync would write (:func:`prepare_leases`).
 
-Not a benchmark itself: ``scaling.py`` and ``process_tree.py`` import it (``bench/`` is on ``sys.path``
-when they run as scripts).
+Not a benchmark itself: ``scaling.py``, ``process_tree.py`` and ``dynamodb_cost.py`` import it
+(``bench/`` is on ``sys.path`` when they run as scripts).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Protocol
 
 from kcl_daemon.aws.clients import AwsClients
@@ -23,11 +23,6 @@ class Puts(Protocol):
     """A bench's stream: puts ``count`` more records."""
 
     def put(self, count: int) -> None: ...
-
-
-class Sharded(Protocol):
-    @property
-    def shards(self) -> Sequence[Shard]: ...
 
 
 class Producer:
@@ -58,12 +53,12 @@ class Producer:
         self._thread.join(30)
 
 
-def prepare_leases(clients: AwsClients, app: str, stream: Sharded) -> None:
+def prepare_leases(clients: AwsClients, app: str, shards: Iterable[Shard]) -> None:
     """The lease table (with the GSI KCL 3.x wants: dynalite refuses to add it later, java-mld.md) and one
     unowned TRIM_HORIZON lease per shard, as a shard sync would write them."""
     table = DynamoLeaseTable(clients.dynamodb, app)
     table.create_table_if_missing(poll_s=0.1)
-    for shard in stream.shards:
+    for shard in shards:
         table.create_lease(
             Lease(
                 shard.shard_id,

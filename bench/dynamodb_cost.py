@@ -58,14 +58,13 @@ from _daemons import (
     properties,
 )
 from _local import quiet_logs, unique
+from _streams import prepare_leases
 
 from kcl_daemon.aws.clients import AwsClients
 from kcl_daemon.aws.kinesis import Kinesis
 from kcl_daemon.aws.lease_table import DynamoLeaseTable
 from kcl_daemon.aws.provision import MAX_PUT_RECORDS_ENTRIES, ensure_stream
 from kcl_daemon.core.leader.table_names import legacy_table_names
-from kcl_daemon.core.leases.lease import Lease
-from kcl_daemon.core.sequence import ExtendedSequenceNumber
 from kcl_daemon.local.producer import open_hash_ranges, partition_keys_for
 from tests.support.capacity_proxy import CapacityProxy, Usage
 from tests.support.emulators import Backend, running_emulators
@@ -132,17 +131,7 @@ def prepare(clients: AwsClients, shards: int, app: str) -> tuple[str, list[str]]
     stream = unique("cost")
     ensure_stream(clients.kinesis, stream, shards)
     listed = Kinesis(clients.kinesis).list_shards(stream)
-    table = DynamoLeaseTable(clients.dynamodb, app)
-    table.create_table_if_missing(poll_s=0.1)
-    for shard in listed:
-        table.create_lease(
-            Lease(
-                shard.shard_id,
-                ExtendedSequenceNumber("TRIM_HORIZON"),
-                starting_hash_key=shard.starting_hash_key,
-                ending_hash_key=shard.ending_hash_key,
-            )
-        )
+    prepare_leases(clients, app, listed)
     return stream, partition_keys_for(open_hash_ranges(listed), per_range=1)
 
 

@@ -300,7 +300,7 @@ def run_session(setup: Setup, stream: Stream, variant: str, run: int, work: Path
     shards = len(stream.shards)
     figures = Session(variant, shards, run)
     app = unique(f"tree-{variant}")
-    prepare_leases(setup.clients, app, stream)
+    prepare_leases(setup.clients, app, stream.shards)
     directory = work / f"{variant}-{shards}-{run}"
     directory.mkdir(parents=True)
     batch_log = BatchLog(directory / "batches.log")

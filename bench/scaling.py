@@ -340,7 +340,7 @@ def run_session(setup: Setup, stream: Stream, daemon: str, processor: str, run: 
     shards = len(stream.shards)
     figures = Session(daemon, processor, shards, run, setup.max_records)
     app = unique(f"scale-{daemon}")
-    prepare_leases(setup.clients, app, stream)
+    prepare_leases(setup.clients, app, stream.shards)
     session_dir = work / f"{daemon}-{processor}-{shards}-{run}"
     (session_dir / "out").mkdir(parents=True)
     props = session_dir / "app.properties"
