@@ -36,11 +36,9 @@ from kcl_daemon.core.leases.heartbeat import (
     RenewalMode,
     WorkerItem,
     decide,
-    heartbeat_items,
-    merged,
     settle,
     vouched,
-    worker_item_from,
+    workers_of,
 )
 from kcl_daemon.core.leases.lease_codec import ScanResultLike
 from kcl_daemon.core.leases.lease_reads import LastScan, StealNotice, fleet_change, live_notices
@@ -228,13 +226,7 @@ class PerWorkerRenewal:
         read just after it), decide the mode, and return the leases' observations with their owners'
         heartbeats folded in (expired only when both stood still). ``leader``: the 3.x leader as seen
         before the scan (3.x mode; see :func:`~kcl_daemon.core.leases.heartbeat.foreign_signs`)."""
-        items = []
-        for raw in heartbeat_items(scan, place):
-            try:
-                items.append(worker_item_from(raw))
-            except CorruptWorkerItem as exc:
-                logger.warning("skipping worker item: %s", exc)
-        self.beats = self.beats.observe(merged(items), now)
+        self.beats = self.beats.observe(workers_of(scan, place, on_corrupt=_skipping), now)
         decided = decide(
             RenewalMode.PER_WORKER,
             scan.leases,
@@ -276,13 +268,10 @@ class PerWorkerRenewal:
         worker items are carried on): observe the heartbeats; returns how the worker items changed
         other than by advancing, and then the pass scans the lease table and decides the mode on it;
         else the mode is decided here, on ``last``'s leases (whose owners' items are all as then)."""
-        items = []
-        for raw in heartbeat_items(last, place):
-            try:
-                items.append(worker_item_from(raw))
-            except CorruptWorkerItem as exc:
-                logger.warning("skipping worker item: %s", exc)
-        before, self.beats = self.beats, self.beats.observe(merged(items), now)
+        before, self.beats = (
+            self.beats,
+            self.beats.observe(workers_of(last, place, on_corrupt=_skipping), now),
+        )
         change = fleet_change(before, self.beats)
         if change is None:
             decided = decide(
@@ -291,3 +280,7 @@ class PerWorkerRenewal:
             if self.per_worker and decided.mode is RenewalMode.PER_LEASE:
                 self.fall_back(decided.reason)
         return change
+
+
+def _skipping(exc: CorruptWorkerItem) -> None:
+    logger.warning("skipping worker item: %s", exc)

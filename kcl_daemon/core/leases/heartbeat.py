@@ -52,7 +52,7 @@ its leases stand still; the others then judge a lease by its counter *and* its o
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
@@ -199,16 +199,23 @@ def heartbeat_items(scan: object, place: Iterable[Item] = ()) -> list[Item]:
     return [*getattr(scan, "workers", ()), *place]
 
 
-def workers_of(scan: object, place: Iterable[Item] = ()) -> list[WorkerItem]:
+def workers_of(
+    scan: object,
+    place: Iterable[Item] = (),
+    *,
+    on_corrupt: Callable[[CorruptWorkerItem], None] | None = None,
+) -> list[WorkerItem]:
     """The readable worker items a lease-table scan carried (``workers``; none when it has no such
-    field) and the heartbeat place's ``place``; corrupt ones are left out (the taker's shell warns
-    about them). A worker with an item in both: the one with a heartbeat counts."""
+    field) and the heartbeat place's ``place``; corrupt ones are left out, each handed to
+    ``on_corrupt`` if given (the taker's shell warns about them). A worker with an item in both: the
+    one with a heartbeat counts."""
     items = []
     for raw in heartbeat_items(scan, place):
         try:
             items.append(worker_item_from(raw))
-        except CorruptWorkerItem:
-            continue
+        except CorruptWorkerItem as exc:
+            if on_corrupt is not None:
+                on_corrupt(exc)
     return merged(items)
 
 

@@ -27,6 +27,7 @@ from kcl_daemon.core.leases.heartbeat import (
     settle,
     vouched,
     worker_item_from,
+    workers_of,
 )
 from kcl_daemon.core.leases.lease import Lease
 from kcl_daemon.core.sequence import TRIM_HORIZON
@@ -90,6 +91,15 @@ def test_worker_items_decode(item: dict[str, dict[str, object]], expected: Worke
 def test_corrupt_worker_items_name_the_attribute(item: dict[str, dict[str, object]], problem: str) -> None:
     with pytest.raises(CorruptWorkerItem, match=problem):
         worker_item_from(item)
+
+
+def test_workers_of_leaves_corrupt_items_out_and_hands_each_to_on_corrupt() -> None:
+    good = {"wid": {"S": "w1"}, "kdhb": {"N": "3"}}
+    bad = {"wid": {"S": "w2"}, "kdhb": {"N": "x"}}
+    problems: list[CorruptWorkerItem] = []
+    assert [i.worker_id for i in workers_of(None, [good, bad], on_corrupt=problems.append)] == ["w1"]
+    assert len(problems) == 1 and "kdhb" in str(problems[0])
+    assert [i.worker_id for i in workers_of(None, [bad, good])] == ["w1"]
 
 
 def test_leases_and_other_items_are_not_worker_items() -> None:
