@@ -46,6 +46,7 @@ from kcl_daemon.aws.records_page import EncodedRawRecord, PageRecords
 from kcl_daemon.core.leases.lease import MAX_HASH_KEY
 from kcl_daemon.core.shards.hash_keys import effective_hash_key
 from kcl_protocol import AnyRecord, EncodedRecord, Record, RecordColumns
+from kcl_protocol.columns import JOIN_SEPARATOR
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +54,6 @@ MAGIC: Final[bytes] = aws_kinesis_agg.MAGIC
 DIGEST_SIZE: Final[int] = aws_kinesis_agg.DIGEST_SIZE
 #: Every base64 text of a payload that starts with MAGIC starts with this (its first 3 bytes, 6 more bits).
 MAGIC_B64_PREFIX: Final[str] = base64.b64encode(MAGIC).decode("ascii")[:5]
-#: Joins a page's base64 texts for the magic search: never a base64 character.
-_SEPARATOR: Final = "|"
 # The library's generated module imports its sibling ``config_pb2`` as a top-level module, which works
 # only after ``deaggregator`` has put the package directory on sys.path: take it from there.
 messages_pb2: Final[ModuleType] = deaggregator.messages_pb2
@@ -191,10 +190,14 @@ class Deaggregator:
         magic's) is handed on as it is: its lists become the batch's, nothing per record."""
         if type(records) is PageRecords:
             texts = records.data_b64
-            joined = _SEPARATOR.join(texts)
-            if not joined.startswith(MAGIC_B64_PREFIX) and _SEPARATOR + MAGIC_B64_PREFIX not in joined:
+            joined = JOIN_SEPARATOR.join(texts)
+            if not joined.startswith(MAGIC_B64_PREFIX) and JOIN_SEPARATOR + MAGIC_B64_PREFIX not in joined:
                 return RecordColumns(
-                    texts, records.partition_keys, records.sequence_numbers, records.arrival_millis
+                    texts,
+                    records.partition_keys,
+                    records.sequence_numbers,
+                    records.arrival_millis,
+                    joined_b64=joined,
                 )
         return RecordColumns.of(self.deaggregate(records))
 

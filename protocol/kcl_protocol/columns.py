@@ -30,6 +30,8 @@ from kcl_protocol.messages import AnyRecord, EncodedRecord
 #: Every byte a JSON string may hold as it is (UTF-8 included): all but the quote, the backslash and
 #: the control characters. A field whose UTF-8 bytes are all in here is written without escaping.
 _VERBATIM: Final = bytes(b for b in range(0x20, 0x100) if b not in b'"\\')
+#: Joins a batch's payload texts: never a base64 character, never escaped in JSON, never padding.
+JOIN_SEPARATOR: Final = "|"
 
 if TYPE_CHECKING:  # slice is generic to type checkers only
     _Slice = slice[int | None, int | None, int | None]
@@ -54,6 +56,7 @@ class RecordColumns(Sequence[EncodedRecord]):
     may be shared). ``sub_sequence_numbers`` None means every record's is 0."""
 
     __slots__ = (
+        "_joined_b64",
         "_payload_bytes",
         "_verbatim",
         "arrival_millis",
@@ -70,7 +73,11 @@ class RecordColumns(Sequence[EncodedRecord]):
         sequence_numbers: list[str],
         arrival_millis: list[int],
         sub_sequence_numbers: list[int] | None = None,
+        *,
+        joined_b64: str | None = None,
     ) -> None:
+        """``joined_b64``: the payload texts already joined by :data:`JOIN_SEPARATOR` (a reader that
+        searched them so hands its text on; else it is joined when first needed)."""
         count = len(data_b64)
         if not (
             len(partition_keys) == len(sequence_numbers) == len(arrival_millis) == count
@@ -82,6 +89,7 @@ class RecordColumns(Sequence[EncodedRecord]):
         self.sequence_numbers = sequence_numbers
         self.arrival_millis = arrival_millis
         self.sub_sequence_numbers = sub_sequence_numbers
+        self._joined_b64 = joined_b64
         self._payload_bytes: int | None = None
         self._verbatim: bool | None = None
 
@@ -155,19 +163,26 @@ class RecordColumns(Sequence[EncodedRecord]):
     # -- what a batch needs to know ------------------------------------------------------------------
 
     @property
+    def joined_b64(self) -> str:
+        """The payload texts joined by :data:`JOIN_SEPARATOR`, once per batch (the byte size and the
+        escaping check both read it). Raises TypeError if a payload is not text."""
+        if self._joined_b64 is None:
+            self._joined_b64 = JOIN_SEPARATOR.join(self.data_b64)
+        return self._joined_b64
+
+    @property
     def payload_bytes(self) -> int:
         """The payloads' total length in bytes, from their padded base64 text (nothing decoded)."""
         if self._payload_bytes is None:
-            texts = self.data_b64
             # Canonical base64 is a multiple of 4 characters, and '=' appears only as its padding.
-            self._payload_bytes = sum(map(len, texts)) // 4 * 3 - "".join(texts).count("=")
+            self._payload_bytes = sum(map(len, self.data_b64)) // 4 * 3 - self.joined_b64.count("=")
         return self._payload_bytes
 
     def verbatim(self) -> bool:
         """Whether every text field can be written into JSON as it is (no character needs escaping)."""
         if self._verbatim is None:
             try:
-                text = "".join(self.data_b64) + "".join(self.partition_keys) + "".join(self.sequence_numbers)
+                text = self.joined_b64 + "".join(self.partition_keys) + "".join(self.sequence_numbers)
                 self._verbatim = not text.encode("utf-8").translate(None, _VERBATIM)
             except (TypeError, UnicodeEncodeError):  # not text, or lone surrogates: the encoder decides
                 self._verbatim = False

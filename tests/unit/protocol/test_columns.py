@@ -152,6 +152,11 @@ def test_lines_as_java_writes_them(columns: RecordColumns, behind: int | None, l
 def test_payload_bytes_from_the_base64_text(texts: list[str], size: int) -> None:
     columns = RecordColumns(texts, ["k"] * len(texts), ["1"] * len(texts), [0] * len(texts))
     assert columns.payload_bytes == size == sum(len(base64.b64decode(t)) for t in texts)
+    # a reader that joined the texts already (the de-aggregator's magic search) hands its text on
+    handed = RecordColumns(
+        texts, ["k"] * len(texts), ["1"] * len(texts), [0] * len(texts), joined_b64="|".join(texts)
+    )
+    assert handed.payload_bytes == size and handed.verbatim() == columns.verbatim()
 
 
 def test_lone_surrogates_fail_as_the_reference_encoder_fails() -> None:
