@@ -340,7 +340,7 @@ class LeaseCoordinator(Taking, GracefulStop):
         if renewal is None:
             return
         self._loop = asyncio.get_running_loop()
-        renewal.observe_scan(scan, self._observations, now, place, leader=leader)
+        renewal.observe_scan(scan, now, place, leader=leader)
         await self._per_worker_scan(scan.leases)
 
     def held_lease(self, lease_key: str) -> Lease | None:

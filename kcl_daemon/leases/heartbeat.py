@@ -12,11 +12,11 @@ Each 2.x taker scan (in 3.x mode: each scan of the assignment loop, the leader's
 follower's watch; :meth:`~kcl_daemon.leases.coordinator.LeaseCoordinator.observe_fleet`) reads the
 heartbeat place too (:meth:`PerWorkerRenewal.read_place`: the
 worker-metrics table, where the heartbeats and the Java 3.x workers' metrics reports are; a pass whose
-read fails takes nothing) and goes through :meth:`PerWorkerRenewal.observe_scan`: the heartbeats are observed,
-the leases' expiry is read through them, and the mode decided. At the first foreign sign the worker
-falls back for good: a WARNING with the reason, every held lease renewed at once and per lease from
-then on, and, a renewal period later, its heartbeat item deleted, so the rest of the fleet sees an
-owner without one and follows. A worker that stops (its thread ends) deletes its item too, so a fleet
+read fails takes nothing) and goes through :meth:`PerWorkerRenewal.observe_scan`: the heartbeats are
+observed and the mode decided (the taker then reads the leases' expiry through them). At the first foreign
+sign the worker falls back for good: a WARNING with the reason, every held lease renewed at once and per
+lease from then on, and, a renewal period later, its heartbeat item deleted, so the rest of the fleet sees
+an owner without one and follows. A worker that stops (its thread ends) deletes its item too, so a fleet
 restarted with the key off is left with none.
 """
 
@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from kcl_daemon.core.leases.expiry import LeaseObservations
 from kcl_daemon.core.leases.heartbeat import (
     CorruptWorkerItem,
     HeartbeatObservations,
@@ -37,7 +36,6 @@ from kcl_daemon.core.leases.heartbeat import (
     WorkerItem,
     decide,
     settle,
-    vouched,
     workers_of,
 )
 from kcl_daemon.core.leases.lease_codec import ScanResultLike
@@ -216,16 +214,16 @@ class PerWorkerRenewal:
     def observe_scan(
         self,
         scan: ScanResultLike,
-        observations: LeaseObservations,
         now: float,
         place: Sequence[Mapping[str, Any]] = (),
         *,
         leader: str | None = None,
-    ) -> LeaseObservations:
+    ) -> None:
         """Observe the heartbeats a taker scan read (the lease table's worker items and ``place``'s,
-        read just after it), decide the mode, and return the leases' observations with their owners'
-        heartbeats folded in (expired only when both stood still). ``leader``: the 3.x leader as seen
-        before the scan (3.x mode; see :func:`~kcl_daemon.core.leases.heartbeat.foreign_signs`)."""
+        read just after it) and decide the mode; the leases' expiry through the heartbeats is then the
+        taker's to judge (:meth:`~kcl_daemon.leases.lease_reads.LeaseReads._judge`). ``leader``: the
+        3.x leader as seen before the scan (3.x mode; see
+        :func:`~kcl_daemon.core.leases.heartbeat.foreign_signs`)."""
         self.beats = self.beats.observe(workers_of(scan, place, on_corrupt=_skipping), now)
         decided = decide(
             RenewalMode.PER_WORKER,
@@ -238,7 +236,6 @@ class PerWorkerRenewal:
         )
         if self.per_worker and decided.mode is RenewalMode.PER_LEASE:
             self.fall_back(decided.reason)
-        return vouched(scan.leases, observations, self.beats)
 
     def fall_back(self, reason: str) -> None:
         """Back to per-lease renewals for the life of the process (idempotent)."""

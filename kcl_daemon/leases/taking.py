@@ -84,7 +84,7 @@ class Taking(LeaseReads):
         self._observations = self._observations.observe(scan.leases, now)
         observations = self._observations
         if self.renewal is not None:
-            observations = self._effective = self.renewal.observe_scan(scan, observations, now, place)
+            self.renewal.observe_scan(scan, now, place)
             observations = self._effective = self._judge(self.renewal, scan.leases)  # lease_reads
             await self._per_worker_scan(scan.leases)
         failover_s = self.config.failover_s
